@@ -1,0 +1,1 @@
+"""hypergrid's Hydra launchers: in-process (default), one job per GPU, SLURM."""

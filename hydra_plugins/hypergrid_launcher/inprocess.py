@@ -1,0 +1,46 @@
+"""The default launcher: every cell in this process, with a progress bar over the cells."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Optional, Sequence
+
+from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+from hydra_plugins.hypergrid_launcher import sweep
+
+log = logging.getLogger("render")
+
+
+class InProcessLauncher(Launcher):
+    def __init__(self) -> None:
+        super().__init__()
+        self.config: Optional[DictConfig] = None
+        self.task_function: Optional[TaskFunction] = None
+        self.hydra_context: Optional[HydraContext] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from tqdm import tqdm
+
+        assert self.config is not None and self.hydra_context is not None and self.task_function is not None
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, initial_job_idx)
+        jobs = sweep.preflight_sweep(job_overrides, configs)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        sweep.write_sweep_record(sweep_dir, "inprocess", job_overrides, jobs, configs)
+        returns = []
+        for overrides, config in tqdm(list(zip(job_overrides, configs)), desc="cells", unit="cell"):
+            log.info("#%s : %s", config.hydra.job.num, " ".join(filter_overrides(overrides)))
+            returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=config,
+                                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
+        sweep.summarise(returns, sweep_dir)
+        return returns

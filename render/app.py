@@ -1,0 +1,49 @@
+"""The task a Hydra job runs: build the cell's job, render it into Hydra's output folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from render.pipeline import PipelineCache
+from render.preflight import preflight_config
+from render.rundir import SampleStore
+from render.runner import CellResult, run_job
+
+# Process-level state: an in-process sweep loads each model once and scans the output root once.
+PIPELINES = PipelineCache()
+_STORES: dict[Path, SampleStore] = {}
+
+
+def sample_store(out_root: Path) -> SampleStore:
+    if out_root not in _STORES:
+        _STORES[out_root] = SampleStore(out_root)
+    return _STORES[out_root]
+
+
+def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
+    """Render the composed cell into the current Hydra output folder; return one summary per run folder."""
+    hydra_cfg = HydraConfig.get()
+    job = preflight_config(cfg)
+    launcher = str(hydra_cfg.launcher.get("_target_", "")).rsplit(".", 1)[-1] or "basic"
+    results = run_job(job, Path(hydra_cfg.runtime.output_dir), store=sample_store(job.out_root), pipelines=PIPELINES,
+                      overrides=list(hydra_cfg.overrides.task), launcher=launcher)
+    if hydra_cfg.mode == RunMode.RUN:
+        print_summary(results)
+        if any(r.status == "failed" for r in results):
+            sys.exit(1)
+    return [r.__dict__ for r in results]
+
+
+def print_summary(results: list[CellResult]) -> None:
+    """One line per cell: what happened and where to look."""
+    for r in results:
+        if r.status == "done":
+            print(f"done    {r.cell_key}  {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}")
+        else:
+            print(f"FAILED  {r.cell_key}  {r.describe}: {r.category}: {r.message}\n        see {r.run_dir / 'FAILED.json'}")

@@ -1,0 +1,187 @@
+"""A cell: one resolved, validated configuration, and its cell key.
+
+`build_job` turns the composed Hydra config into typed objects and checks every value a schema
+cannot (ranges, seed lists, prompt files). It imports no torch unless the device must be detected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from render.caches import CACHES, cache_key_params
+from render.prompts import Prompt, load_prompts
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+class ConfigError(ValueError):
+    """A config value that composes but cannot be rendered."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    id: str
+    revision: str | None
+    pipeline: str
+    family: str
+    dtype: str
+    max_sequence_length: int | None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Exactly what changes pixels or timing; `key` hashes nothing else."""
+
+    model: ModelSpec
+    device_kind: str
+    attention: str
+    cache: dict[str, Any]
+    scheduler: str
+    steps: int
+    guidance: float
+    height: int
+    width: int
+
+    def canonical(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        cache = ",".join(f"{k}={v}" for k, v in self.cache.items() if k != "name")
+        cache = f"{self.cache['name']}({cache})" if cache else self.cache["name"]
+        return f"{self.model.name} {self.attention} {cache} {self.scheduler} {self.steps} steps {self.height}x{self.width}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cell plus what to render with it and where."""
+
+    cell: Cell
+    anchor: Cell
+    anchor_overrides: list[str]
+    cache_conf: Any  # the cache config node, for apply_cache
+    prompts_name: str
+    split: str
+    prompts_file: str
+    prompts: list[Prompt]
+    seeds: list[int]
+    device: str  # torch device string, e.g. cpu or cuda:0
+    out_root: Path
+    tag: str = ""
+    render_anchor: bool = True
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_anchor(self) -> bool:
+        return self.cell.key == self.anchor.key
+
+    @property
+    def sample_ids(self) -> list[tuple[str, int]]:
+        return [(p.id, s) for p in self.prompts for s in self.seeds]
+
+
+def resolve_device(device: str) -> tuple[str, str]:
+    """(torch device, device kind). The kind is "cpu" or the GPU's name, which enters the cell key."""
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ConfigError(f"device={device!r}: valid values are auto, cpu, cuda, cuda:N")
+    if device == "cpu":
+        return "cpu", "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        if device == "auto":
+            return "cpu", "cpu"
+        raise ConfigError(f"device={device}: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES, drivers); use device=cpu or auto")
+    torch_device = "cuda:0" if device in ("auto", "cuda") else device
+    index = int(torch_device.split(":")[1])
+    if index >= torch.cuda.device_count():
+        raise ConfigError(f"device={device}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return torch_device, torch.cuda.get_device_name(index)
+
+
+def parse_seeds(seed: Any) -> list[int]:
+    values = list(seed) if isinstance(seed, (list, tuple, ListConfig)) else [seed]
+    if not values:
+        raise ConfigError("seed=[]: give at least one seed, e.g. seed=0 or seed=[0,1,2]")
+    seeds = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"seed={seed}: seeds must be non-negative integers, e.g. seed=42 or seed=[0,1,2]")
+        seeds.append(value)
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seed={seed}: a seed is listed twice")
+    return seeds
+
+
+def _positive(name: str, value: Any) -> Any:
+    if value is None or value <= 0:
+        raise ConfigError(f"{name}={value}: must be positive")
+    return value
+
+
+def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: int, attention: str, cache: dict, scheduler: str) -> Cell:
+    m = cfg.model
+    height = _positive("height", cfg.height if cfg.height is not None else m.height)
+    width = _positive("width", cfg.width if cfg.width is not None else m.width)
+    guidance = cfg.guidance if cfg.guidance is not None else m.guidance
+    if guidance < 0:
+        raise ConfigError(f"guidance={guidance}: must be >= 0")
+    return Cell(model, device_kind, attention, cache, scheduler, _positive("steps", steps), float(guidance), int(height), int(width))
+
+
+def build_job(cfg: DictConfig) -> Job:
+    """Validate the composed config and build the job. Raises ConfigError / PromptError."""
+    m = cfg.model
+    device, device_kind = resolve_device(cfg.device)
+    dtype = cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype)
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype={dtype}: valid values are {', '.join(DTYPES)}")
+    model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length)
+    steps = cfg.steps if cfg.steps is not None else m.steps
+    cell = _make_cell(cfg, model, device_kind, steps=steps, attention=cfg.attention.name,
+                      cache=cache_key_params(cfg.cache), scheduler=cfg.scheduler.name)
+    a = m.anchor
+    if a.cache not in CACHES:
+        raise ConfigError(f"model.anchor.cache={a.cache}: valid values are {', '.join(CACHES)}")
+    anchor = _make_cell(cfg, model, device_kind, steps=a.steps, attention=a.attention,
+                        cache=cache_key_params(CACHES[a.cache][0]()), scheduler=a.scheduler)
+    anchor_overrides = [f"model={m.name}", f"steps={a.steps}", f"attention={a.attention}", f"cache={a.cache}", f"scheduler={a.scheduler}"]
+    prompts = load_prompts(cfg.prompts.file, cfg.prompts.limit)
+    return Job(
+        cell=cell,
+        anchor=anchor,
+        anchor_overrides=anchor_overrides,
+        cache_conf=cfg.cache,
+        prompts_name=cfg.prompts.name,
+        split=cfg.prompts.split,
+        prompts_file=cfg.prompts.file,
+        prompts=prompts,
+        seeds=parse_seeds(cfg.seed),
+        device=device,
+        out_root=Path(cfg.out_root).expanduser().resolve(),
+        tag=cfg.tag,
+        render_anchor=cfg.render_anchor,
+        config=OmegaConf.to_container(cfg, resolve=True),
+    )
+
+
+def anchor_job(job: Job) -> Job:
+    """The job that renders the anchor's samples for the same prompts and seeds."""
+    cache_conf = CACHES[job.anchor.cache["name"]][0]()
+    return Job(**{**job.__dict__, "cell": job.anchor, "cache_conf": cache_conf, "render_anchor": False})
+
+
+def anchor_dir(job: Job) -> Path:
+    """Where the runner renders a model's anchor samples: one folder per anchor cell, reused by every sweep."""
+    return job.out_root / "anchors" / job.anchor.model.name / job.anchor.key

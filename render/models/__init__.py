@@ -1,0 +1,1 @@
+"""Models the project builds itself, offline (see render.pipeline.builtin_models)."""

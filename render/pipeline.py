@@ -1,0 +1,127 @@
+"""Build diffusers pipelines, keep them loaded for the whole process, configure them per cell.
+
+A sweep run in one process loads each model once: `PipelineCache.get` returns the loaded pipeline
+and `configure` resets attention backend, cache hooks and scheduler before applying the cell's own,
+so a cell's images are the same whether it ran after another cell or alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from render.attention import apply_attention, reset_attention
+from render.caches import apply_cache, reset_cache
+from render.cell import Cell, ModelSpec
+from render.schedulers import apply_scheduler
+
+BUILTIN_PREFIX = "hypergrid:"
+
+
+def builtin_models() -> dict[str, Any]:
+    """Models the project builds itself: name -> function returning the saved folder."""
+    from render.models.tiny import ensure_tiny
+
+    return {"tiny": ensure_tiny}
+
+
+def model_source(model: ModelSpec) -> str:
+    """The folder or hub id that from_pretrained loads."""
+    if model.id.startswith(BUILTIN_PREFIX):
+        name = model.id[len(BUILTIN_PREFIX):]
+        builders = builtin_models()
+        if name not in builders:
+            raise ValueError(f"model.id={model.id}: no built-in model {name!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in builders)}")
+        return str(builders[name]())
+    return str(Path(model.id).expanduser()) if model.id.startswith((".", "/", "~")) else model.id
+
+
+@dataclass
+class LoadedPipeline:
+    pipe: Any
+    load_s: float
+    scheduler_config: dict[str, Any]
+    fresh: bool = True  # nothing rendered with it yet: the next sample is a warm-up
+    configured_for: str | None = None  # cell key it is configured for
+    cache_record: dict[str, Any] = field(default_factory=dict)
+
+
+class PipelineCache:
+    """One loaded pipeline per (model, dtype, device) for the life of the process."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, str | None, str, str, str], LoadedPipeline] = {}
+
+    def get(self, model: ModelSpec, device: str) -> LoadedPipeline:
+        key = (model.id, model.revision, model.pipeline, model.dtype, device)
+        if key not in self._loaded:
+            # Models differ between cells: free the old one before loading the next.
+            self._loaded.clear()
+            self._loaded[key] = load_pipeline(model, device)
+        return self._loaded[key]
+
+
+def quiet_libraries() -> None:
+    """diffusers/transformers progress bars and INFO chatter would bury the cell's own progress."""
+    import diffusers
+    import transformers
+
+    diffusers.utils.logging.set_verbosity_error()
+    diffusers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def load_pipeline(model: ModelSpec, device: str) -> LoadedPipeline:
+    import diffusers
+    import torch
+
+    quiet_libraries()
+    source = model_source(model)
+    start = time.perf_counter()
+    cls = getattr(diffusers, model.pipeline)
+    pipe = cls.from_pretrained(source, revision=model.revision, dtype=getattr(torch, model.dtype))
+    pipe.to(device)
+    pipe.set_progress_bar_config(disable=True)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    return LoadedPipeline(pipe, time.perf_counter() - start, dict(pipe.scheduler.config))
+
+
+def denoiser(pipe: Any) -> Any:
+    return getattr(pipe, "transformer", None) or pipe.unet
+
+
+def configure(loaded: LoadedPipeline, cell: Cell, cache_conf: Any, calibrate: Any) -> None:
+    """Reset the pipeline to its loaded state, then apply the cell's attention, scheduler and cache."""
+    pipe = loaded.pipe
+    if loaded.configured_for == cell.key:
+        return
+    model = denoiser(pipe)
+    reset_cache(pipe)
+    reset_attention(model)
+    apply_scheduler(pipe, cell.scheduler, cell.model.family, loaded.scheduler_config)
+    apply_attention(model, cell.attention)
+    loaded.cache_record = apply_cache(pipe, cache_conf, steps=cell.steps, calibrate=calibrate) or {}
+    loaded.configured_for = cell.key
+    loaded.fresh = True
+
+
+def call_kwargs(cell: Cell, prompt: str, seed: int) -> dict[str, Any]:
+    """The pipeline call for one sample: the same arguments a bare diffusers script would pass."""
+    import torch
+
+    kwargs: dict[str, Any] = {
+        "prompt": prompt,
+        "num_inference_steps": cell.steps,
+        "guidance_scale": cell.guidance,
+        "height": cell.height,
+        "width": cell.width,
+        "generator": torch.Generator("cpu").manual_seed(seed),
+        "output_type": "np",
+    }
+    if cell.model.max_sequence_length is not None:
+        kwargs["max_sequence_length"] = cell.model.max_sequence_length
+    return kwargs

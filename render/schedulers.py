@@ -1,0 +1,59 @@
+"""The scheduler axis: option name -> scheduler class and settings, per model family.
+
+`default` keeps the scheduler the pipeline was saved with. The others are rebuilt from the
+pipeline's original scheduler config each time, so cells never inherit a previous cell's scheduler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    cls: str  # diffusers scheduler class name
+    kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the pipeline's scheduler config
+
+
+_FLOW = {
+    "euler": SchedulerSpec("FlowMatchEulerDiscreteScheduler"),
+    "heun": SchedulerSpec("FlowMatchHeunDiscreteScheduler"),
+    "dpmpp-2m": SchedulerSpec(
+        "DPMSolverMultistepScheduler",
+        {"use_flow_sigmas": True, "prediction_type": "flow_prediction", "algorithm_type": "dpmsolver++", "solver_order": 2},
+    ),
+    "unipc": SchedulerSpec("UniPCMultistepScheduler", {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}),
+}
+
+SCHEDULERS: dict[str, dict[str, SchedulerSpec]] = {
+    "flux": _FLOW,
+    "sd3": _FLOW,
+    "sdxl": {
+        "euler": SchedulerSpec("EulerDiscreteScheduler"),
+        "heun": SchedulerSpec("HeunDiscreteScheduler"),
+        "dpmpp-2m": SchedulerSpec("DPMSolverMultistepScheduler", {"algorithm_type": "dpmsolver++", "solver_order": 2}),
+        "unipc": SchedulerSpec("UniPCMultistepScheduler"),
+    },
+}
+
+
+def check_scheduler_supported(name: str, family: str) -> None:
+    if name == "default":
+        return
+    options = SCHEDULERS.get(family, {})
+    if name not in options:
+        valid = ", ".join(["default", *options])
+        raise ValueError(f"scheduler={name} is not available for the {family} model family; valid: {valid}")
+
+
+def apply_scheduler(pipe: Any, name: str, family: str, original_config: Any) -> None:
+    """Give `pipe` a fresh scheduler for `name`, built from the pipeline's original scheduler config."""
+    import diffusers
+
+    if name == "default":
+        cls, kwargs = diffusers.__dict__[original_config["_class_name"]], {}
+    else:
+        spec = SCHEDULERS[family][name]
+        cls, kwargs = getattr(diffusers, spec.cls), spec.kwargs
+    pipe.scheduler = cls.from_config(original_config, **kwargs)

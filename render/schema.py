@@ -1,0 +1,113 @@
+"""Dataclass schemas for every config group, registered in Hydra's ConfigStore.
+
+Each option file under ``render/conf/<group>/`` starts with ``defaults: [<schema>, _self_]``, so a
+wrong type, an unknown key or a missing value fails at composition, before anything is launched.
+Importing this module registers the schemas and the resolvers; it must stay free of torch/diffusers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from render.caches import CACHES
+
+
+@dataclass
+class AnchorConf:
+    """The model's frozen full-quality reference cell: what every comparison is made against."""
+
+    steps: int = MISSING  # the model's full-quality step count
+    attention: str = "native"  # attention option name (conf/attention/)
+    cache: str = "none"  # cache option name (conf/cache/)
+    scheduler: str = "default"  # scheduler option name (conf/scheduler/)
+
+
+@dataclass
+class ModelConf:
+    name: str = MISSING  # short name, used in folder names and reports
+    id: str = MISSING  # hub id, local folder, or "hypergrid:<name>" for a model the project builds
+    revision: Optional[str] = None  # hub revision (commit or tag); pin it for reproducible cells
+    pipeline: str = MISSING  # diffusers pipeline class, e.g. FluxPipeline
+    family: str = MISSING  # flux | sd3 | sdxl: decides scheduler and cache compatibility
+    dtype: str = "bfloat16"  # weights dtype: float32 | float16 | bfloat16
+    steps: int = MISSING  # default number of inference steps
+    guidance: float = MISSING  # default guidance scale
+    height: int = MISSING  # default image height in pixels
+    width: int = MISSING  # default image width in pixels
+    max_sequence_length: Optional[int] = None  # text-encoder token budget, when the pipeline takes one
+    anchor: AnchorConf = field(default_factory=AnchorConf)
+
+
+@dataclass
+class AttentionConf:
+    name: str = MISSING  # option name, e.g. native, flex, flash (render/attention.py maps it to a diffusers backend)
+
+
+@dataclass
+class SchedulerConf:
+    name: str = MISSING  # option name; "default" keeps the pipeline's own scheduler
+
+
+@dataclass
+class PromptsConf:
+    name: str = MISSING  # manifest name, e.g. smoke, dev, holdout
+    split: str = MISSING  # smoke | dev | holdout | custom: holdout renders are locked by the climb
+    file: str = MISSING  # JSONL manifest, one {"id", "text"} per line; relative paths: cwd, then the package's prompts/
+    limit: Optional[int] = None  # render only the first N prompts (a rung of successive halving)
+
+
+@dataclass
+class RenderConf:
+    """The top-level config: one cell, plus where and how to render it."""
+
+    model: ModelConf = MISSING
+    attention: AttentionConf = MISSING
+    cache: Any = MISSING  # one of the schemas in render.caches.CACHES
+    scheduler: SchedulerConf = MISSING
+    prompts: PromptsConf = MISSING
+    steps: Optional[int] = None  # None: the model's default
+    seed: Any = 0  # one seed or a list of seeds, e.g. seed=42 or seed=[0,1,2]
+    height: Optional[int] = None  # None: the model's default
+    width: Optional[int] = None  # None: the model's default
+    guidance: Optional[float] = None  # None: the model's default
+    dtype: Optional[str] = None  # None: the model's dtype (float32 on CPU)
+    device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
+    out_root: str = "outputs"  # output root: skip-if-done looks for finished samples anywhere under it
+    tag: str = ""  # free label, kept in run.json; not part of the cell key
+    render_anchor: bool = True  # render the anchor's missing samples for the same prompts and seeds too
+
+
+def _sanitise_subdir(num: Any, override_dirname: str) -> str:
+    """A sweep subfolder name that cannot create subfolders or escape the sweep folder."""
+    name = re.sub(r"[^A-Za-z0-9=,._+-]", "_", str(override_dirname)).replace("..", "__")
+    name = name.lstrip(".") or "default"
+    if len(name) > 120:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[:110]}-{digest}"
+    return f"{int(num)}_{name}"
+
+
+def register() -> None:
+    """Register schemas and resolvers (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="render_schema", node=RenderConf)
+    cs.store(group="model", name="model_schema", node=ModelConf)
+    cs.store(group="attention", name="attention_schema", node=AttentionConf)
+    cs.store(group="scheduler", name="scheduler_schema", node=SchedulerConf)
+    cs.store(group="prompts", name="prompts_schema", node=PromptsConf)
+    for name, (schema, _apply) in CACHES.items():
+        cs.store(group="cache", name=f"{name}_schema", node=schema)
+    # use_cache: Hydra copies the master config's resolver cache into every job's config, so all
+    # jobs of one sweep (in-process or submitted) agree on the sweep folder.
+    OmegaConf.register_new_resolver("hg_uniq", lambda: secrets.token_hex(2), use_cache=True, replace=True)
+    OmegaConf.register_new_resolver("hg_subdir", _sanitise_subdir, replace=True)
+
+
+register()

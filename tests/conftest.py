@@ -1,0 +1,39 @@
+"""Shared fixtures: Hydra composition of the shipped configs, shrunk to tiny settings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import render.schema  # noqa: F401  registers schemas and resolvers
+
+CONF_DIR = str(Path(render.schema.__file__).parent / "conf")
+
+
+def compose_cfg(*overrides: str, out_root: Path | None = None):
+    """The task config for these overrides, as a job would see it (hydra node included)."""
+    extra = [f"out_root={out_root}"] if out_root else []
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=[*overrides, *extra], return_hydra_config=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_cache(tmp_path_factory) -> Path:
+    """Build the tiny model once per session into a private cache; subprocesses see it via HYPERGRID_CACHE."""
+    root = Path(os.environ.get("HYPERGRID_TEST_CACHE") or tmp_path_factory.mktemp("hypergrid-cache"))
+    os.environ["HYPERGRID_CACHE"] = str(root)
+    from render.models.tiny import ensure_tiny
+
+    ensure_tiny(root)
+    return root
+
+
+def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m render ...` in a real subprocess."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "render", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
