@@ -49,12 +49,14 @@ def check_attention_usable(name: str, device_kind: str) -> None:
 
 
 def apply_attention(transformer: Any, name: str) -> None:
-    """Set the backend on the denoiser; `native` resets to diffusers' default dispatch."""
-    if name == "native":
-        transformer.reset_attention_backend()
-    else:
-        transformer.set_attention_backend(ATTENTION[name].backend)
+    """Set the backend on the denoiser, `native` included.
+
+    diffusers' reset_attention_backend() leaves the process-wide active backend that
+    set_attention_backend() changed, so a `native` cell after a `math` cell would really run math:
+    the backend is always set explicitly instead.
+    """
+    transformer.set_attention_backend(ATTENTION[name].backend)
 
 
 def reset_attention(transformer: Any) -> None:
-    transformer.reset_attention_backend()
+    apply_attention(transformer, "native")

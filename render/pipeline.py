@@ -7,6 +7,7 @@ so a cell's images are the same whether it ran after another cell or alone.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from render.cell import Cell, ModelSpec
 from render.schedulers import apply_scheduler
 
 BUILTIN_PREFIX = "hypergrid:"
+log = logging.getLogger("render")
 
 
 def builtin_models() -> dict[str, Any]:
@@ -87,7 +89,9 @@ def load_pipeline(model: ModelSpec, device: str) -> LoadedPipeline:
     pipe.set_progress_bar_config(disable=True)
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
-    return LoadedPipeline(pipe, time.perf_counter() - start, dict(pipe.scheduler.config))
+    load_s = time.perf_counter() - start
+    log.info("loaded model %s (%s, %s) on %s in %.2f s", model.name, source, model.dtype, device, load_s)
+    return LoadedPipeline(pipe, load_s, dict(pipe.scheduler.config))
 
 
 def denoiser(pipe: Any) -> Any:

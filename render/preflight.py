@@ -8,8 +8,9 @@ not there. Errors name the bad value and what would be valid.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
@@ -74,8 +75,18 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
     return jobs
 
 
+def exit_with(error: BaseException, code: int = 2) -> NoReturn:
+    """End the command with the message alone: these are user errors, a traceback would bury them."""
+    print(f"error: {error}", file=sys.stderr)
+    raise SystemExit(code)
+
+
 class PreflightCallback(Callback):
-    """Hydra callback: a single run is checked before Hydra creates its run directory."""
+    """Hydra callback: a single run is checked before Hydra creates its run directory.
+
+    Hydra turns exceptions raised by callbacks into warnings and carries on, so a failed check
+    exits here (SystemExit is not an Exception) before the run folder exists.
+    """
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         from omegaconf import open_dict
@@ -83,4 +94,7 @@ class PreflightCallback(Callback):
         task = config.copy()
         with open_dict(task):
             del task["hydra"]
-        preflight_config(task)
+        try:
+            preflight_config(task)
+        except PreflightError as error:
+            exit_with(error)

@@ -132,9 +132,12 @@ class SampleStore:
         by_cell: dict[str, dict[tuple[str, int], ExistingSample]] = {}
         for run_dir in iter_run_dirs(self.out_root):
             try:
-                cell_key = json.loads((run_dir / RUN_JSON).read_text())["cell_key"]
+                run = json.loads((run_dir / RUN_JSON).read_text())
+                cell_key = run["cell_key"]
             except (OSError, json.JSONDecodeError, KeyError):
                 continue
+            if terminal_state(run_dir) is None and not process_alive(run):
+                remove_stale_temporaries(run_dir)
             samples = by_cell.setdefault(cell_key, {})
             for record in read_records(run_dir / SAMPLES):
                 existing = ExistingSample(run_dir, record)
@@ -177,6 +180,25 @@ def link_sample(existing: ExistingSample, run_dir: Path, out_root: Path) -> dict
     except ValueError:
         source = str(existing.run_dir)
     return {**existing.record, "reused_from": source, "load_s": 0.0, "finished_at": now_iso()}
+
+
+def process_alive(run: dict[str, Any]) -> bool:
+    """Whether the process that wrote this run.json may still be running (unknowable on another host)."""
+    if run.get("host") != socket.gethostname() or not isinstance(run.get("pid"), int):
+        return True
+    try:
+        os.kill(run["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """A killed writer can leave its temporary file (never a truncated image: those are only renamed whole)."""
+    for tmp in list(run_dir.glob(".*.tmp")) + list((run_dir / IMAGES).glob(".*.tmp")):
+        tmp.unlink(missing_ok=True)
 
 
 def host_identity() -> dict[str, Any]:

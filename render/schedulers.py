@@ -16,14 +16,14 @@ class SchedulerSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the pipeline's scheduler config
 
 
+_FLOW_SIGMAS = {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}
+# FlowMatchHeunDiscreteScheduler is missing on purpose: it refuses the custom sigmas Flux/SD3 pipelines pass.
 _FLOW = {
     "euler": SchedulerSpec("FlowMatchEulerDiscreteScheduler"),
-    "heun": SchedulerSpec("FlowMatchHeunDiscreteScheduler"),
-    "dpmpp-2m": SchedulerSpec(
-        "DPMSolverMultistepScheduler",
-        {"use_flow_sigmas": True, "prediction_type": "flow_prediction", "algorithm_type": "dpmsolver++", "solver_order": 2},
-    ),
-    "unipc": SchedulerSpec("UniPCMultistepScheduler", {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}),
+    "euler-karras": SchedulerSpec("FlowMatchEulerDiscreteScheduler", {"use_karras_sigmas": True}),
+    "dpmpp-2m": SchedulerSpec("DPMSolverMultistepScheduler", {**_FLOW_SIGMAS, "algorithm_type": "dpmsolver++", "solver_order": 2}),
+    "unipc": SchedulerSpec("UniPCMultistepScheduler", _FLOW_SIGMAS),
+    "deis": SchedulerSpec("DEISMultistepScheduler", _FLOW_SIGMAS),
 }
 
 SCHEDULERS: dict[str, dict[str, SchedulerSpec]] = {
@@ -31,7 +31,9 @@ SCHEDULERS: dict[str, dict[str, SchedulerSpec]] = {
     "sd3": _FLOW,
     "sdxl": {
         "euler": SchedulerSpec("EulerDiscreteScheduler"),
+        "euler-karras": SchedulerSpec("EulerDiscreteScheduler", {"use_karras_sigmas": True}),
         "heun": SchedulerSpec("HeunDiscreteScheduler"),
+        "deis": SchedulerSpec("DEISMultistepScheduler"),
         "dpmpp-2m": SchedulerSpec("DPMSolverMultistepScheduler", {"algorithm_type": "dpmsolver++", "solver_order": 2}),
         "unipc": SchedulerSpec("UniPCMultistepScheduler"),
     },

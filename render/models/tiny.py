@@ -24,8 +24,9 @@ TINY_SEED = 20261130  # torch seed the weights are drawn from
 TINY_GATE_GAIN = 8.0  # scale of the transformer blocks' AdaLN gates over their random initialisation
 
 # Keyword arguments the tiny pipeline is meant to be called with (plus prompt, steps, generator).
-# height/width must be multiples of 4 (vae_scale_factor 2, times 2 for Flux's 2x2 latent packing);
-# max_sequence_length must not exceed TINY_T5_MAX_LENGTH.
+# height/width must be multiples of 4 (vae_scale_factor 2, times 2 for Flux's 2x2 latent packing).
+# The tokenizers work per character, so max_sequence_length is about the prompt characters T5 sees;
+# longer prompts are truncated (with a diffusers warning).
 TINY_CALL_KWARGS: dict[str, Any] = {
     "height": 32,
     "width": 32,

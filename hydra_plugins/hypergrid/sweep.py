@@ -14,10 +14,6 @@ from omegaconf import DictConfig, open_dict
 log = logging.getLogger("render")
 
 
-class SweepFailed(RuntimeError):
-    """Some cells of the sweep failed; every one has its FAILED.json."""
-
-
 def job_configs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
                 initial_job_idx: int) -> list[DictConfig]:
     """Compose every job's config (as Hydra's launchers do), numbered like Hydra numbers them."""
@@ -38,10 +34,13 @@ def task_part(config: DictConfig) -> DictConfig:
 
 
 def preflight_sweep(job_overrides: Sequence[Sequence[str]], configs: list[DictConfig]) -> list[Any]:
-    """Validate every cell before anything is written; raises PreflightError listing each bad cell."""
-    from render.preflight import preflight_all
+    """Validate every cell before anything is written; on failure exit 2 listing each bad cell."""
+    from render.preflight import PreflightError, exit_with, preflight_all
 
-    return preflight_all([(list(o), task_part(c)) for o, c in zip(job_overrides, configs)])
+    try:
+        return preflight_all([(list(o), task_part(c)) for o, c in zip(job_overrides, configs)])
+    except PreflightError as error:
+        exit_with(error)
 
 
 def write_sweep_record(sweep_dir: Path, launcher: str, job_overrides: Sequence[Sequence[str]], jobs: list[Any], configs: list[DictConfig]) -> None:
@@ -56,7 +55,7 @@ def write_sweep_record(sweep_dir: Path, launcher: str, job_overrides: Sequence[S
 
 
 def summarise(returns: Sequence[JobReturn], sweep_dir: Path) -> None:
-    """Print one line per failed cell; raise SweepFailed (non-zero exit) when any failed."""
+    """Print one line per failed cell; exit 1 when any failed (each has its FAILED.json)."""
     failed = []
     for ret in returns:
         if ret.status == JobStatus.FAILED:
@@ -70,4 +69,6 @@ def summarise(returns: Sequence[JobReturn], sweep_dir: Path) -> None:
     print(f"sweep {sweep_dir}: {done} of {len(returns)} cells done"
           + (f"; status: assess status {sweep_dir}" if not failed else ""))
     if failed:
-        raise SweepFailed(f"{len(failed)} of {len(returns)} cells failed:\n" + "\n".join(failed))
+        from render.preflight import exit_with
+
+        exit_with(RuntimeError(f"{len(failed)} of {len(returns)} cells failed:\n" + "\n".join(failed)), code=1)

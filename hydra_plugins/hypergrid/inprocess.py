@@ -6,12 +6,12 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
-from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, configure_log, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from hydra_plugins.hypergrid_launcher import sweep
+from hydra_plugins.hypergrid import sweep
 
 log = logging.getLogger("render")
 
@@ -39,7 +39,6 @@ class InProcessLauncher(Launcher):
         sweep.write_sweep_record(sweep_dir, "inprocess", job_overrides, jobs, configs)
         returns = []
         for overrides, config in tqdm(list(zip(job_overrides, configs)), desc="cells", unit="cell"):
-            log.info("#%s : %s", config.hydra.job.num, " ".join(filter_overrides(overrides)))
             returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=config,
                                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
         sweep.summarise(returns, sweep_dir)

@@ -1,0 +1,207 @@
+"""The cache registry on the tiny model: every method changes the image, and reset restores it exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError
+
+import render.caches as caches
+from render.caches import (
+    CACHES,
+    FasterCacheConf,
+    FBCacheConf,
+    MagCacheConf,
+    NoCacheConf,
+    PABConf,
+    TaylorSeerConf,
+    apply_cache,
+    cache_key_params,
+    check_cache_supported,
+    reset_cache,
+)
+from render.models.tiny import TINY_CALL_KWARGS, tiny_model_dir
+
+STEPS = 8
+METHODS = [name for name in CACHES if name != "none"]
+CONF_DIR = Path(caches.__file__).parent / "conf" / "cache"
+
+
+@pytest.fixture(scope="module")
+def pipe(tiny_cache: Path):
+    from diffusers import FluxPipeline
+
+    pipe = FluxPipeline.from_pretrained(tiny_model_dir(tiny_cache))
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+@pytest.fixture(scope="module")
+def baseline(pipe) -> np.ndarray:
+    return render(pipe)
+
+
+@pytest.fixture(autouse=True)
+def no_cache_left_on(request):
+    yield
+    if "pipe" in request.fixturenames:
+        reset_cache(request.getfixturevalue("pipe"))
+
+
+def render(pipe, steps: int = STEPS) -> np.ndarray:
+    generator = torch.Generator("cpu").manual_seed(0)
+    return pipe("a red circle", num_inference_steps=steps, generator=generator, output_type="np", **TINY_CALL_KWARGS).images
+
+
+def enable(pipe, conf) -> dict:
+    return apply_cache(pipe, conf, steps=STEPS, calibrate=lambda: render(pipe))
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_changes_the_image_and_reset_restores_it(pipe, baseline: np.ndarray, name: str) -> None:
+    enable(pipe, CACHES[name][0]())
+    cached = render(pipe)
+    assert np.isfinite(cached).all()
+    assert np.abs(cached - baseline).mean() > 1e-4, f"{name} left the image unchanged"
+    assert np.array_equal(cached, render(pipe)), "cache state leaked from one render into the next"
+    reset_cache(pipe)
+    assert np.array_equal(render(pipe), baseline)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_applying_twice_without_reset_raises(pipe, name: str) -> None:
+    conf = CACHES[name][0]()
+    enable(pipe, conf)
+    with pytest.raises(ValueError, match="reset_cache"):
+        enable(pipe, conf)
+    with pytest.raises(ValueError, match="reset_cache"):
+        enable(pipe, NoCacheConf())
+
+
+def test_none_and_reset_are_no_ops(pipe, baseline: np.ndarray) -> None:
+    reset_cache(pipe)
+    assert enable(pipe, NoCacheConf(threshold=0.5)) == {}
+    assert not pipe.transformer.is_cache_enabled
+    reset_cache(pipe)
+    assert np.array_equal(render(pipe), baseline)
+
+
+def test_magcache_calibrates_once_and_records_the_ratios(pipe) -> None:
+    calls = []
+    record = apply_cache(pipe, MagCacheConf(), steps=STEPS, calibrate=lambda: calls.append(render(pipe)))
+    assert len(calls) == 1
+    assert record["mag_ratios_source"] == "calibrated"
+    assert len(record["mag_ratios"]) == STEPS and record["mag_ratios"][0] == 1.0
+    assert all(isinstance(r, float) and r > 0 for r in record["mag_ratios"])
+    calibrated = render(pipe)
+    reset_cache(pipe)
+
+    given = apply_cache(pipe, MagCacheConf(mag_ratios=record["mag_ratios"]), steps=STEPS, calibrate=pytest.fail)
+    assert given == {**record, "mag_ratios_source": "given"}
+    assert np.array_equal(render(pipe), calibrated)
+
+
+def test_magcache_interpolates_given_ratios_to_the_step_count(pipe) -> None:
+    record = apply_cache(pipe, MagCacheConf(mag_ratios=[1.0, 0.9, 1.1]), steps=STEPS)
+    assert len(record["mag_ratios"]) == STEPS
+
+
+def test_magcache_says_what_it_needs(pipe) -> None:
+    with pytest.raises(ValueError, match="steps"):
+        apply_cache(pipe, MagCacheConf(), calibrate=lambda: render(pipe))
+    with pytest.raises(ValueError, match="calibrate"):
+        apply_cache(pipe, MagCacheConf(), steps=STEPS)
+    with pytest.raises(RuntimeError, match="num_inference_steps=8"):
+        apply_cache(pipe, MagCacheConf(), steps=STEPS, calibrate=lambda: render(pipe, steps=4))
+    assert not pipe.transformer.is_cache_enabled
+
+
+def test_fastercache_is_guidance_distilled_on_flux(pipe) -> None:
+    assert enable(pipe, FasterCacheConf()) == {"is_guidance_distilled": True}
+    reset_cache(pipe)
+    with pytest.raises(ValueError, match="is_guidance_distilled"):
+        enable(pipe, FasterCacheConf(is_guidance_distilled=False))
+    assert not pipe.transformer.is_cache_enabled
+
+
+def test_config_node_and_dataclass_give_the_same_key() -> None:
+    for name, (schema, _apply) in CACHES.items():
+        assert cache_key_params(OmegaConf.structured(schema)) == cache_key_params(schema()), name
+
+
+def test_key_params_are_canonical() -> None:
+    assert cache_key_params(NoCacheConf(threshold=0.1, mag_ratios=[1.0])) == {"name": "none"}
+    assert cache_key_params(FBCacheConf(threshold=1)) == {"name": "fbcache", "threshold": 1.0}
+    assert isinstance(cache_key_params(FBCacheConf(threshold=1))["threshold"], float)
+    key = cache_key_params(PABConf(spatial_attention_timestep_skip_range=(0, 900)))
+    assert key["spatial_attention_timestep_skip_range"] == [0, 900]
+
+
+def test_none_accepts_every_parameter_of_every_method() -> None:
+    none_fields = {f.name for f in dataclasses.fields(NoCacheConf)}
+    for name, (schema, _apply) in CACHES.items():
+        assert {f.name for f in dataclasses.fields(schema)} <= none_fields, name
+    node = OmegaConf.structured(NoCacheConf)
+    OmegaConf.set_struct(node, True)
+    node.threshold = 0.05
+    node.spatial_attention_timestep_skip_range = [0, 900]
+    with pytest.raises(ConfigAttributeError):
+        node.thresold = 0.05
+
+
+@pytest.mark.parametrize(
+    "conf,match",
+    [
+        (FBCacheConf(threshold=-0.1), "threshold=-0.1"),
+        (FBCacheConf(threshold="high"), "threshold='high'"),
+        (PABConf(spatial_attention_block_skip_range=None), "at least one"),
+        (PABConf(spatial_attention_timestep_skip_range=[800, 100]), "lo < hi"),
+        (TaylorSeerConf(taylor_factors_dtype="int8"), "bfloat16"),
+        (TaylorSeerConf(cache_interval=0), "cache_interval=0"),
+        (FasterCacheConf(tensor_format="BSC"), "BCHW"),
+        (MagCacheConf(retention_ratio=2.0), "retention_ratio"),
+        (NoCacheConf(name="turbo"), "valid methods: none, fbcache"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_valid_choices(conf, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        check_cache_supported("FluxPipeline", conf)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_support_check(name: str) -> None:
+    conf = CACHES[name][0]()
+    check_cache_supported("FluxPipeline", conf)
+    check_cache_supported("StableDiffusionXLPipeline", NoCacheConf())
+    with pytest.raises(ValueError, match=rf"cache {name}: StableDiffusionXLPipeline has no transformer.*cache=none"):
+        check_cache_supported("StableDiffusionXLPipeline", conf)
+    with pytest.raises(ValueError, match="no pipeline class NoSuchPipeline"):
+        check_cache_supported("NoSuchPipeline", conf)
+
+
+@pytest.mark.parametrize("name", list(CACHES))
+def test_option_file_mirrors_its_schema(name: str) -> None:
+    path = CONF_DIR / f"{name}.yaml"
+    text = path.read_text()
+    assert text.startswith("# ")
+    values = yaml.safe_load(text)
+    assert values.pop("defaults") == [f"{name}_schema", "_self_"]
+    schema = CACHES[name][0]
+    if name == "none":
+        assert values == {"name": "none"}
+    else:
+        assert values == dataclasses.asdict(schema())
+
+
+def test_importing_the_registry_imports_no_torch() -> None:
+    code = "import sys, render.caches; sys.exit(bool({'torch', 'diffusers'} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=Path(caches.__file__).parents[1])
+    assert result.returncode == 0
