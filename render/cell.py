@@ -95,8 +95,8 @@ def resolve_device(device: str) -> tuple[str, str]:
     """(torch device, device kind). The kind is "cpu" or the GPU's name, which enters the cell key."""
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise ConfigError(f"device={device!r}: valid values are auto, cpu, cuda, cuda:N")
-    if device == "cpu":
-        return "cpu", "cpu"
+    if device == "cpu" or (device == "auto" and not Path("/dev/nvidiactl").exists() and not Path("/dev/dxg").exists()):
+        return "cpu", "cpu"  # no NVIDIA driver: decided without importing torch, so a re-run that renders nothing stays fast
     import torch
 
     if not torch.cuda.is_available():

@@ -1,0 +1,38 @@
+"""The README's commands are the ones that run: the first two lines, and .ci/run's test command."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from tests.conftest import run_render
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_commands() -> list[str]:
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert block, "README must open with a bash block"
+    return [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_readme_opens_with_install_and_run_then_install_and_test() -> None:
+    main, tests = readme_commands()[:2]
+    assert "pip install" in main and "python -m render" in main
+    assert "pip install" in tests and "pytest" in tests
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    tests = readme_commands()[1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    pytest_part = tests.split("&&")[-1].strip()
+    assert any(pytest_part in line for line in ci.splitlines() if not line.lstrip().startswith("#")), pytest_part
+
+
+def test_readmes_default_sweep_runs(tiny_cache: Path, tmp_path: Path) -> None:
+    main = readme_commands()[0]
+    render_args = shlex.split(main.split("&&")[-1])[3:]  # after "python -m render"
+    result = run_render(*render_args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "cells done" in result.stdout
