@@ -7,6 +7,7 @@ category and returns a `CellResult`, so the other cells of a sweep still run.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import resource
 import secrets
@@ -158,12 +159,29 @@ def run_job(job: Job, run_dir: Path, *, store: rundir.SampleStore, pipelines: Pi
     return results
 
 
+def resume_state(run_dir: Path) -> str | None:
+    """When a requeued job comes back to a cell's folder: a finished cell stays finished; a cell that was
+    cancelled or timed out is taken up again (its samples are kept); other failures are kept as they are."""
+    state = rundir.terminal_state(run_dir)
+    if state == "failed" and json.loads((run_dir / rundir.FAILED).read_text())["category"] in ("cancelled", "timeout"):
+        (run_dir / rundir.FAILED).unlink()
+        return None
+    return state
+
+
 def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: PipelineCache,
               overrides: list[str], launcher: str, progress_factory: Any) -> CellResult:
     from tqdm import tqdm
 
     run_dir.mkdir(parents=True, exist_ok=True)
     result = CellResult(run_dir, job.cell.key, job.cell.describe(), "done")
+    state = resume_state(run_dir)
+    if state is not None:  # a requeued job back at a cell it already ended
+        log.info("cell %s already ended (%s) in %s: nothing to do", job.cell.key, state, run_dir)
+        if state == "failed":
+            failed = json.loads((run_dir / rundir.FAILED).read_text())
+            result.status, result.category, result.message = "failed", failed["category"], failed["message"]
+        return result
     started = time.perf_counter()
     sample = None
     try:

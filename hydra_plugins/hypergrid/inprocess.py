@@ -33,13 +33,9 @@ class InProcessLauncher(Launcher):
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, initial_job_idx)
-        jobs = sweep.preflight_sweep(job_overrides, configs)
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        sweep.write_sweep_record(sweep_dir, "inprocess", job_overrides, jobs, configs)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         returns = []
         for overrides, config in tqdm(list(zip(job_overrides, configs)), desc="cells", unit="cell"):
             returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=config,
                                    job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
-        sweep.summarise(returns, sweep_dir)
         return returns

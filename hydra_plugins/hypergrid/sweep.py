@@ -61,8 +61,9 @@ def summarise(returns: Sequence[JobReturn], sweep_dir: Path) -> None:
         if ret.status == JobStatus.FAILED:
             failed.append(f"  {' '.join(filter_overrides(ret.overrides))}: crashed: {ret._return_value!r}")
             continue
-        for result in ret.return_value or []:
-            if result["status"] == "failed":
+        results = ret.return_value if isinstance(ret.return_value, list) else []
+        for result in results:
+            if isinstance(result, dict) and result.get("status") == "failed":
                 failed.append(f"  {result['describe']}: {result['category']}: {result['message']}\n"
                               f"      see {Path(result['run_dir']) / 'FAILED.json'}")
     done = len(returns) - len(failed)

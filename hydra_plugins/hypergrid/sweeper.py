@@ -1,12 +1,14 @@
 """Hydra's basic sweeper with a preflight: every cell is composed and checked before the sweep
-folder exists, whatever launcher then runs the cells."""
+folder exists, whatever launcher then runs the cells; the sweep's cells are recorded in SWEEP.json."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, List, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
 
 from hydra_plugins.hypergrid import sweep
 
@@ -16,10 +18,24 @@ class HypergridSweeper(BasicSweeper):
         super().__init__(max_batch_size=max_batch_size, params=params)
 
     def sweep(self, arguments: List[str]) -> Any:
-        assert self.config is not None and self.hydra_context is not None
+        assert self.config is not None and self.hydra_context is not None and self.launcher is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides([*self._parse_config(), *arguments])
-        job_overrides = [job for batch in self.split_arguments(overrides, None) for job in batch]
+        self.overrides = self.split_arguments(overrides, self.max_batch_size)
+        job_overrides = [job for batch in self.overrides for job in batch]
         configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, 0)
-        sweep.preflight_sweep(job_overrides, configs)  # exits 2, listing every bad cell, before any folder exists
-        return super().sweep(arguments)
+        jobs = sweep.preflight_sweep(job_overrides, configs)  # exits 2, listing every bad cell, before any folder exists
+
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        launcher = str(self.config.hydra.launcher._target_).rsplit(".", 1)[-1]
+        sweep.write_sweep_record(sweep_dir, launcher, job_overrides, jobs, configs)
+
+        returns, initial_job_idx = [], 0
+        while not self.is_done():
+            batch = self.get_job_batch()
+            returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
+            initial_job_idx += len(batch)
+        sweep.summarise([r for batch in returns for r in batch], sweep_dir)
+        return returns

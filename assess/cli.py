@@ -1,0 +1,117 @@
+"""`assess`: score run directories into the index, show status, write a report.
+
+Thin: each command parses its options and calls one library function; domain errors
+(AssessError) become a one-line message and exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from assess.errors import AssessError
+
+DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
+
+
+def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="HYPERGRID_INDEX",
+                        default=Path("outputs") / "index.db", show_default=True, help=DB_HELP)(fn)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    try:
+        yield
+    except AssessError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hypergrid", message="%(version)s")
+def cli() -> None:
+    """Score hypergrid run directories into a sqlite index, show status, write a report."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@click.option("--metrics", "metrics", default=None, metavar="NAMES",
+              help="comma-separated sample metrics (default: all: psnr,ssim,lpips,clip_score)")
+@click.option("--clip-model", default=None, envvar="HYPERGRID_CLIP_MODEL", metavar="ID_OR_FOLDER",
+              help="CLIP model for clip_score: hub id or local folder (default: openai/clip-vit-large-patch14)")
+@click.option("--force", is_flag=True, help="recompute scores that are already current")
+@click.option("-q", "--quiet", is_flag=True, help="print only the summary line")
+def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: str | None, force: bool,
+          quiet: bool) -> None:
+    """Score runs under PATHS (run directories, sweep folders or outputs/) into the index."""
+    from assess.score import score as score_runs
+
+    names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    log = None if quiet else (lambda line: click.echo(line, err=True))
+    with user_errors():
+        summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log)
+    lines = summary.lines()
+    click.echo("\n".join(lines[:1] if quiet else lines))
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print a JSON list, one object per cell")
+def status(path: Path, as_json: bool) -> None:
+    """One line per cell of a sweep (or run): done, failed, running, crashed, pending."""
+    from assess.status import format_plain, print_table
+    from assess.status import status as sweep_status
+
+    with user_errors():
+        rows = sweep_status(path)
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in rows], indent=1))
+    elif sys.stdout.isatty():
+        print_table(rows)
+    else:
+        click.echo(format_plain(rows))
+
+
+@cli.command()
+@click.argument("sweeps", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="report folder (default: <first sweep>/report)")
+@click.option("--quality-metric", default=None, metavar="NAME",
+              help="quality axis of the Pareto plot: ssim, psnr, lpips or clip_score (default: first available)")
+def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None) -> None:
+    """Write an HTML report of SWEEPS (leaderboard, Pareto plot, contact sheets, failures); print its path."""
+    from assess.report import write_report
+
+    with user_errors():
+        path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric)
+    click.echo(str(path))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@db_option
+@click.argument("datasette_args", nargs=-1, type=click.UNPROCESSED)
+def ui(db: Path, datasette_args: tuple[str, ...]) -> None:
+    """Browse the index in datasette (the `ui` extra), with its canned queries; extra args go to datasette."""
+    import subprocess
+
+    from assess.datasette import datasette_command
+
+    with user_errors():
+        command = datasette_command(db, list(datasette_args))
+    sys.exit(subprocess.call(command))
+
+
+def main() -> None:
+    cli(prog_name="assess")
+
+
+if __name__ == "__main__":
+    main()

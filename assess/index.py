@@ -1,0 +1,516 @@
+"""The sqlite index: schema (a contract the hill climb reads), migrations, writes and queries.
+
+Derived from run directories only; `rm outputs/index.db && assess score outputs/` rebuilds it.
+Safe for many concurrent writers: WAL, a long busy timeout, and every write in a short
+`BEGIN IMMEDIATE` transaction (a deferred transaction that later wants to write can fail with
+"database is locked" whatever the timeout).
+
+Tables (see SCHEMA below for every column):
+  meta         key/value: schema_version
+  migrations   name, applied_at — one row per migration applied
+  metrics      name, version, family, level, direction, needs_reference, unit, description
+  runs         one row per run directory (pk path)
+  samples      one row per sample (pk cell_key, prompt_id, seed)
+  scores       one row per sample and metric (pk cell_key, prompt_id, seed, metric, metric_version):
+               value REAL or NULL with unavailable_reason
+  cell_scores  per (cell_key, split, metric, metric_version): sample metrics averaged over the
+               cell's samples, and the cell-level speed metrics
+  cell_summary per (cell_key, split): status, counts and the main metrics as columns (what the
+               `cells` view shows; kept in step with cell_scores in the same transactions)
+Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
+their anchor: deltas and speed-up), failures (failed runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import statistics
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from assess.errors import IndexSchemaError, NotScored
+from assess.metrics import SPECS, MetricSpec, Outcome
+from assess.metrics.speed import SPEED_SPECS, cell_speed
+
+INDEX_ENV = "HYPERGRID_INDEX"
+DEFAULT_INDEX = Path("outputs") / "index.db"
+BUSY_TIMEOUT_S = 120.0
+
+# The metric columns of cell_summary and the `cells` view (cell_scores pivoted).
+PIVOT_METRICS = ("psnr", "ssim", "lpips", "clip_score", "latency_median_s", "latency_p90_s", "s_per_step",
+                 "images_per_s", "peak_mem_bytes", "load_s", "gpu_s")
+
+SCHEMA_0001 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
+CREATE TABLE metrics (
+  name TEXT PRIMARY KEY,
+  version INTEGER NOT NULL,
+  family TEXT NOT NULL,
+  level TEXT NOT NULL CHECK (level IN ('sample', 'cell')),
+  direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+  needs_reference INTEGER NOT NULL,
+  unit TEXT NOT NULL,
+  description TEXT NOT NULL
+);
+CREATE TABLE runs (
+  path TEXT PRIMARY KEY,              -- absolute path of the run directory
+  sweep TEXT,                         -- the sweep folder holding it (SWEEP.json/multirun.yaml), or NULL
+  cell_key TEXT NOT NULL,
+  describe TEXT,                      -- run.json describe: a human label of the cell
+  anchor_cell_key TEXT NOT NULL,
+  is_anchor INTEGER NOT NULL,
+  split TEXT NOT NULL,
+  prompts_name TEXT NOT NULL,
+  n_expected INTEGER NOT NULL,        -- len(prompt ids) x len(seeds)
+  n_samples INTEGER NOT NULL,         -- samples.jsonl lines
+  n_rendered INTEGER NOT NULL,
+  n_reused INTEGER NOT NULL,
+  -- incomplete: no terminal record when indexed (`assess status` tells running from crashed)
+  status TEXT NOT NULL CHECK (status IN ('done', 'failed', 'incomplete')),
+  category TEXT,                      -- FAILED.json category
+  message TEXT,                       -- FAILED.json message
+  failed_record TEXT,                 -- path of FAILED.json (holds the traceback)
+  model TEXT, attention TEXT, cache TEXT, scheduler TEXT, steps INTEGER, guidance REAL,
+  height INTEGER, width INTEGER, device_kind TEXT,
+  cell TEXT NOT NULL,                 -- JSON: run.json["cell"]
+  overrides TEXT NOT NULL,            -- JSON list
+  anchor_overrides TEXT NOT NULL,     -- JSON list: what renders the anchor
+  prompt_ids TEXT NOT NULL,           -- JSON list
+  seeds TEXT NOT NULL,                -- JSON list
+  host TEXT, pid INTEGER, launcher TEXT, slurm_job_id TEXT,
+  started_at TEXT, finished_at TEXT,
+  wall_s REAL,                        -- DONE.json wall_s
+  gpu_s REAL NOT NULL,                -- spent by this run: rendered latency + load (reused cost 0)
+  git_revision TEXT, git_dirty INTEGER,
+  versions TEXT,                      -- JSON
+  problems TEXT,                      -- JSON list: skipped samples.jsonl lines
+  indexed_at TEXT NOT NULL
+);
+CREATE INDEX runs_cell ON runs (cell_key, split);
+CREATE INDEX runs_sweep ON runs (sweep);
+CREATE INDEX runs_anchor ON runs (anchor_cell_key);
+CREATE TABLE samples (
+  cell_key TEXT NOT NULL,
+  prompt_id TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  split TEXT NOT NULL,
+  run_path TEXT NOT NULL,             -- the run directory holding the image (a rendering run wins over a reusing one)
+  image TEXT NOT NULL,                -- relative to run_path
+  prompt TEXT,
+  width INTEGER, height INTEGER,
+  latency_s REAL, warmup INTEGER NOT NULL, steps INTEGER, s_per_step REAL,
+  peak_mem_bytes INTEGER, mem_kind TEXT, load_s REAL,
+  reused_from TEXT, finished_at TEXT,
+  problem TEXT,                       -- NULL, or why the sample is flagged (image missing, unreadable)
+  PRIMARY KEY (cell_key, prompt_id, seed)
+);
+CREATE INDEX samples_run ON samples (run_path);
+CREATE TABLE scores (
+  cell_key TEXT NOT NULL,
+  prompt_id TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  metric TEXT NOT NULL,
+  metric_version INTEGER NOT NULL,
+  value REAL,
+  unavailable_reason TEXT,
+  direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+  config TEXT NOT NULL DEFAULT '',    -- what else fixes the value (e.g. model=<CLIP model>)
+  reference_cell_key TEXT,            -- the anchor compared against, for reference metrics
+  detail TEXT,                        -- e.g. 'identical' for PSNR of identical images
+  scored_at TEXT NOT NULL,
+  PRIMARY KEY (cell_key, prompt_id, seed, metric, metric_version),
+  CHECK ((value IS NULL) <> (unavailable_reason IS NULL))
+);
+CREATE INDEX scores_metric ON scores (metric, cell_key);
+CREATE TABLE cell_scores (
+  cell_key TEXT NOT NULL,
+  split TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  metric_version INTEGER NOT NULL,
+  direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+  value REAL,                         -- sample metrics: mean over available samples; speed: the statistic
+  unavailable_reason TEXT,            -- when no sample has a value: the most common reason
+  n INTEGER NOT NULL,                 -- samples with a value
+  n_unavailable INTEGER NOT NULL,
+  detail TEXT,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (cell_key, split, metric, metric_version),
+  CHECK ((value IS NULL) <> (unavailable_reason IS NULL))
+);
+CREATE INDEX cell_scores_metric ON cell_scores (metric, split);
+"""
+
+
+def _cell_summary_sql() -> str:
+    metric_columns = "\n".join(f"  {m} REAL," for m in PIVOT_METRICS)
+    return f"""
+CREATE TABLE cell_summary (           -- maintained with cell_scores, in the same transactions
+  cell_key TEXT NOT NULL,
+  split TEXT NOT NULL,
+  anchor_cell_key TEXT NOT NULL,
+  is_anchor INTEGER NOT NULL,
+  status TEXT NOT NULL,               -- done if any run is done, else incomplete if any is, else failed
+  n_runs INTEGER NOT NULL,
+  n_samples INTEGER NOT NULL,
+  n_flagged INTEGER NOT NULL,         -- samples with a problem
+  n_expected INTEGER NOT NULL,
+  latest_run TEXT NOT NULL,           -- runs.path of the latest started run
+{metric_columns}
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (cell_key, split)
+)"""
+
+
+CELLS_VIEW = f"""
+CREATE VIEW cells AS
+SELECT s.cell_key, s.split, r.describe, s.anchor_cell_key, s.is_anchor, s.status, s.n_runs, s.n_samples,
+  s.n_flagged, s.n_expected, r.model, r.attention, r.cache, r.scheduler, r.steps, r.guidance, r.height, r.width, r.device_kind,
+  r.overrides, r.sweep, s.latest_run,
+  {", ".join("s." + m for m in PIVOT_METRICS)}
+FROM cell_summary s JOIN runs r ON r.path = s.latest_run
+"""
+
+LEADERBOARD_VIEW = """
+CREATE VIEW leaderboard AS
+SELECT c.cell_key, c.split, c.describe, c.is_anchor, c.status, c.overrides, c.n_samples, c.n_expected,
+  c.psnr, c.ssim, c.lpips, c.clip_score,
+  c.clip_score - a.clip_score AS clip_score_delta,
+  c.latency_median_s,
+  a.latency_median_s / c.latency_median_s AS speedup,
+  c.images_per_s, c.peak_mem_bytes, c.gpu_s,
+  c.anchor_cell_key, a.latency_median_s AS anchor_latency_median_s
+FROM cells c
+LEFT JOIN cell_summary a ON a.cell_key = c.anchor_cell_key AND a.split = c.split
+"""
+
+FAILURES_VIEW = """
+CREATE VIEW failures AS
+SELECT cell_key, split, category, message, failed_record, path, overrides, started_at, finished_at
+FROM runs WHERE status = 'failed'
+"""
+
+MIGRATIONS: list[tuple[str, list[str]]] = [
+    ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), CELLS_VIEW, LEADERBOARD_VIEW, FAILURES_VIEW]),
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def default_index_path() -> Path:
+    """$HYPERGRID_INDEX, else outputs/index.db."""
+    return Path(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
+
+
+def _split_statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";\n") if s.strip()]
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    cell_key: str
+    prompt_id: str
+    seed: int
+    spec: MetricSpec
+    outcome: Outcome
+    config: str = ""
+    reference_cell_key: str | None = None
+
+
+class Index:
+    """A handle on the index database. Use `Index.open()`; close it (or use `with`)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self.db = sqlite_utils.Database(conn)
+
+    @classmethod
+    def open(cls, path: Path | str | None = None, create: bool = True) -> Index:
+        """Open (and create or migrate) the index; create=False raises NotScored if it is missing."""
+        path = Path(path) if path is not None else default_index_path()
+        if not path.exists():
+            if not create:
+                raise NotScored(f"no index at {path}: run `assess score <sweep>` first (or pass --db)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        index = cls(conn, path)
+        index._retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+        conn.execute("PRAGMA synchronous = NORMAL")
+        index.migrate()
+        return index
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _retry_locked(fn: Any, deadline_s: float = BUSY_TIMEOUT_S) -> Any:
+        """Retry what the busy handler does not cover (journal-mode switch on a fresh file)."""
+        start = time.monotonic()
+        delay = 0.01
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() - start > deadline_s:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A short write transaction, taken with BEGIN IMMEDIATE."""
+        self._retry_locked(lambda: self.conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        exists = self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        if not exists:
+            if self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise IndexSchemaError(f"{self.path} is not an assess index (it has tables but no 'meta' table)")
+            return 0
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def migrate(self) -> None:
+        if self._check_version() == SCHEMA_VERSION:
+            return
+        with self.write() as conn:
+            current = self._check_version()  # again, under the write lock: another process may have migrated
+            for name, statements in MIGRATIONS[current:]:
+                for script in statements:
+                    for statement in _split_statements(script):
+                        conn.execute(statement)
+                conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, now_iso()))
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+            self._write_metric_catalogue(conn)
+
+    def _check_version(self) -> int:
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise IndexSchemaError(
+                f"{self.path} has schema version {version}, this assess knows up to {SCHEMA_VERSION}: upgrade hypergrid"
+            )
+        return version
+
+    @staticmethod
+    def _write_metric_catalogue(conn: sqlite3.Connection) -> None:
+        conn.executemany(
+            "INSERT INTO metrics (name, version, family, level, direction, needs_reference, unit, description) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
+            "family = excluded.family, level = excluded.level, direction = excluded.direction, "
+            "needs_reference = excluded.needs_reference, unit = excluded.unit, description = excluded.description",
+            [
+                (s.name, s.version, s.family, s.level, s.direction, int(s.needs_reference), s.unit, s.description)
+                for s in SPECS.values()
+            ],
+        )
+
+    def sync_metric_catalogue(self) -> None:
+        """Keep the `metrics` table equal to the registry (cheap; done by every `assess score`)."""
+        rows = {r["name"]: r["version"] for r in self.conn.execute("SELECT name, version FROM metrics")}
+        if rows != {s.name: s.version for s in SPECS.values()}:
+            with self.write() as conn:
+                self._write_metric_catalogue(conn)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def upsert_run(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
+        columns = list(row)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "path")
+        conn.execute(
+            f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            f"ON CONFLICT (path) DO UPDATE SET {updates}",
+            [row[c] for c in columns],
+        )
+
+    def upsert_samples(self, conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
+        """Insert samples; a sample rendered by a run is never replaced by another run's reuse of it."""
+        if not rows:
+            return
+        columns = list(rows[0])
+        keep = ("cell_key", "prompt_id", "seed", "problem")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keep)
+        conn.executemany(
+            f"INSERT INTO samples ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            f"ON CONFLICT (cell_key, prompt_id, seed) DO UPDATE SET {updates}, "
+            "problem = CASE WHEN samples.run_path = excluded.run_path AND excluded.problem IS NULL "
+            "THEN samples.problem ELSE excluded.problem END "
+            "WHERE excluded.reused_from IS NULL OR samples.reused_from IS NOT NULL "
+            "OR samples.run_path = excluded.run_path",
+            [[r[c] for c in columns] for r in rows],
+        )
+
+    def flag_samples(self, conn: sqlite3.Connection, flags: dict[tuple[str, str, int], str | None]) -> None:
+        conn.executemany(
+            "UPDATE samples SET problem = ? WHERE cell_key = ? AND prompt_id = ? AND seed = ?",
+            [(problem, *key) for key, problem in flags.items()],
+        )
+
+    def write_scores(self, conn: sqlite3.Connection, rows: list[ScoreRow], force: bool = False) -> None:
+        """Upsert scores; other versions of the same (sample, metric) are replaced.
+
+        An "unavailable" outcome never replaces a value of the same version and configuration
+        (unless force): a concurrent scorer that did not see the anchor yet must not undo one
+        that did.
+        """
+        stamp = now_iso()
+        conn.executemany(
+            "DELETE FROM scores WHERE cell_key = ? AND prompt_id = ? AND seed = ? AND metric = ? "
+            "AND metric_version <> ?",
+            [(r.cell_key, r.prompt_id, r.seed, r.spec.name, r.spec.version) for r in rows],
+        )
+        conn.executemany(
+            "INSERT INTO scores (cell_key, prompt_id, seed, metric, metric_version, value, unavailable_reason, "
+            "direction, config, reference_cell_key, detail, scored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (cell_key, prompt_id, seed, metric, metric_version) DO UPDATE SET "
+            "value = excluded.value, unavailable_reason = excluded.unavailable_reason, "
+            "direction = excluded.direction, config = excluded.config, "
+            "reference_cell_key = excluded.reference_cell_key, detail = excluded.detail, "
+            "scored_at = excluded.scored_at "
+            "WHERE ? OR excluded.value IS NOT NULL OR scores.value IS NULL OR scores.config <> excluded.config",
+            [
+                (r.cell_key, r.prompt_id, r.seed, r.spec.name, r.spec.version, r.outcome.value,
+                 r.outcome.unavailable_reason, r.spec.direction, r.config, r.reference_cell_key,
+                 r.outcome.detail, stamp, int(force))
+                for r in rows
+            ],
+        )
+
+    def refresh_cell(self, conn: sqlite3.Connection, cell_key: str) -> None:
+        """Recompute the cell's `cell_scores` and `cell_summary` rows from its runs, samples and scores."""
+        samples = conn.execute("SELECT * FROM samples WHERE cell_key = ?", (cell_key,)).fetchall()
+        scores = conn.execute(
+            "SELECT s.metric, s.metric_version, s.direction, s.value, s.unavailable_reason, p.split "
+            "FROM scores s JOIN samples p USING (cell_key, prompt_id, seed) WHERE s.cell_key = ?",
+            (cell_key,),
+        ).fetchall()
+        runs = conn.execute("SELECT * FROM runs WHERE cell_key = ?", (cell_key,)).fetchall()
+        runs_by_split: dict[str, list[sqlite3.Row]] = defaultdict(list)
+        for run in runs:
+            runs_by_split[run["split"]].append(run)
+        samples_by_split: dict[str, list[sqlite3.Row]] = defaultdict(list)
+        for sample in samples:
+            samples_by_split[sample["split"]].append(sample)
+        rows = self._aggregate_scores(cell_key, scores)
+        for split, split_runs in runs_by_split.items():
+            gpu_s = sum(r["gpu_s"] for r in split_runs)
+            speed = cell_speed(samples_by_split.get(split, []), gpu_s)
+            for spec in SPEED_SPECS:
+                outcome = speed[spec.name]
+                rows.append((cell_key, split, spec.name, spec.version, spec.direction, outcome.value,
+                             outcome.unavailable_reason, len(samples_by_split.get(split, [])), 0, outcome.detail))
+        stamp = now_iso()
+        conn.execute("DELETE FROM cell_scores WHERE cell_key = ?", (cell_key,))
+        conn.executemany(
+            "INSERT INTO cell_scores (cell_key, split, metric, metric_version, direction, value, "
+            "unavailable_reason, n, n_unavailable, detail, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*row, stamp) for row in rows],
+        )
+        conn.execute("DELETE FROM cell_summary WHERE cell_key = ?", (cell_key,))
+        for split, split_runs in runs_by_split.items():
+            summary = self._summary(cell_key, split, split_runs, samples_by_split.get(split, []), rows)
+            columns = [*summary, "updated_at"]
+            conn.execute(f"INSERT INTO cell_summary ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                         [*summary.values(), stamp])
+
+    @staticmethod
+    def _summary(cell_key: str, split: str, runs: list[sqlite3.Row], samples: list[sqlite3.Row],
+                 rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+        latest = max(runs, key=lambda r: (r["started_at"] or "", r["path"]))
+        statuses = {r["status"] for r in runs}
+        status = "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
+        values: dict[str, tuple[int, float | None]] = {}
+        for _, row_split, metric, version, _, value, *_ in rows:
+            if row_split == split and metric in PIVOT_METRICS and version >= values.get(metric, (0, None))[0]:
+                values[metric] = (version, value)
+        return {
+            "cell_key": cell_key, "split": split, "anchor_cell_key": latest["anchor_cell_key"],
+            "is_anchor": max(r["is_anchor"] for r in runs), "status": status, "n_runs": len(runs),
+            "n_samples": len(samples), "n_flagged": sum(1 for s in samples if s["problem"]),
+            "n_expected": max(r["n_expected"] for r in runs), "latest_run": latest["path"],
+            **{m: values.get(m, (0, None))[1] for m in PIVOT_METRICS},
+        }
+
+    @staticmethod
+    def _aggregate_scores(cell_key: str, scores: list[sqlite3.Row]) -> list[tuple[Any, ...]]:
+        groups: dict[tuple[str, str, int, str], list[sqlite3.Row]] = defaultdict(list)
+        for s in scores:
+            groups[(s["split"], s["metric"], s["metric_version"], s["direction"])].append(s)
+        rows = []
+        for (split, metric, version, direction), group in sorted(groups.items()):
+            values = [g["value"] for g in group if g["value"] is not None]
+            reasons = Counter(g["unavailable_reason"] for g in group if g["value"] is None)
+            value = statistics.fmean(values) if values else None
+            reason = None if values else reasons.most_common(1)[0][0]
+            detail = f"{sum(reasons.values())} unavailable" if values and reasons else None
+            rows.append((cell_key, split, metric, version, direction, value, reason, len(values),
+                         sum(reasons.values()), detail))
+        return rows
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.conn.execute(sql, tuple(params))]
+
+    def existing_scores(self, cell_key: str) -> dict[tuple[str, int, str], sqlite3.Row]:
+        """(prompt_id, seed, metric) -> the stored score row of this cell."""
+        return {
+            (r["prompt_id"], r["seed"], r["metric"]): r
+            for r in self.conn.execute(
+                "SELECT prompt_id, seed, metric, metric_version, config, value FROM scores WHERE cell_key = ?",
+                (cell_key,),
+            )
+        }
+
+    def cell_samples(self, cell_key: str) -> dict[tuple[str, int], sqlite3.Row]:
+        """(prompt_id, seed) -> sample row of a cell (e.g. the anchor's)."""
+        return {
+            (r["prompt_id"], r["seed"]): r
+            for r in self.conn.execute("SELECT * FROM samples WHERE cell_key = ?", (cell_key,))
+        }
+
+    def leaderboard(self, split: str | None = None) -> list[dict[str, Any]]:
+        """The `leaderboard` view (optionally one split), anchors first, then by speed-up."""
+        where, params = ("WHERE split = ?", (split,)) if split else ("", ())
+        return self.query(
+            f"SELECT * FROM leaderboard {where} ORDER BY split, is_anchor DESC, speedup DESC NULLS LAST, cell_key",
+            params,
+        )
+
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

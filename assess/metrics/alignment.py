@@ -1,0 +1,93 @@
+"""Prompt alignment: CLIP score, per sample.
+
+Same definition as torchmetrics' CLIPScore, 100 * max(cos(image, text), 0), computed with
+transformers directly: torchmetrics (1.9) calls `get_image_features` and expects a tensor, which
+transformers 5 no longer returns. The model is a hub id or a local folder (save_pretrained).
+"""
+
+from __future__ import annotations
+
+import os
+
+from assess.metrics.base import MetricSpec, Outcome, SampleInput, SampleMetric
+
+DEFAULT_CLIP_MODEL = "openai/clip-vit-large-patch14"
+CLIP_MODEL_ENV = "HYPERGRID_CLIP_MODEL"
+_BATCH = 32
+
+CLIP_SCORE = MetricSpec(
+    name="clip_score", version=1, family="alignment", level="sample", direction="higher", needs_reference=False,
+    unit="", description="CLIP score, 100 * max(cos(image, prompt), 0); the CLIP model is in scores.config",
+)
+
+_LOADED: dict[str, object] = {}
+
+
+def clip_model_name(configured: str | None = None) -> str:
+    """--clip-model, else $HYPERGRID_CLIP_MODEL, else the torchmetrics default."""
+    return configured or os.environ.get(CLIP_MODEL_ENV) or DEFAULT_CLIP_MODEL
+
+
+def load_clip(name: str) -> object:
+    """(model, processor), or the reason they cannot be loaded (cached per process)."""
+    if name not in _LOADED:
+        try:
+            import transformers
+            from transformers import CLIPModel, CLIPProcessor
+
+            transformers.logging.set_verbosity_error()
+            model = CLIPModel.from_pretrained(name).eval()
+            processor = CLIPProcessor.from_pretrained(name)
+            _LOADED[name] = (model, processor)
+        except Exception as exc:  # not on disk, hub unreachable, not a CLIP checkpoint
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            _LOADED[name] = (
+                f"CLIP model {name!r} could not be loaded ({type(exc).__name__}: {first_line}); "
+                f"pass --clip-model <local folder> or set {CLIP_MODEL_ENV}"
+            )
+    return _LOADED[name]
+
+
+class CLIPScoreMetric(SampleMetric):
+    spec = CLIP_SCORE
+
+    def __init__(self, model: str | None = None) -> None:
+        self.model_name = clip_model_name(model)
+
+    @property
+    def config(self) -> str:
+        return f"model={self.model_name}"
+
+    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
+        loaded = load_clip(self.model_name)
+        if isinstance(loaded, str):
+            return [Outcome.unavailable(loaded) for _ in inputs]
+        outcomes: list[Outcome | None] = [None] * len(inputs)
+        todo = []
+        for i, item in enumerate(inputs):
+            if not item.prompt:
+                outcomes[i] = Outcome.unavailable("samples.jsonl has no prompt text for this sample")
+            else:
+                todo.append(i)
+        for start in range(0, len(todo), _BATCH):
+            chunk = todo[start : start + _BATCH]
+            scores = self._scores(loaded, [inputs[i] for i in chunk])
+            for i, value in zip(chunk, scores, strict=True):
+                outcomes[i] = Outcome.of(value)
+        return [o for o in outcomes if o is not None]
+
+    @staticmethod
+    def _scores(loaded: object, items: list[SampleInput]) -> list[float]:
+        import torch
+        from PIL import Image
+
+        model, processor = loaded  # type: ignore[misc]
+        batch = processor(
+            text=[item.prompt for item in items],
+            images=[Image.fromarray(item.image) for item in items],
+            return_tensors="pt", padding=True, truncation=True,
+        )
+        with torch.no_grad():
+            out = model(**batch)
+        cosine = (out.image_embeds * out.text_embeds).sum(dim=-1)  # both unit-normalised by CLIPModel
+        return [max(100.0 * float(c), 0.0) for c in cosine]

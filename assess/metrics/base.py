@@ -1,0 +1,109 @@
+"""What every metric is: a spec (name, version, direction, reference need) and outcomes.
+
+An outcome is a finite value or an explicit "unavailable" with its reason; never 0, -1 or NaN
+as a stand-in (docs: STYLE.md, rule 7).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Direction = Literal["higher", "lower"]
+Level = Literal["sample", "cell"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    version: int  # bump when the numbers change: re-scoring replaces the old version's scores
+    family: str  # the module under assess/metrics/ that computes it
+    level: Level  # "sample": one value per (cell, prompt, seed); "cell": one per (cell, split)
+    direction: Direction  # which way is better
+    needs_reference: bool  # compares against the anchor's sample with the same prompt and seed
+    unit: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A metric's result for one sample or cell: a finite value, or unavailable with a reason."""
+
+    value: float | None
+    unavailable_reason: str | None = None
+    detail: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.value is None) == (self.unavailable_reason is None):
+            raise ValueError("an outcome has exactly one of: a value, an unavailable reason")
+        if self.value is not None and not math.isfinite(self.value):
+            raise ValueError(f"metric values must be finite, got {self.value!r}; record unavailable instead")
+
+    @classmethod
+    def of(cls, value: float, detail: str | None = None) -> Outcome:
+        return cls(float(value), None, detail)
+
+    @classmethod
+    def unavailable(cls, reason: str) -> Outcome:
+        return cls(None, reason)
+
+    @property
+    def available(self) -> bool:
+        return self.value is not None
+
+
+@dataclass
+class SampleInput:
+    """What a sample-level metric sees of one sample."""
+
+    prompt_id: str
+    seed: int
+    image: np.ndarray  # H x W x 3, uint8
+    prompt: str | None
+    reference: np.ndarray | None = None  # the anchor's image (same prompt, seed), when found
+    reference_missing: str | None = None  # why there is no reference (what renders it)
+
+
+class SampleMetric(ABC):
+    """A metric computed per sample, in batches."""
+
+    spec: MetricSpec
+
+    @property
+    def config(self) -> str:
+        """What else fixes the numbers (e.g. the CLIP model); a change re-scores like a version bump."""
+        return ""
+
+    def score(self, inputs: list[SampleInput]) -> list[Outcome]:
+        """One outcome per input, in order. Reference checks are done here, once for all."""
+        outcomes: list[Outcome | None] = [None] * len(inputs)
+        ready: list[int] = []
+        for i, item in enumerate(inputs):
+            problem = self._reference_problem(item) if self.spec.needs_reference else None
+            if problem:
+                outcomes[i] = Outcome.unavailable(problem)
+            else:
+                ready.append(i)
+        if ready:
+            for i, outcome in zip(ready, self.compute([inputs[i] for i in ready]), strict=True):
+                outcomes[i] = outcome
+        return [o for o in outcomes if o is not None]
+
+    @staticmethod
+    def _reference_problem(item: SampleInput) -> str | None:
+        if item.reference is None:
+            return item.reference_missing or "no anchor sample for this prompt and seed"
+        if item.reference.shape != item.image.shape:
+            h, w = item.image.shape[:2]
+            rh, rw = item.reference.shape[:2]
+            return f"anchor image is {rw}x{rh}, this sample is {w}x{h}: not comparable"
+        return None
+
+    @abstractmethod
+    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
+        """Outcomes for inputs whose reference (if needed) is present and comparable."""

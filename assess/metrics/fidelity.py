@@ -1,0 +1,136 @@
+"""Fidelity to the anchor: PSNR (numpy), SSIM (torchmetrics) and LPIPS (torchmetrics), per sample.
+
+PSNR of identical images is infinite. An index value must be finite (JSON, statistics), so an
+identical pair is recorded as 10*log10(2 * 255**2 * N) dB with detail "identical", N being the
+number of 8-bit values in the image: 3.01 dB above the largest PSNR two *different* 8-bit
+images of that size can have (one level off in one value), so the order of cells is kept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from assess.metrics.base import MetricSpec, Outcome, SampleInput, SampleMetric
+
+if TYPE_CHECKING:
+    import torch
+
+SSIM_WINDOW = 11
+_BATCH = 64
+
+PSNR = MetricSpec(
+    name="psnr", version=1, family="fidelity", level="sample", direction="higher", needs_reference=True,
+    unit="dB", description="PSNR vs the anchor's sample (8-bit RGB); identical images: the size's ceiling + 3.01 dB",
+)
+SSIM = MetricSpec(
+    name="ssim", version=1, family="fidelity", level="sample", direction="higher", needs_reference=True,
+    unit="", description="SSIM vs the anchor's sample (torchmetrics, Gaussian 11x11 window, RGB in [0, 1])",
+)
+LPIPS = MetricSpec(
+    name="lpips", version=1, family="fidelity", level="sample", direction="lower", needs_reference=True,
+    unit="", description="LPIPS (AlexNet) vs the anchor's sample; unavailable when its weights are not at hand",
+)
+
+
+def psnr_identical(n_values: int) -> float:
+    """The finite value recorded for identical 8-bit images with n_values values."""
+    return 10.0 * math.log10(2.0 * 255.0**2 * n_values)
+
+
+def _group_by_shape(inputs: list[SampleInput]) -> dict[tuple[int, ...], list[int]]:
+    groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for i, item in enumerate(inputs):
+        groups[item.image.shape].append(i)
+    return groups
+
+
+def _stack(images: list, dtype: torch.dtype) -> torch.Tensor:
+    import numpy as np
+    import torch
+
+    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).to(dtype)
+
+
+class PSNRMetric(SampleMetric):
+    """PSNR in numpy, float64 on 8-bit values (equal to torchmetrics' peak_signal_noise_ratio with
+    data_range=255, which tests check); numpy keeps a PSNR-only scorer free of the torch import."""
+
+    spec = PSNR
+
+    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
+        import numpy as np
+
+        outcomes: list[Outcome | None] = [None] * len(inputs)
+        for shape, indices in _group_by_shape(inputs).items():
+            for start in range(0, len(indices), _BATCH):
+                chunk = indices[start : start + _BATCH]
+                preds = np.stack([inputs[i].image for i in chunk]).astype(np.float64)
+                target = np.stack([inputs[i].reference for i in chunk]).astype(np.float64)
+                mse = ((preds - target) ** 2).reshape(len(chunk), -1).mean(axis=1)
+                for j, i in enumerate(chunk):
+                    if mse[j] == 0.0:
+                        outcomes[i] = Outcome.of(psnr_identical(math.prod(shape)), detail="identical")
+                    else:
+                        outcomes[i] = Outcome.of(10.0 * math.log10(255.0**2 / float(mse[j])))
+        return [o for o in outcomes if o is not None]
+
+
+class SSIMMetric(SampleMetric):
+    spec = SSIM
+
+    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
+        import torch
+        from torchmetrics.functional.image import structural_similarity_index_measure
+
+        outcomes: list[Outcome | None] = [None] * len(inputs)
+        for shape, indices in _group_by_shape(inputs).items():
+            if min(shape[0], shape[1]) < SSIM_WINDOW:
+                for i in indices:
+                    outcomes[i] = Outcome.unavailable(
+                        f"image is {shape[1]}x{shape[0]}, smaller than SSIM's {SSIM_WINDOW}x{SSIM_WINDOW} window"
+                    )
+                continue
+            for start in range(0, len(indices), _BATCH):
+                chunk = indices[start : start + _BATCH]
+                preds = _stack([inputs[i].image for i in chunk], torch.float32) / 255.0
+                target = _stack([inputs[i].reference for i in chunk], torch.float32) / 255.0
+                values = structural_similarity_index_measure(preds, target, data_range=1.0, reduction="none")
+                for j, i in enumerate(chunk):
+                    outcomes[i] = Outcome.of(min(float(values[j]), 1.0))
+        return [o for o in outcomes if o is not None]
+
+
+_LPIPS_MODEL: dict[str, object] = {}
+
+
+def _load_lpips() -> object:
+    """The LPIPS network, or the reason it cannot be had (cached per process)."""
+    if "model" not in _LPIPS_MODEL:
+        try:
+            from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
+
+            _LPIPS_MODEL["model"] = LearnedPerceptualImagePatchSimilarity(net_type="alex", normalize=True).eval()
+        except Exception as exc:  # import, missing torchvision, weights not downloadable offline
+            _LPIPS_MODEL["model"] = f"LPIPS network not at hand offline ({type(exc).__name__}: {exc})"
+    return _LPIPS_MODEL["model"]
+
+
+class LPIPSMetric(SampleMetric):
+    spec = LPIPS
+
+    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
+        import torch
+
+        model = _load_lpips()
+        if isinstance(model, str):
+            return [Outcome.unavailable(model) for _ in inputs]
+        outcomes = []
+        with torch.no_grad():
+            for item in inputs:
+                preds = _stack([item.image], torch.float32) / 255.0
+                target = _stack([item.reference], torch.float32) / 255.0
+                model.reset()  # type: ignore[attr-defined]
+                outcomes.append(Outcome.of(float(model(preds, target))))  # type: ignore[operator]
+        return outcomes

@@ -1,0 +1,429 @@
+"""A self-contained HTML report of one or more sweeps, from the index.
+
+The folder holds index.html (jinja2), pareto.png (matplotlib, Agg) and copies of the images it
+shows, so it opens offline and survives moving. Sections: leaderboard (cells x metrics with
+deltas and 95 % intervals against the anchor, anchors marked), speed/quality Pareto plot
+(frontier drawn, anchors marked), contact sheets (prompts x cells, one per swept axis) and
+failures (category, message, traceback, path of FAILED.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from assess.errors import NotScored
+from assess.index import Index
+from assess.metrics import SPECS
+from assess.rundir import find_run_dirs, load_run, parse_override
+from assess.stats import CellComparison, Estimate, compare_cell
+
+QUALITY_METRICS = ("ssim", "psnr", "lpips", "clip_score")
+MAX_PROMPTS = 8
+
+
+@dataclass
+class CellView:
+    cell_key: str
+    split: str
+    anchor_cell_key: str
+    is_anchor: bool
+    status: str
+    n_samples: int
+    n_expected: int
+    overrides: list[str]
+    values: dict[str, float | None]  # cells view metric columns
+    reasons: dict[str, str]  # metric -> unavailable reason (cell_scores)
+    comparison: CellComparison | None = None
+    label: str = ""
+    n_values: int | None = None  # height x width x 3 of its images, when known
+
+    @property
+    def axes(self) -> dict[str, str]:
+        parsed = (parse_override(o) for o in self.overrides)
+        return dict(p for p in parsed if p is not None)
+
+
+@dataclass
+class Sheet:
+    axis: str
+    columns: list[dict[str, Any]]  # {"label", "cell_key", "is_anchor", "value"}
+    rows: list[dict[str, Any]] = field(default_factory=list)  # {"prompt_id", "prompt", "seed", "images": [...]}
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}" if abs(value) < 1 else f"{value:.{digits + 1}g}"
+
+
+def _interval_text(estimate: Estimate, signed: bool = False) -> str:
+    value = f"{estimate.value:+.3g}" if signed else _fmt(estimate.value)
+    if estimate.low is None or estimate.high is None:
+        return value
+    return f"{value} [{_fmt(estimate.low)}, {_fmt(estimate.high)}]"
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value}"
+
+
+def _label(overrides: list[str], cell_key: str, is_anchor: bool) -> str:
+    text = " ".join(overrides) if overrides else cell_key
+    return f"anchor: {text}" if is_anchor else text
+
+
+# -- gathering ------------------------------------------------------------------------------
+
+
+def _runs_in_index(index: Index, sweeps: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    paths = [str(p) for sweep in sweeps for p in find_run_dirs(sweep)]
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(paths), 500):
+        chunk = paths[start : start + 500]
+        rows += index.query(f"SELECT * FROM runs WHERE path IN ({','.join('?' * len(chunk))})", chunk)
+    found = {r["path"] for r in rows}
+    missing = [p for p in paths if p not in found]
+    if not rows:
+        raise NotScored(
+            f"none of the {len(paths)} run(s) under {', '.join(map(str, sweeps))} are in the index {index.path}: "
+            f"run `assess score {' '.join(map(str, sweeps))}` first"
+        )
+    return rows, missing
+
+
+def _cell_views(index: Index, runs: list[dict[str, Any]]) -> list[CellView]:
+    wanted = {(r["cell_key"], r["split"]) for r in runs}
+    wanted |= {(r["anchor_cell_key"], r["split"]) for r in runs}
+    views = []
+    for cell_key, split in sorted(wanted):
+        rows = index.query("SELECT * FROM cells WHERE cell_key = ? AND split = ?", (cell_key, split))
+        if not rows:
+            continue  # an anchor that is not indexed (yet)
+        row = rows[0]
+        reasons = {
+            r["metric"]: r["unavailable_reason"]
+            for r in index.query(
+                "SELECT metric, unavailable_reason FROM cell_scores WHERE cell_key = ? AND split = ? "
+                "AND unavailable_reason IS NOT NULL", (cell_key, split))
+        }
+        overrides = json.loads(row["overrides"] or "[]")
+        view = CellView(
+            cell_key=cell_key, split=split, anchor_cell_key=row["anchor_cell_key"], is_anchor=bool(row["is_anchor"]),
+            status=row["status"], n_samples=row["n_samples"], n_expected=row["n_expected"], overrides=overrides,
+            values={m: row.get(m) for m in SPECS if m in row}, reasons=reasons,
+            label=_label(overrides, cell_key, bool(row["is_anchor"])),
+            n_values=row["height"] * row["width"] * 3 if row["height"] and row["width"] else None,
+        )
+        if not view.is_anchor:
+            view.comparison = compare_cell(index, cell_key, view.anchor_cell_key, split)
+        views.append(view)
+    return sorted(views, key=_rank)
+
+
+def _rank(view: CellView) -> tuple[Any, ...]:
+    speed = view.comparison.speedup.value if view.comparison and view.comparison.speedup else float("-inf")
+    return (view.split, not view.is_anchor, -speed, view.label)
+
+
+# -- leaderboard ----------------------------------------------------------------------------
+
+LEADERBOARD_COLUMNS = [
+    ("psnr", "PSNR (dB)"), ("ssim", "SSIM"), ("lpips", "LPIPS"), ("clip_score", "CLIP score (Δ vs anchor)"),
+    ("latency_median_s", "median latency (s)"), ("speedup", "speed-up vs anchor"), ("images_per_s", "images/s"),
+    ("peak_mem_bytes", "peak memory"), ("gpu_s", "GPU-s spent"),
+]
+
+
+def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
+    """Text, tooltip and css class of one leaderboard cell."""
+    comparison = view.comparison
+    if metric == "speedup":
+        if view.is_anchor:
+            return {"text": "1 (anchor)", "title": "", "cls": "anchor"}
+        if comparison is None or comparison.speedup is None:
+            return {"text": "n/a", "title": "no warm latency for this cell or its anchor", "cls": "na"}
+        return {"text": _interval_text(comparison.speedup) + "×", "title": comparison.speedup.note or "", "cls": ""}
+    spec = SPECS[metric]
+    value = view.values.get(metric)
+    if value is None:
+        reason = view.reasons.get(metric, "not scored")
+        if spec.needs_reference and view.is_anchor:
+            return {"text": "reference", "title": "the anchor is the reference", "cls": "anchor"}
+        return {"text": "n/a", "title": reason, "cls": "na"}
+    if metric == "peak_mem_bytes":
+        return {"text": _bytes(value), "title": "", "cls": ""}
+    estimate = comparison.metrics.get(metric) if comparison else None
+    if estimate is None:
+        return {"text": _fmt(value), "title": "", "cls": ""}
+    if comparison and comparison.kinds.get(metric) == "delta":
+        p = f" p={estimate.p_value:.2g}" if estimate.p_value is not None else ""
+        return {"text": f"{_fmt(value)} (Δ {_interval_text(estimate, signed=True)}{p})",
+                "title": estimate.note or "", "cls": ""}
+    return {"text": _interval_text(estimate), "title": estimate.note or "", "cls": ""}
+
+
+def leaderboard_rows(views: list[CellView]) -> list[dict[str, Any]]:
+    return [
+        {
+            "label": v.label, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
+            "status": v.status, "samples": f"{v.n_samples}/{v.n_expected}",
+            "metrics": [_metric_cell(v, m) for m, _ in LEADERBOARD_COLUMNS],
+        }
+        for v in views
+    ]
+
+
+# -- Pareto plot ----------------------------------------------------------------------------
+
+
+def _quality(view: CellView, metric: str) -> float | None:
+    from assess.metrics.fidelity import psnr_identical
+
+    if view.is_anchor and SPECS[metric].needs_reference:
+        identity = {"ssim": 1.0, "lpips": 0.0}
+        if metric == "psnr":
+            return psnr_identical(view.n_values) if view.n_values else None
+        return identity.get(metric)
+    return view.values.get(metric)
+
+
+def pareto_front(points: list[tuple[float, float]], higher_is_better: bool) -> list[int]:
+    """Indices of the non-dominated points: x higher is better, y in the given direction."""
+    sign = -1.0 if higher_is_better else 1.0
+    order = sorted(range(len(points)), key=lambda i: (-points[i][0], sign * points[i][1]))
+    front, best = [], None
+    for i in order:
+        y = points[i][1]
+        if best is None or (y > best if higher_is_better else y < best):
+            front.append(i)
+            best = y
+    return front
+
+
+def pareto_plot(views: list[CellView], metric: str, path: Path) -> str | None:
+    """Write the plot; returns why it could not be drawn, or None."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    spec = SPECS[metric]
+    pts = [(v, v.values.get("images_per_s"), _quality(v, metric)) for v in views]
+    pts = [(v, x, y) for v, x, y in pts if x is not None and y is not None]
+    if not pts:
+        return f"no cell has both images/s and {metric}"
+    fig = Figure(figsize=(8, 5.5), dpi=100)
+    ax = fig.subplots()
+    for view, x, y in pts:
+        marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
+        ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
+        ax.annotate(view.label[:40], (x, y), textcoords="offset points", xytext=(5, 5), fontsize=7)
+    front = pareto_front([(x, y) for _, x, y in pts], spec.direction == "higher")
+    fx = [pts[i][1] for i in front]
+    fy = [pts[i][2] for i in front]
+    ax.step(fx, fy, where="post", color="tab:green", lw=1.5, label="Pareto frontier", zorder=2)
+    ax.scatter([], [], marker="*", s=120, c="tab:red", label="anchor")
+    ax.set_xlabel("warm images per second (higher is faster)")
+    ax.set_ylabel(f"{metric} ({spec.direction} is better)")
+    ax.set_title(f"speed vs {metric}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return None
+
+
+# -- contact sheets -------------------------------------------------------------------------
+
+
+def swept_axes(views: list[CellView]) -> list[str]:
+    """Override keys whose value differs between the (non-anchor) cells."""
+    cells = [v for v in views if not v.is_anchor]
+    keys = sorted({k for v in cells for k in v.axes})
+    return [k for k in keys if len({v.axes.get(k) for v in cells}) > 1]
+
+
+def _one_factor_group(views: list[CellView], axis: str, axes: list[str]) -> list[CellView]:
+    """Cells that set `axis` and agree on every other axis: the group with most values of `axis`."""
+    groups: dict[tuple[Any, ...], list[CellView]] = defaultdict(list)
+    for v in views:
+        if not v.is_anchor and axis in v.axes:
+            groups[tuple(v.axes.get(a) for a in axes if a != axis)].append(v)
+    best = max(groups.values(), key=lambda g: (len({v.axes.get(axis) for v in g}), -len(g)))
+    return sorted(best, key=lambda v: _natural(v.axes.get(axis)))
+
+
+def _natural(value: str | None) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), "") if value is not None else (2, 0.0, "")
+    except ValueError:
+        return (1, 0.0, str(value))
+
+
+def contact_sheets(index: Index, views: list[CellView], out: Path) -> list[Sheet]:
+    axes = swept_axes(views)
+    by_key = {(v.cell_key, v.split): v for v in views}
+    sheets_spec: list[tuple[str, list[CellView]]] = []
+    for axis in axes:
+        sheets_spec.append((axis, _one_factor_group(views, axis, axes)))
+    if not axes:
+        sheets_spec.append(("cells", [v for v in views if not v.is_anchor]))
+    sheets = []
+    for axis, cells in sheets_spec:
+        split = cells[0].split if cells else (views[0].split if views else "")
+        anchors = {c.anchor_cell_key for c in cells} or {v.cell_key for v in views if v.is_anchor}
+        columns_views = [by_key[(a, split)] for a in sorted(anchors) if (a, split) in by_key] + cells
+        sheets.append(_sheet(index, axis, columns_views, out))
+    return sheets
+
+
+def _sheet(index: Index, axis: str, columns: list[CellView], out: Path) -> Sheet:
+    sheet = Sheet(axis=axis, columns=[
+        {"label": v.label, "cell_key": v.cell_key, "is_anchor": v.is_anchor,
+         "value": "anchor" if v.is_anchor else f"{axis}={v.axes[axis]}" if axis in v.axes else v.label}
+        for v in columns])
+    samples = {
+        v.cell_key: {(r["prompt_id"], r["seed"]): r for r in index.query(
+            "SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))}
+        for v in columns
+    }
+    keys = sorted({k for per_cell in samples.values() for k in per_cell}, key=lambda k: (k[1], k[0]))
+    first_seed = min((k[1] for k in keys), default=0)
+    chosen = [k for k in keys if k[1] == first_seed][:MAX_PROMPTS]
+    for prompt_id, seed in chosen:
+        images = []
+        prompt = None
+        for v in columns:
+            row = samples[v.cell_key].get((prompt_id, seed))
+            prompt = prompt or (row["prompt"] if row else None)
+            images.append(_copy_image(row, v.cell_key, out))
+        sheet.rows.append({"prompt_id": prompt_id, "prompt": prompt or "", "seed": seed, "images": images})
+    return sheet
+
+
+def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, str | None]:
+    if row is None:
+        return {"src": None, "note": "not rendered"}
+    if row["problem"]:
+        return {"src": None, "note": row["problem"]}
+    source = Path(row["run_path"]) / row["image"]
+    rel = Path("images") / cell_key / f"{row['prompt_id']}__s{row['seed']}{source.suffix or '.png'}"
+    target = out / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.copyfile(source, target)
+    except OSError as exc:
+        return {"src": None, "note": f"image not readable: {exc}"}
+    return {"src": rel.as_posix(), "note": None}
+
+
+# -- failures -------------------------------------------------------------------------------
+
+
+def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+    from assess.status import run_status
+
+    now = datetime.now(timezone.utc)
+    rows = []
+    for run in sorted(runs, key=lambda r: r["path"]):
+        if run["status"] == "failed":
+            record = Path(run["failed_record"])
+            try:
+                traceback = json.loads(record.read_text()).get("traceback", "")
+            except (OSError, ValueError):
+                traceback = ""
+            rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": "failed",
+                         "category": run["category"], "message": run["message"] or "",
+                         "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": traceback})
+        elif Path(run["path"]).is_dir():
+            current = run_status(load_run(run["path"]), now)  # the index may predate the failure
+            if current.state in ("failed", "crashed"):
+                record = Path(run["path"]) / ("FAILED.json" if current.state == "failed" else "render.log")
+                rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": current.state,
+                             "category": current.category or current.state, "message": current.detail,
+                             "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": ""})
+    return rows
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+def _quality_metric(views: list[CellView], requested: str | None) -> str:
+    if requested:
+        if requested not in QUALITY_METRICS:
+            from assess.errors import UnknownMetric
+
+            raise UnknownMetric(f"unknown quality metric {requested!r}. Valid: {', '.join(QUALITY_METRICS)}")
+        return requested
+    for metric in QUALITY_METRICS:
+        if any(v.values.get(metric) is not None for v in views if not v.is_anchor):
+            return metric
+    return QUALITY_METRICS[0]
+
+
+def _render_html(context: dict[str, Any]) -> str:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    return env.get_template("report.html.j2").render(**context)
+
+
+def default_out(sweeps: list[Path]) -> Path:
+    return sweeps[0] / "report"
+
+
+def write_report(sweeps: list[Path | str], index_path: Path | str | None = None, out: Path | str | None = None,
+                 quality_metric: str | None = None) -> Path:
+    """Write the report folder and return the path of its index.html."""
+    sweep_paths = [Path(s).resolve() for s in sweeps]
+    out_dir = Path(out).resolve() if out else default_out(sweep_paths)
+    with Index.open(index_path, create=False) as index:
+        runs, missing = _runs_in_index(index, sweep_paths)
+        views = _cell_views(index, runs)
+        metric = _quality_metric(views, quality_metric)
+        staging = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        sheets = contact_sheets(index, views, staging)
+    pareto_problem = pareto_plot(views, metric, staging / "pareto.png")
+    context = {
+        "title": "hypergrid report: " + ", ".join(p.name for p in sweep_paths),
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sweeps": [str(p) for p in sweep_paths],
+        "index_path": str(Path(index.path).resolve()),
+        "columns": [title for _, title in LEADERBOARD_COLUMNS],
+        "leaderboard": leaderboard_rows(views),
+        "quality_metric": metric,
+        "pareto": None if pareto_problem else "pareto.png",
+        "pareto_problem": pareto_problem,
+        "sheets": sheets,
+        "failures": failure_rows(runs, out_dir),
+        "missing": missing,
+    }
+    (staging / "index.html").write_text(_render_html(context), encoding="utf-8")
+    _swap_into_place(staging, out_dir)
+    return out_dir / "index.html"
+
+
+def _swap_into_place(staging: Path, out_dir: Path) -> None:
+    """Replace out_dir by staging with two renames (the old report is removed after)."""
+    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+    if out_dir.exists():
+        out_dir.rename(old)
+    staging.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,308 @@
+"""Score run directories into the index: ingest runs and samples, then compute metrics.
+
+Two passes over the runs given: first every run and its samples go into the index (anchors
+first), so that cells scored in the same call find their anchor's samples; then each run's
+sample metrics are computed outside any transaction and written in one short transaction.
+A score already in the index with the same metric version and configuration is not
+recomputed; an unavailable one is retried (its reason may have gone: anchor rendered since).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from assess.index import Index, ScoreRow, json_dumps, now_iso
+from assess.metrics import Outcome, SampleInput, SampleMetric, build_sample_metrics
+from assess.metrics.speed import run_gpu_s
+from assess.rundir import RunDir, SampleRecord, load_runs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Log = Callable[[str], None]
+Key = tuple[str, int]  # (prompt_id, seed)
+
+
+@dataclass
+class ScoreSummary:
+    runs: int = 0
+    samples: int = 0
+    written: int = 0  # score rows computed and written
+    current: int = 0  # score rows already in the index, left as they were
+    unavailable: Counter[tuple[str, str]] = field(default_factory=Counter)  # (metric, reason) -> n
+    flagged: list[str] = field(default_factory=list)  # "<image path>: <problem>"
+    problems: list[str] = field(default_factory=list)  # skipped samples.jsonl lines
+
+    def lines(self) -> list[str]:
+        out = [
+            f"scored {self.runs} run(s), {self.samples} sample(s): {self.written} score(s) written, "
+            f"{self.current} already current"
+        ]
+        out += [f"  {metric} unavailable for {n} sample(s): {reason}" for (metric, reason), n in
+                sorted(self.unavailable.items())]
+        out += [f"  flagged {line}" for line in self.flagged]
+        out += [f"  {line}" for line in self.problems]
+        return out
+
+
+def read_image(path: Path) -> np.ndarray:
+    """An image file as H x W x 3 uint8; a truncated or corrupt file raises OSError."""
+    import numpy as np
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return np.asarray(image.convert("RGB"))
+    except (SyntaxError, ValueError) as exc:  # PIL reports some broken PNG chunks this way
+        raise OSError(str(exc)) from exc
+
+
+def render_command(run: RunDir, seeds: list[int]) -> str:
+    """The command that renders the anchor's samples this run is compared with."""
+    unique = sorted(set(seeds))
+    seed = str(unique[0]) if len(unique) == 1 else f"[{','.join(str(s) for s in unique)}]"
+    words = ["python", "-m", "render", *run.anchor_overrides, f"prompts={run.prompts_name}", f"seed={seed}"]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+# -- ingest ---------------------------------------------------------------------------------
+
+
+def run_row(run: RunDir) -> dict[str, Any]:
+    """The run's `runs` row, from its folder alone."""
+    cell, terminal = run.cell, run.terminal
+    cache = cell.get("cache")
+    model = cell.get("model")
+    failed = terminal.data if terminal and terminal.kind == "failed" else {}
+    job = run.run.get("job") or {}
+    git = run.run.get("git") or {}
+    return {
+        "path": str(run.path),
+        "sweep": str(run.sweep) if run.sweep else None,
+        "cell_key": run.cell_key,
+        "describe": run.describe,
+        "anchor_cell_key": run.anchor_cell_key,
+        "is_anchor": int(run.is_anchor),
+        "split": run.split,
+        "prompts_name": run.prompts_name,
+        "n_expected": run.n_expected,
+        "n_samples": len(run.samples),
+        "n_rendered": sum(1 for s in run.samples if not s.reused_from),
+        "n_reused": sum(1 for s in run.samples if s.reused_from),
+        "status": terminal.kind if terminal else "incomplete",
+        "category": failed.get("category"),
+        "message": failed.get("message"),
+        "failed_record": str(terminal.path) if failed else None,
+        "model": model.get("name") or model.get("id") if isinstance(model, dict) else model,
+        "attention": cell.get("attention"),
+        "cache": cache.get("name") if isinstance(cache, dict) else cache,
+        "scheduler": cell.get("scheduler"),
+        "steps": cell.get("steps"),
+        "guidance": cell.get("guidance"),
+        "height": cell.get("height"),
+        "width": cell.get("width"),
+        "device_kind": cell.get("device_kind"),
+        "cell": json_dumps(cell),
+        "overrides": json_dumps(run.overrides),
+        "anchor_overrides": json_dumps(run.anchor_overrides),
+        "prompt_ids": json_dumps(run.prompt_ids),
+        "seeds": json_dumps(run.seeds),
+        "host": run.run.get("host"),
+        "pid": run.run.get("pid"),
+        "launcher": job.get("launcher"),
+        "slurm_job_id": None if job.get("slurm_job_id") is None else str(job["slurm_job_id"]),
+        "started_at": run.run.get("started_at"),
+        "finished_at": terminal.finished_at if terminal else None,
+        "wall_s": terminal.data.get("wall_s") if terminal else None,
+        "gpu_s": run_gpu_s(run.samples),
+        "git_revision": git.get("revision"),
+        "git_dirty": None if git.get("dirty") is None else int(bool(git["dirty"])),
+        "versions": json_dumps(run.run.get("versions") or {}),
+        "problems": json_dumps(run.problems),
+        "indexed_at": now_iso(),
+    }
+
+
+def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
+    image = run.image_path(sample)
+    return {
+        "cell_key": sample.cell_key, "prompt_id": sample.prompt_id, "seed": sample.seed,
+        "split": run.split, "run_path": str(run.path), "image": sample.image, "prompt": sample.prompt,
+        "width": sample.width, "height": sample.height, "latency_s": sample.latency_s,
+        "warmup": int(sample.warmup), "steps": sample.steps, "s_per_step": sample.s_per_step,
+        "peak_mem_bytes": sample.peak_mem_bytes, "mem_kind": sample.mem_kind, "load_s": sample.load_s,
+        "reused_from": sample.reused_from, "finished_at": sample.finished_at,
+        "problem": None if image.is_file() else f"image missing: {image}",
+    }
+
+
+def ingest_run(index: Index, run: RunDir) -> None:
+    with index.write() as conn:
+        index.upsert_run(conn, run_row(run))
+        index.upsert_samples(conn, [sample_row(run, s) for s in run.samples])
+        index.refresh_cell(conn, run.cell_key)
+
+
+# -- metrics --------------------------------------------------------------------------------
+
+
+CHUNK = 64  # samples whose images are in memory at once
+CACHE_BYTES = 1 << 30  # anchor images kept decoded across the runs of one `assess score`
+
+
+def _needs(existing: Any, metric: SampleMetric, force: bool) -> bool:
+    if force or existing is None or existing["value"] is None:
+        return True
+    return existing["metric_version"] != metric.spec.version or existing["config"] != metric.config
+
+
+def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool) -> tuple[dict[str, set[Key]], int]:
+    """metric name -> the (prompt_id, seed) that need it; and how many scores are already current."""
+    existing = index.existing_scores(run.cell_key)
+    todo: dict[str, set[Key]] = {}
+    current = 0
+    for metric in metrics:
+        if metric.spec.needs_reference and run.is_anchor:
+            continue  # the anchor is the reference: nothing to compare it with
+        keys = {(s.prompt_id, s.seed) for s in run.samples
+                if _needs(existing.get((s.prompt_id, s.seed, metric.spec.name)), metric, force)}
+        current += len(run.samples) - len(keys)
+        if keys:
+            todo[metric.spec.name] = keys
+    return todo, current
+
+
+class ImageCache:
+    """Decoded anchor images (or why they are unreadable), dropped when over max_bytes."""
+
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self.max_bytes = CACHE_BYTES if max_bytes is None else max_bytes
+        self.items: dict[Path, Any] = {}
+        self.size = 0
+
+    def get(self, path: Path) -> Any:
+        if path not in self.items:
+            try:
+                image = read_image(path)
+            except OSError as exc:
+                image = f"anchor image unreadable ({path}): {exc}"
+            size = getattr(image, "nbytes", 0)
+            if self.size + size > self.max_bytes:
+                self.items.clear()
+                self.size = 0
+            self.items[path] = image
+            self.size += size
+        return self.items[path]
+
+
+class _References:
+    """The anchor's samples of one run's cell, looked up in the index by (prompt_id, seed)."""
+
+    def __init__(self, index: Index, run: RunDir, cache: ImageCache) -> None:
+        self.run = run
+        self.rows = index.cell_samples(run.anchor_cell_key)
+        self.cache = cache
+        missing = [s.seed for s in run.samples if (s.prompt_id, s.seed) not in self.rows]
+        self.command = render_command(run, missing) if missing else ""
+
+    def get(self, sample: SampleRecord) -> tuple[Any, str | None]:
+        row = self.rows.get((sample.prompt_id, sample.seed))
+        if row is None:
+            return None, (
+                f"anchor sample missing (cell {self.run.anchor_cell_key}, prompt {sample.prompt_id}, "
+                f"seed {sample.seed}); render it with: {self.command}"
+            )
+        found = self.cache.get(Path(row["run_path"]) / row["image"])
+        return (None, found) if isinstance(found, str) else (found, None)
+
+
+def _load(run: RunDir, samples: list[SampleRecord], references: _References | None
+          ) -> tuple[dict[Key, SampleInput], dict[Key, str]]:
+    """The samples' images (and their anchors'), or why an image is unreadable."""
+    inputs: dict[Key, SampleInput] = {}
+    unreadable: dict[Key, str] = {}
+    for sample in samples:
+        key = (sample.prompt_id, sample.seed)
+        try:
+            image = read_image(run.image_path(sample))
+        except OSError as exc:
+            unreadable[key] = f"image unreadable: {exc}"
+            continue
+        item = SampleInput(prompt_id=sample.prompt_id, seed=sample.seed, image=image, prompt=sample.prompt)
+        if references is not None:
+            item.reference, item.reference_missing = references.get(sample)
+        inputs[key] = item
+    return inputs, unreadable
+
+
+def _compute(run: RunDir, metric: SampleMetric, samples: list[SampleRecord], inputs: dict[Key, SampleInput],
+             unreadable: dict[Key, str]) -> list[ScoreRow]:
+    readable = [s for s in samples if (s.prompt_id, s.seed) in inputs]
+    outcomes = metric.score([inputs[(s.prompt_id, s.seed)] for s in readable])
+    pairs = list(zip(readable, outcomes, strict=True))
+    pairs += [(s, Outcome.unavailable(unreadable[(s.prompt_id, s.seed)]))
+              for s in samples if (s.prompt_id, s.seed) in unreadable]
+    reference = run.anchor_cell_key if metric.spec.needs_reference else None
+    return [ScoreRow(s.cell_key, s.prompt_id, s.seed, metric.spec, o, metric.config, reference) for s, o in pairs]
+
+
+def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: ScoreSummary,
+              force: bool = False, cache: ImageCache | None = None) -> None:
+    """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time."""
+    todo, current = _plan(index, run, metrics, force)
+    summary.current += current
+    needed = [s for s in run.samples if any((s.prompt_id, s.seed) in keys for keys in todo.values())]
+    wants_reference = any(m.spec.needs_reference and m.spec.name in todo for m in metrics)
+    references = _References(index, run, cache or ImageCache()) if wants_reference else None
+    rows: list[ScoreRow] = []
+    flags: dict[tuple[str, str, int], str | None] = {}
+    for start in range(0, len(needed), CHUNK):
+        chunk = needed[start : start + CHUNK]
+        inputs, unreadable = _load(run, chunk, references)
+        for metric in metrics:
+            keys = todo.get(metric.spec.name, set())
+            samples = [s for s in chunk if (s.prompt_id, s.seed) in keys]
+            if samples:
+                rows += _compute(run, metric, samples, inputs, unreadable)
+        flags.update({(run.cell_key, *key): None for key in inputs})
+        flags.update({(run.cell_key, *key): problem for key, problem in unreadable.items()})
+        summary.flagged += [f"{run.path / s.image}: {unreadable[(s.prompt_id, s.seed)]}"
+                            for s in chunk if (s.prompt_id, s.seed) in unreadable]
+    with index.write() as conn:
+        index.write_scores(conn, rows, force=force)
+        index.flag_samples(conn, flags)
+        index.refresh_cell(conn, run.cell_key)
+    summary.written += len(rows)
+    summary.unavailable.update((r.spec.name, r.outcome.unavailable_reason) for r in rows
+                               if r.outcome.unavailable_reason is not None)
+
+
+def score(paths: list[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
+          clip_model: str | None = None, force: bool = False, log: Log | None = None) -> ScoreSummary:
+    """Score every run directory under `paths` (runs, sweeps, or any folder holding them).
+
+    The anchor runs the runs' run.json name (anchor.dir, kept by the renderer outside the sweep)
+    are scored with them. Everything is read and checked before the index is opened: a path
+    that is not a run directory, or a sweep without runs, raises and writes nothing.
+    """
+    runs = load_runs(paths, with_anchors=True)
+    sample_metrics = build_sample_metrics(metrics, clip_model)
+    summary = ScoreSummary(runs=len(runs), samples=sum(len(r.samples) for r in runs))
+    summary.problems = [p for r in runs for p in r.problems]
+    ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
+    with Index.open(index_path) as index:
+        index.sync_metric_catalogue()
+        for run in ordered:
+            ingest_run(index, run)
+        cache = ImageCache()
+        for run in ordered:
+            if log:
+                log(f"scoring {run.path} ({len(run.samples)} samples)")
+            score_run(index, run, sample_metrics, summary, force=force, cache=cache)
+    return summary

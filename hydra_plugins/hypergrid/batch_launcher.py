@@ -1,0 +1,83 @@
+"""What the GPU and SLURM launchers share: compose every cell, spread the cells over jobs (grouped by
+model, balanced by cost), submit one CellBatch per job, then wait (or return at once when detached).
+
+Built on hydra-submitit-launcher's BaseSubmititLauncher (its parameter handling and setup); the one
+thing a subclass provides is `submit`.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+from omegaconf import OmegaConf
+
+from hydra_plugins.hypergrid import sweep
+from hydra_plugins.hypergrid.batches import CellSpec, cell_spec, seconds_per_step, timeout_minutes
+from hydra_plugins.hypergrid.worker import CellBatch, collect
+
+log = logging.getLogger(__name__)
+Submitted = list[tuple[Any, list[CellSpec]]]
+
+
+class BatchLauncher(BaseSubmititLauncher):
+    @abstractmethod
+    def submit(self, cells: list[CellSpec]) -> Submitted:
+        """Submit the cells as jobs; return each job with the cells it runs."""
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        assert self.config is not None and self.hydra_context is not None
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, initial_job_idx)
+        cells = [cell_spec(o, c) for o, c in zip(job_overrides, configs)]
+        self.out_root = Path(str(OmegaConf.select(configs[0], "out_root", default=".")))
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        submitted = self.submit(cells)
+        record_jobs(sweep_dir, submitted)
+        if not self.params.get("wait", True):
+            return detached(submitted, sweep_dir)
+        return collect(submitted)
+
+    def batch(self, cells: Sequence[CellSpec]) -> CellBatch:
+        assert self.config is not None and self.hydra_context is not None and self.task_function is not None
+        return CellBatch(self.hydra_context, self.config, self.task_function, cells)
+
+    def timeout_min(self, batches: Sequence[Sequence[CellSpec]]) -> int:
+        """The configured time limit, else one derived from the costliest job's cells."""
+        if self.params.get("timeout_min"):
+            return int(self.params["timeout_min"])
+        models = {c.model for b in batches for c in b}
+        s_per_step = max(seconds_per_step(self.out_root, m) for m in models)
+        minutes = max(timeout_minutes(b, s_per_step) for b in batches)
+        log.info("time limit per job derived from the cost estimate: %d min", minutes)
+        return minutes
+
+
+def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
+    """JOBS.json: which scheduler job runs which cells, so status works from the folders alone."""
+    from render.rundir import atomic_write_json, now_iso
+
+    path = sweep_dir / "JOBS.json"
+    previous = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else []
+    jobs = [{"job_id": str(job.job_id), "submitted_at": now_iso(), "cells": [{"num": c.num, "run_dir": str(c.run_dir), "overrides": list(c.overrides)} for c in cells]}
+            for job, cells in submitted]
+    atomic_write_json(path, [*previous, *jobs])
+
+
+def detached(submitted: Submitted, sweep_dir: Path) -> list[JobReturn]:
+    print(f"submitted {len(submitted)} job(s): {' '.join(str(job.job_id) for job, _ in submitted)}")
+    print(f"follow them with: assess status {sweep_dir}")
+    returns = []
+    for job, cells in submitted:
+        for cell in cells:
+            ret = JobReturn(overrides=list(cell.overrides), status=JobStatus.COMPLETED,
+                            _return_value=[{"status": "submitted", "job_id": str(job.job_id), "run_dir": str(cell.run_dir)}])
+            ret.working_dir = str(cell.run_dir)
+            returns.append(ret)
+    return returns

@@ -1,0 +1,101 @@
+"""Spread a sweep's cells over jobs: grouped by model (each job loads each model once), balanced by cost."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+DEFAULT_S_PER_STEP = 1.0  # assumed when the output root holds no history for the model
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One job of the sweep as the launcher sees it (works for any Hydra app, not only render)."""
+
+    overrides: tuple[str, ...]
+    num: int
+    run_dir: Path  # the job's output folder (sweep dir / subdir)
+    model: str  # the config's model.name, or "" for apps without one
+    steps: int
+    samples: int
+
+    @property
+    def cost(self) -> int:
+        return self.steps * self.samples
+
+
+def _select(config: DictConfig, key: str, default: Any) -> Any:
+    value = OmegaConf.select(config, key, default=default, throw_on_missing=False)
+    return default if value is None else value
+
+
+def cell_spec(overrides: Sequence[str], config: DictConfig) -> CellSpec:
+    seeds = _select(config, "seed", 0)
+    n_seeds = len(seeds) if OmegaConf.is_list(seeds) or isinstance(seeds, list) else 1
+    prompts = _select(config, "prompts.limit", None) or _count_prompts(config)
+    run_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+    return CellSpec(tuple(overrides), int(config.hydra.job.num), run_dir, str(_select(config, "model.name", "")),
+                    int(_select(config, "steps", _select(config, "model.steps", 1))), prompts * n_seeds)
+
+
+def _count_prompts(config: DictConfig) -> int:
+    file = _select(config, "prompts.file", None)
+    if not file:
+        return 1
+    try:
+        from render.prompts import load_prompts
+
+        return len(load_prompts(str(file)))
+    except Exception:  # noqa: BLE001 - a cost estimate, not a check (preflight checks the file)
+        return 1
+
+
+def plan_batches(cells: Sequence[CellSpec], n_jobs: int) -> list[list[CellSpec]]:
+    """At most `n_jobs` non-empty batches: the costliest cell first to the least-loaded batch, preferring
+    a batch that already loads its model when that keeps the load within one cell of the lightest."""
+    batches: list[list[CellSpec]] = [[] for _ in range(max(1, min(n_jobs, len(cells))))]
+    loads = [0] * len(batches)
+    for cell in sorted(cells, key=lambda c: (-c.cost, c.model, c.num)):
+        lightest = min(range(len(batches)), key=lambda i: loads[i])
+        same_model = [i for i in range(len(batches)) if any(c.model == cell.model for c in batches[i])]
+        near = [i for i in same_model if loads[i] <= loads[lightest] + cell.cost]
+        target = min(near, key=lambda i: loads[i]) if near else lightest
+        batches[target].append(cell)
+        loads[target] += cell.cost
+    return [sorted(b, key=lambda c: (c.model, c.num)) for b in batches if b]
+
+
+def chunk_batches(batches: list[list[CellSpec]], cells_per_job: int | None) -> list[list[CellSpec]]:
+    """Split each batch into jobs of at most `cells_per_job` cells (same model order kept)."""
+    if not cells_per_job:
+        return batches
+    return [batch[i:i + cells_per_job] for batch in batches for i in range(0, len(batch), cells_per_job)]
+
+
+def seconds_per_step(out_root: Path, model: str) -> float:
+    """Median s/step of this model's finished samples under the output root (the history), else a default."""
+    try:
+        from render.rundir import RUN_JSON, SAMPLES, iter_run_dirs, read_records
+    except ImportError:
+        return DEFAULT_S_PER_STEP
+    values: list[float] = []
+    for run in iter_run_dirs(out_root):
+        try:
+            if json.loads((run / RUN_JSON).read_text())["cell"]["model"]["name"] != model:
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        values += [r["s_per_step"] for r in read_records(run / SAMPLES)
+                   if r.get("reused_from") is None and not r.get("warmup") and "s_per_step" in r]
+    return statistics.median(values) if values else DEFAULT_S_PER_STEP
+
+
+def timeout_minutes(batch: Sequence[CellSpec], s_per_step: float, margin: float = 2.0, load_min: float = 10.0) -> int:
+    """A job's time limit derived from its cost: steps x samples x s/step, with margin and load time."""
+    return int(math.ceil(margin * sum(c.cost for c in batch) * s_per_step / 60 + load_min))

@@ -1,0 +1,43 @@
+"""hydra/launcher=gpus: one machine, at most one job per GPU, each job sees only its own GPU.
+
+Hydra's stock submitit_local launcher gives every job the same devices and runs all jobs at once;
+here one submitit LocalExecutor per GPU pins CUDA_VISIBLE_DEVICES, and each GPU gets one job that
+runs its share of the cells in one process.
+"""
+
+from __future__ import annotations
+
+from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
+from hydra_plugins.hypergrid.batches import CellSpec, plan_batches
+
+
+def visible_gpus(configured: list[int] | None) -> list[int]:
+    if configured:
+        return list(configured)
+    import torch
+
+    count = torch.cuda.device_count()
+    if count == 0:
+        from render.preflight import exit_with
+
+        exit_with(RuntimeError("hydra/launcher=gpus found no CUDA GPU here; list them with hydra.launcher.gpus=[0,1], "
+                               "or use the default in-process launcher"))
+    return list(range(count))
+
+
+class GpusLauncher(BatchLauncher):
+    _EXECUTOR = "local"
+
+    def submit(self, cells: list[CellSpec]) -> Submitted:
+        import submitit
+
+        gpus = visible_gpus(self.params.get("gpus"))
+        batches = plan_batches(cells, len(gpus))
+        timeout = self.timeout_min(batches)
+        submitted: Submitted = []
+        for gpu, batch in zip(gpus, batches):
+            executor = submitit.LocalExecutor(folder=self.params["submitit_folder"])
+            executor.update_parameters(visible_gpus=(gpu,), gpus_per_node=1, timeout_min=timeout,
+                                       signal_delay_s=self.params.get("signal_delay_s", 60))
+            submitted.append((executor.submit(self.batch(batch)), batch))
+        return submitted

@@ -1,0 +1,110 @@
+"""What runs inside a submitted job: a batch of cells, one after another, in one process.
+
+A batch is a submitit Checkpointable: on preemption or time limit it is requeued whole, and on
+restart finished cells (DONE.json) and finished samples (skip-if-done) are not rendered again, so at
+most the sample in flight is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, run_job, setup_globals
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+from hydra_plugins.hypergrid.batches import CellSpec
+
+log = logging.getLogger(__name__)
+
+
+class CellBatch:
+    def __init__(self, hydra_context: HydraContext, config: DictConfig, task_function: TaskFunction,
+                 cells: Sequence[CellSpec]) -> None:
+        self.hydra_context, self.config, self.task_function = hydra_context, config, task_function
+        self.cells = list(cells)
+        self.singleton_state = Singleton.get_state()
+
+    def __call__(self) -> list[JobReturn]:
+        import submitit
+
+        Singleton.set_state(self.singleton_state)
+        setup_globals()
+        job_id = submitit.JobEnvironment().job_id
+        returns = []
+        for cell in self.cells:
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(cell.overrides))
+            with open_dict(sweep_config.hydra.job) as job:
+                job.id = f"{job_id}_{cell.num}"
+                job.num = cell.num
+            returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
+                                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
+        return returns
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+def failure_category(error: BaseException, job: Any) -> str:
+    """cancelled / timeout from the scheduler's final state of the job, else error."""
+    state = str(getattr(job, "state", "")).upper()
+    if "CANCEL" in state:
+        return "cancelled"
+    if "TIMEOUT" in state or "DEADLINE" in state:
+        return "timeout"
+    if "OUT_OF_MEMORY" in state:
+        return "oom"
+    return "error"
+
+
+def mark_unfinished(cells: Sequence[CellSpec], category: str, message: str, detail: str) -> None:
+    """Give every cell of a failed job that has no terminal record a FAILED.json of its own."""
+    from render.rundir import DONE, FAILED, write_failed
+
+    for cell in cells:
+        if cell.run_dir.is_dir() and ((cell.run_dir / DONE).exists() or (cell.run_dir / FAILED).exists()):
+            continue
+        cell.run_dir.mkdir(parents=True, exist_ok=True)
+        write_failed(cell.run_dir, category, message, detail, job_failed=True)
+
+
+def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]]) -> list[JobReturn]:
+    """Wait for every job; a job that died (cancelled, timed out, crashed) marks its unfinished cells."""
+    returns: list[JobReturn] = []
+    for job, cells in submitted:
+        try:
+            returns.extend(job.result())
+        except Exception as error:  # noqa: BLE001 - every job is waited for; the failure is recorded per cell
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            message = f"job {job.job_id} ended {getattr(job, 'state', 'unknown')}: {first_line}"
+            detail = f"{error}\n\n--- job stderr (tail) ---\n{_stderr_tail(job)}"
+            mark_unfinished(cells, failure_category(error, job), message, detail)
+            returns.extend(_return_from_run_dir(cell) for cell in cells)
+    return returns
+
+
+def _return_from_run_dir(cell: CellSpec) -> JobReturn:
+    """A JobReturn for a cell whose job died, read back from the cell's terminal record."""
+    import json
+
+    from render.rundir import FAILED
+
+    result: dict[str, Any] = {"status": "done", "describe": " ".join(cell.overrides), "run_dir": str(cell.run_dir)}
+    if (cell.run_dir / FAILED).exists():
+        failed = json.loads((cell.run_dir / FAILED).read_text())
+        result.update(status="failed", category=failed["category"], message=failed["message"])
+    ret = JobReturn(overrides=list(cell.overrides), status=JobStatus.COMPLETED, _return_value=[result])
+    ret.working_dir = str(cell.run_dir)
+    return ret
+
+
+def _stderr_tail(job: Any, lines: int = 40) -> str:
+    try:
+        text = job.stderr() or ""
+    except Exception:  # noqa: BLE001 - forensics are best effort
+        return "(no stderr)"
+    return "\n".join(text.splitlines()[-lines:])
