@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from render.attention import BackendUnavailable, check_attention_usable
 from render.caches import check_cache_supported
 from render.cell import ConfigError, Job, build_job
-from render.pipeline import BUILTIN_PREFIX
+from render.pipeline import BUILTIN_PREFIX, quiet_libraries
 from render.prompts import PromptError
 from render.schedulers import check_scheduler_supported
 
@@ -48,6 +48,8 @@ def check_job(job: Job) -> None:
     for cell in (job.cell, job.anchor):
         check_attention_usable(cell.attention, cell.device_kind)
         check_scheduler_supported(cell.scheduler, cell.model.family)
+    if job.cell.cache["name"] != "none":
+        quiet_libraries()  # the check imports the pipeline module: keep transformers' import chatter out
     check_cache_supported(job.cell.model.pipeline, job.cache_conf)
     check_model(job.cell.model)
 

@@ -5,8 +5,10 @@ The layout and every file's fields are specified in docs/run-directory.md.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+from contextlib import contextmanager
 import shutil
 import socket
 import tempfile
@@ -199,6 +201,22 @@ def remove_stale_temporaries(run_dir: Path) -> None:
     """A killed writer can leave its temporary file (never a truncated image: those are only renamed whole)."""
     for tmp in list(run_dir.glob(".*.tmp")) + list((run_dir / IMAGES).glob(".*.tmp")):
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def exclusive(lock_file: Path, *, wait: bool) -> Iterator[bool]:
+    """An advisory lock (flock) between processes; yields whether it was acquired."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def host_identity() -> dict[str, Any]:

@@ -55,9 +55,9 @@ def classify(error: BaseException) -> str:
         return "backend-unavailable"
     if isinstance(error, NonFiniteOutput):
         return "non-finite-output"
-    if isinstance(error, (Cancelled, KeyboardInterrupt)):
-        return "cancelled"
-    if isinstance(error, TimeoutError):
+    if isinstance(error, (Cancelled, KeyboardInterrupt, SystemExit)):
+        return "cancelled"  # SystemExit: submitit leaving after it requeued a preempted or timed-out job
+    if isinstance(error, TimeoutError) or name == "UncompletedJobError" and "timed-out" in text:
         return "timeout"
     return "error"
 
@@ -150,13 +150,28 @@ def run_job(job: Job, run_dir: Path, *, store: rundir.SampleStore, pipelines: Pi
             overrides: list[str], launcher: str = "inprocess", progress_factory: Any = None) -> list[CellResult]:
     """Render the job's anchor samples when missing, then the cell's. Returns one result per run directory."""
     results: list[CellResult] = []
-    if job.render_anchor and not job.is_anchor and store.pending(job.anchor.key, job.sample_ids):
-        anchor = anchor_job(job)
-        folder = anchor_dir(job) / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}-{secrets.token_hex(2)}"
-        log.info("rendering the anchor's missing samples into %s", folder)
-        results.append(_run_cell(anchor, folder, store, pipelines, anchor.anchor_overrides, launcher, progress_factory))
+    wants_anchor = job.render_anchor and not job.is_anchor and bool(store.pending(job.anchor.key, job.sample_ids))
+    deferred = wants_anchor and not _render_anchor(job, store, pipelines, launcher, progress_factory, results, wait=False)
     results.append(_run_cell(job, run_dir, store, pipelines, overrides, launcher, progress_factory))
+    if deferred:  # another job was rendering the anchor: check what it left missing once it is done
+        _render_anchor(job, store, pipelines, launcher, progress_factory, results, wait=True)
     return results
+
+
+def _render_anchor(job: Job, store: rundir.SampleStore, pipelines: PipelineCache, launcher: str,
+                   progress_factory: Any, results: list[CellResult], *, wait: bool) -> bool:
+    """Render the anchor's missing samples under a lock, so parallel jobs never render them twice.
+    Returns False when `wait` is off and another job holds the lock."""
+    with rundir.exclusive(anchor_dir(job) / ".lock", wait=wait) as acquired:
+        if not acquired:
+            return False
+        store.refresh()  # another process may have rendered them since the scan
+        if store.pending(job.anchor.key, job.sample_ids):
+            anchor = anchor_job(job)
+            folder = anchor_dir(job) / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}-{secrets.token_hex(2)}"
+            log.info("rendering the anchor's missing samples into %s", folder)
+            results.append(_run_cell(anchor, folder, store, pipelines, anchor.anchor_overrides, launcher, progress_factory))
+    return True
 
 
 def resume_state(run_dir: Path) -> str | None:

@@ -39,7 +39,7 @@ def cell_spec(overrides: Sequence[str], config: DictConfig) -> CellSpec:
     seeds = _select(config, "seed", 0)
     n_seeds = len(seeds) if OmegaConf.is_list(seeds) or isinstance(seeds, list) else 1
     prompts = _select(config, "prompts.limit", None) or _count_prompts(config)
-    run_dir = Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+    run_dir = (Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)).absolute()
     return CellSpec(tuple(overrides), int(config.hydra.job.num), run_dir, str(_select(config, "model.name", "")),
                     int(_select(config, "steps", _select(config, "model.steps", 1))), prompts * n_seeds)
 

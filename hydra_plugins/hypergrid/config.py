@@ -39,6 +39,7 @@ class GpusLauncherConf:
     gpus: Optional[List[int]] = None  # GPU indices to use; null: every GPU found (torch.cuda.device_count())
     timeout_min: Optional[int] = None  # per job; null: derived from the cells' cost (steps x samples x s/step history)
     signal_delay_s: int = 60  # how long before the time limit the job is told to checkpoint
+    max_num_timeout: int = 3  # how many times a job that hits its time limit is restarted where it left off
 
 
 @dataclass

@@ -36,7 +36,7 @@ class GpusLauncher(BatchLauncher):
         timeout = self.timeout_min(batches)
         submitted: Submitted = []
         for gpu, batch in zip(gpus, batches):
-            executor = submitit.LocalExecutor(folder=self.params["submitit_folder"])
+            executor = submitit.LocalExecutor(folder=self.params["submitit_folder"], max_num_timeout=self.params.get("max_num_timeout", 3))
             executor.update_parameters(visible_gpus=(gpu,), gpus_per_node=1, timeout_min=timeout,
                                        signal_delay_s=self.params.get("signal_delay_s", 60))
             submitted.append((executor.submit(self.batch(batch)), batch))

@@ -1,0 +1,132 @@
+"""The gpus and slurm launchers run real sweeps of the tiny model: one job per (fake) GPU, each model
+loaded once per job, failures isolated, time limits requeued, cancellations recorded, detached runs.
+
+`gpus` runs on any machine with fake GPU ids; `slurm` needs the cluster of .ci/slurm/up.sh (-m slurm).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_render
+
+SLURM = pytest.param("slurm", marks=[pytest.mark.slurm, pytest.mark.skipif(shutil.which("sbatch") is None, reason="no SLURM here: .ci/slurm/up.sh")])
+LAUNCHERS = {"gpus": ["hydra/launcher=gpus", "hydra.launcher.gpus=[0,1]"],
+             "slurm": ["hydra/launcher=slurm", "hydra.launcher.gpus=2", "hydra.launcher.partition=debug"]}
+
+
+def cells(sweep: Path) -> list[Path]:
+    return sorted(p for p in sweep.iterdir() if (p / "run.json").exists())
+
+
+def the_sweep(root: Path) -> Path:
+    (sweep,) = list((root / "outputs" / "multirun").glob("*/*"))
+    return sweep
+
+
+@pytest.mark.parametrize("launcher", ["gpus", SLURM])
+def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
+    result = run_render("-m", "steps=2,3,4", "cache=none,fbcache", "prompts.limit=2", *LAUNCHERS[launcher], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = the_sweep(tmp_path)
+    jobs = json.loads((sweep / "JOBS.json").read_text())
+    assert len(jobs) == 2 and sorted(len(j["cells"]) for j in jobs) == [3, 3]
+    devices = {}
+    for job in jobs:
+        seen = {json.loads((Path(c["run_dir"]) / "run.json").read_text())["device"]["cuda_visible_devices"] for c in job["cells"]}
+        assert len(seen) == 1, f"a job's cells ran on several GPUs: {seen}"
+        devices[job["job_id"]] = seen.pop()
+        logs = "".join((Path(c["run_dir"]) / "render.log").read_text() for c in job["cells"])
+        assert logs.count("loaded model") == 1, "a job loaded the model more than once"
+    assert sorted(devices.values()) == ["0", "1"]
+    assert all((c / "DONE.json").exists() for c in cells(sweep))
+    assert len(list((tmp_path / "outputs" / "anchors").glob("*/*/*/run.json"))) == 1, "the anchor was rendered twice"
+
+
+@pytest.mark.parametrize("launcher", ["gpus", SLURM])
+def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
+    result = run_render("-m", f"model.id=hypergrid:tiny,{broken}", "steps=2,3", "prompts.limit=1", "render_anchor=false",
+                        *LAUNCHERS[launcher], cwd=tmp_path)
+    assert result.returncode == 1
+    assert "2 of 4 cells failed" in result.stderr and str(broken).split("/")[-1] in result.stderr
+    failed = [json.loads((c / "FAILED.json").read_text()) for c in cells(the_sweep(tmp_path)) if (c / "FAILED.json").exists()]
+    assert len(failed) == 2 and all(f["category"] == "error" and "Traceback" in f["traceback"] for f in failed)
+    assert sum((c / "DONE.json").exists() for c in cells(the_sweep(tmp_path))) == 2
+
+
+def no_sample_rendered_twice(run: Path) -> list[tuple[str, int]]:
+    rendered = [(r["prompt_id"], r["seed"]) for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())
+                if r["reused_from"] is None]
+    assert len(rendered) == len(set(rendered)), "a sample was rendered twice"
+    return rendered
+
+
+def samples_for(seconds: float, steps: int, cwd: Path) -> int:
+    """How many samples take about `seconds` to render here (measured, since CI and laptops differ)."""
+    probe = run_render("steps=%d" % steps, "prompts=dev", "prompts.limit=4", "render_anchor=false", "out_root=probe", cwd=cwd)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    (run,) = [p.parent for p in (cwd / "probe").rglob("samples.jsonl")]
+    latencies = [r["latency_s"] for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines()) if not r["warmup"]]
+    return max(8, min(120, int(seconds / (sum(latencies) / len(latencies)))))
+
+
+@pytest.mark.parametrize("launcher", [pytest.param("gpus", marks=pytest.mark.slow), SLURM])
+def test_a_job_past_its_time_limit_is_requeued_and_finishes(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
+    """1-minute limit with the checkpoint signal 45 s before it leaves each attempt ~15-25 s of rendering;
+    about 50 s of work needs several attempts, and none may render a sample twice."""
+    n = samples_for(50, 100, tmp_path)
+    result = run_render("-m", "steps=100", "prompts=dev", f"prompts.limit={(n + 1) // 2}", "seed=[0,1]", "render_anchor=false",
+                        *LAUNCHERS[launcher], "hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=45",
+                        "hydra.launcher.max_num_timeout=12", cwd=tmp_path, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = cells(the_sweep(tmp_path))
+    done = json.loads((run / "DONE.json").read_text())
+    expected = 2 * ((n + 1) // 2)
+    assert len(no_sample_rendered_twice(run)) == expected and done["n_samples"] == expected
+    assert (run / "render.log").read_text().count("loaded model") >= 2, "the job was never requeued"
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(shutil.which("scancel") is None, reason="no SLURM here: .ci/slurm/up.sh")
+def test_scancel_marks_the_cells_cancelled_and_the_command_returns(tiny_cache: Path, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "render", "-m", "steps=200,201", "prompts=dev", "render_anchor=false", *LAUNCHERS["slurm"]]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")):
+        time.sleep(0.5)
+    jobs = json.loads(next(tmp_path.glob("outputs/multirun/*/*/JOBS.json")).read_text())
+    subprocess.run(["scancel", *[j["job_id"] for j in jobs]], check=True)
+    _, stderr = process.communicate(timeout=180)
+    assert process.returncode == 1
+    categories = [json.loads((c / "FAILED.json").read_text())["category"] for c in cells(the_sweep(tmp_path))]
+    assert categories and set(categories) == {"cancelled"}, categories
+    assert "cancelled" in stderr
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(shutil.which("sbatch") is None, reason="no SLURM here: .ci/slurm/up.sh")
+def test_detached_submission_is_followed_with_assess_status(tiny_cache: Path, tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run_render("-m", "steps=2,3", "prompts.limit=2", *LAUNCHERS["slurm"], "hydra.launcher.wait=false", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "submitted 2 job(s)" in result.stdout and "assess status" in result.stdout
+    sweep = the_sweep(tmp_path)
+    deadline = started + 180
+    while time.monotonic() < deadline:
+        status = subprocess.run([sys.executable, "-m", "assess", "status", str(sweep), "--json"], capture_output=True, text=True)
+        rows = json.loads(status.stdout)
+        rows = rows["cells"] if isinstance(rows, dict) else rows
+        if rows and all(r["state"] == "done" for r in rows):
+            break
+        time.sleep(2)
+    assert rows and all(r["state"] == "done" for r in rows), rows
