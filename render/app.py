@@ -29,7 +29,7 @@ def sample_store(out_root: Path) -> SampleStore:
 def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
     """Render the composed cell into the current Hydra output folder; return one summary per run folder."""
     hydra_cfg = HydraConfig.get()
-    job = preflight_config(cfg)
+    job = preflight_config(cfg, list(hydra_cfg.overrides.task))
     launcher = str(hydra_cfg.launcher.get("_target_", "")).rsplit(".", 1)[-1] or "basic"
     results = run_job(job, Path(hydra_cfg.runtime.output_dir), store=sample_store(job.out_root), pipelines=PIPELINES,
                       overrides=list(hydra_cfg.overrides.task), launcher=launcher)

@@ -76,14 +76,25 @@ def quiet_libraries() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def load_pipeline(model: ModelSpec, device: str) -> LoadedPipeline:
+def pipeline_class(name: str) -> type:
+    """`model.pipeline`: a dotted import path ("render.models.shapes.ShapesPipeline") or a diffusers class name."""
+    import importlib
+
     import diffusers
+
+    if "." not in name:
+        return getattr(diffusers, name)
+    module, _, attribute = name.rpartition(".")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def load_pipeline(model: ModelSpec, device: str) -> LoadedPipeline:
     import torch
 
     quiet_libraries()
     source = model_source(model)
     start = time.perf_counter()
-    cls = getattr(diffusers, model.pipeline)
+    cls = pipeline_class(model.pipeline)
     pipe = cls.from_pretrained(source, revision=model.revision, dtype=getattr(torch, model.dtype))
     pipe.to(device)
     pipe.set_progress_bar_config(disable=True)

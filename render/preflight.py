@@ -17,7 +17,9 @@ from omegaconf import DictConfig
 
 from render.attention import BackendUnavailable, check_attention_usable
 from render.caches import check_cache_supported
-from render.cell import ConfigError, Job, build_job
+from render.budget import BudgetExceeded, History, check_budget, estimate_jobs, spent_gpu_seconds
+from render.cell import ConfigError, Job, anchor_job, build_job
+from render.experiment import ExperimentGuard, check_experiment
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
 from render.prompts import PromptError
 from render.schedulers import check_scheduler_supported
@@ -54,27 +56,79 @@ def check_job(job: Job) -> None:
     check_model(job.cell.model)
 
 
-def preflight_config(cfg: DictConfig) -> Job:
+def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> Job:
     """Build and check one cell's job; every failure becomes a PreflightError."""
     try:
         job = build_job(cfg)
         check_job(job)
-    except (ConfigError, PromptError, BackendUnavailable, ValueError) as error:
+        check_experiment(cfg, overrides)
+    except (ConfigError, PromptError, BackendUnavailable, ExperimentGuard, ValueError) as error:
         raise PreflightError(str(error)) from None
     return job
 
 
 def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
-    """Check every cell of a sweep; report all bad cells at once."""
+    """Check every cell of a sweep, then the sweep's cost against its experiment's budget; report all
+    bad cells at once."""
     jobs, problems = [], []
     for overrides, cfg in configs:
         try:
-            jobs.append(preflight_config(cfg))
+            jobs.append(preflight_config(cfg, overrides))
         except PreflightError as error:
             problems.append(f"  [{' '.join(overrides) or 'defaults'}] {error}")
     if problems:
         raise PreflightError(f"{len(problems)} of {len(configs)} cells cannot run; nothing was launched:\n" + "\n".join(problems))
+    preflight_budget(jobs)
     return jobs
+
+
+def preflight_budget(jobs: list[Job]) -> None:
+    """Refuse, before anything is written, a sweep whose estimated cost does not fit its experiment's budget."""
+    from render.rundir import SampleStore
+
+    by_experiment: dict[str, list[Job]] = {}
+    for job in jobs:
+        experiment = job.config.get("experiment")
+        if experiment:
+            by_experiment.setdefault(experiment["name"], []).append(job)
+    for name, group in by_experiment.items():
+        out_root = group[0].out_root
+        store, history = SampleStore(out_root), History.scan(out_root)
+        pending: dict[str, set] = {}
+        cells: dict[str, Job] = {}
+        for job in group:
+            for j in ([job, anchor_job(job)] if job.render_anchor and not job.is_anchor else [job]):
+                cells.setdefault(j.cell.key, j)
+                pending.setdefault(j.cell.key, set()).update(store.pending(j.cell.key, j.sample_ids))
+        try:
+            estimate = estimate_jobs(list(cells.values()), {k: len(v) for k, v in pending.items()}, out_root,
+                                     measure=measure_one_sample, history=history)
+            check_budget(_experiment_conf(group[0]), spent_gpu_seconds(out_root, name, history), estimate)
+        except BudgetExceeded as error:
+            raise PreflightError(str(error)) from None
+        log.info("experiment %s: estimated %.1f s for this sweep (%d cells measured in preflight)", name, estimate.seconds, estimate.measured_cells)
+
+
+def _experiment_conf(job: Job) -> Any:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create(job.config["experiment"])
+
+
+def measure_one_sample(job: Job) -> float:
+    """No history for this cell's model and setting: render one sample (after a warm-up) and time it.
+    In-process sweeps keep the loaded pipeline for the cells that follow."""
+    from render.app import PIPELINES
+    from render.pipeline import configure
+    from render.runner import render_sample
+
+    loaded = PIPELINES.get(job.cell.model, job.device)
+    prompt = job.prompts[0].text
+    configure(loaded, job.cell, job.cache_conf, calibrate=lambda: render_sample(loaded, job, prompt, job.seeds[0]))
+    render_sample(loaded, job, prompt, job.seeds[0])
+    _, latency, _, _ = render_sample(loaded, job, prompt, job.seeds[0])
+    loaded.fresh = True  # what follows still counts as a warm-up for this configuration
+    return latency
 
 
 def exit_with(error: BaseException, code: int = 2) -> NoReturn:
@@ -97,6 +151,7 @@ class PreflightCallback(Callback):
         with open_dict(task):
             del task["hydra"]
         try:
-            preflight_config(task)
+            overrides = list(config.hydra.overrides.task)
+            preflight_budget([preflight_config(task, overrides)])
         except PreflightError as error:
             exit_with(error)

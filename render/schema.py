@@ -11,7 +11,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -64,6 +64,38 @@ class PromptsConf:
 
 
 @dataclass
+class BudgetConf:
+    gpu_hours: float = MISSING  # ceiling for the whole experiment (measured from its samples' latencies and load times)
+    reserve_gpu_hours: float = 0.0  # kept back for the final holdout run: only `assess climb --final` may use it
+    price_per_gpu_hour: Optional[float] = None  # optional: report costs in money too
+
+
+@dataclass
+class ParityConf:
+    metric: str = "ssim"  # the quality metric (an assess metric name) compared to the anchor
+    band: float = 0.02  # parity: the paired mean difference to the anchor lies within +-band (equivalence test)
+    alpha: float = 0.05  # significance level of the tests (Holm-corrected across cells)
+
+
+@dataclass
+class ExperimentConf:
+    """A named climb (conf/experiment/<name>.yaml): what to search, on which prompts, within what budget."""
+
+    name: str = MISSING  # the experiment's name: its runs, generations and final are recorded under it
+    axes: Dict[str, List[Any]] = field(default_factory=dict)  # axis override key -> candidate values, e.g. steps: [4, 8, 16]
+    start: Dict[str, Any] = field(default_factory=dict)  # the first incumbent's overrides (missing axes: the anchor's values)
+    dev: str = "dev"  # prompts option navigated on
+    holdout: str = "holdout"  # prompts option evaluated once, by `assess climb --final`
+    seeds: List[int] = field(default_factory=lambda: [0])  # seeds rendered per prompt
+    rungs: List[int] = field(default_factory=lambda: [8, 24, 60])  # dev prompt counts of successive halving
+    eta: int = 3  # halving factor: the best 1/eta of a rung move to the next
+    quality: ParityConf = field(default_factory=ParityConf)
+    objective: str = "latency"  # minimised among cells at parity: latency (median warm s/image)
+    budget: BudgetConf = field(default_factory=BudgetConf)
+    final: bool = False  # set only by `assess climb --final`: unlocks the holdout split and the reserve
+
+
+@dataclass
 class RenderConf:
     """The top-level config: one cell, plus where and how to render it."""
 
@@ -82,6 +114,7 @@ class RenderConf:
     out_root: str = "outputs"  # output root: skip-if-done looks for finished samples anywhere under it
     tag: str = ""  # free label, kept in run.json; not part of the cell key
     render_anchor: bool = True  # render the anchor's missing samples for the same prompts and seeds too
+    experiment: Optional[ExperimentConf] = None  # set by experiment=<name>: budget, holdout lock, frozen anchor
 
 
 def _sanitise_subdir(num: Any, override_dirname: str) -> str:
@@ -102,6 +135,7 @@ def register() -> None:
     cs.store(group="attention", name="attention_schema", node=AttentionConf)
     cs.store(group="scheduler", name="scheduler_schema", node=SchedulerConf)
     cs.store(group="prompts", name="prompts_schema", node=PromptsConf)
+    cs.store(group="experiment", name="experiment_schema", node=ExperimentConf, package="experiment")
     for name, (schema, _apply) in CACHES.items():
         cs.store(group="cache", name=f"{name}_schema", node=schema)
     # use_cache: Hydra copies the master config's resolver cache into every job's config, so all

@@ -1,25 +1,31 @@
-"""Render (prompt, seed) samples with a shapes pipeline one at a time, as the runner does, and check them.
+"""Measure the shapes model's speed/quality trade-off with the checker, through the runner's own code.
 
-Each sample is one pipeline call with the runner's arguments (render/pipeline.py: call_kwargs):
-a CPU generator seeded with the sample's seed and output_type "np", so these images equal the
-ones `python -m render model=shapes` writes for the same cell.
+A cell is composed from Hydra overrides exactly as `python -m render model=shapes ...` composes it
+(`compose_job`), configured with `render.pipeline.configure` and rendered one sample at a time with
+`render.runner.render_sample`, so images and latencies are the ones a sweep records. Quality is the
+checker of assess/metrics/shapes.py; a cell is compared with the anchor sample by sample (same
+prompts and seeds) with a bootstrap interval of the paired mean difference.
 """
 
 from __future__ import annotations
 
+import io
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 @dataclass(frozen=True)
 class Sample:
     prompt: str
     seed: int
-    image: np.ndarray  # H x W x 3 uint8, as the runner's PNG holds it
+    image: np.ndarray  # H x W x 3 uint8, the pixels of the runner's PNG
     latency_s: float
 
 
@@ -37,29 +43,103 @@ class Score:
                 f"position {self.position:.1%} fit {self.fit:.3f}")
 
 
-def render_samples(pipe: Any, prompts: Iterable[str], seeds: Iterable[int], *, steps: int, guidance: float,
-                   height: int = 32, width: int = 32) -> list[Sample]:
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.high < 0 or self.low > 0
+
+
+def compose_job(*overrides: str) -> Any:
+    """The `render.cell.Job` that `python -m render model=shapes device=cpu <overrides>` would run."""
+    from hydra import compose, initialize_config_dir
+
+    import render.schema  # noqa: F401  registers the schemas
+    from render.cell import build_job
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["model=shapes", "device=cpu", *overrides])
+    return build_job(cfg)
+
+
+def load_shipped(job: Any) -> Any:
+    """The shipped weights as a `render.pipeline.LoadedPipeline`, loaded the way the runner loads models."""
     import torch
 
+    from render.models.shapes import shapes_model_dir
+    from render.pipeline import pipeline_class, quiet_libraries
+
+    quiet_libraries()
+    model = job.cell.model
+    started = time.perf_counter()
+    pipe = pipeline_class(model.pipeline).from_pretrained(shapes_model_dir(), dtype=getattr(torch, model.dtype))
+    pipe.to(job.device)
+    return as_loaded(pipe, time.perf_counter() - started)
+
+
+def as_loaded(pipe: Any, load_s: float = 0.0) -> Any:
+    """An in-memory pipeline as a `render.pipeline.LoadedPipeline` (what `configure` takes)."""
+    from render.pipeline import LoadedPipeline
+
+    pipe.set_progress_bar_config(disable=True)
+    scheduler_config = dict(pipe.scheduler.config)
+    scheduler_config.setdefault("_class_name", type(pipe.scheduler).__name__)  # set by from_pretrained only
+    return LoadedPipeline(pipe, load_s, scheduler_config)
+
+
+def render_job(loaded: Any, job: Any) -> list[Sample]:
+    """Configure the pipeline for the job's cell and render its samples, one call each, like the runner."""
+    from PIL import Image
+
+    from render.pipeline import call_kwargs, configure
+    from render.runner import render_sample
+
+    texts = [p.text for p in job.prompts]
+
+    def calibrate() -> None:  # MagCache without ratios: one full render first, as the runner does
+        loaded.pipe(**call_kwargs(job.cell, texts[0], job.seeds[0]))
+
+    configure(loaded, job.cell, job.cache_conf, calibrate)
     samples = []
-    for prompt in prompts:
-        for seed in seeds:
-            started = time.perf_counter()
-            with torch.inference_mode():
-                pixels = pipe(prompt=prompt, num_inference_steps=steps, guidance_scale=guidance, height=height,
-                              width=width, generator=torch.Generator("cpu").manual_seed(seed), output_type="np").images[0]
-            latency = time.perf_counter() - started
-            image = (np.clip(pixels, 0, 1) * 255).round().astype(np.uint8)
-            samples.append(Sample(prompt, seed, image, latency))
+    for text in texts:
+        for seed in job.seeds:
+            png, latency, _memory, _kind = render_sample(loaded, job, text, seed)
+            samples.append(Sample(text, seed, np.asarray(Image.open(io.BytesIO(png)).convert("RGB")), latency))
     return samples
 
 
-def score(samples: Iterable[Sample]) -> Score:
+def verdicts(samples: Iterable[Sample]) -> list[Any]:
     from assess.metrics.shapes import check
 
-    verdicts = [check(s.image, s.prompt) for s in samples]
-    if not verdicts:
+    return [check(s.image, s.prompt) for s in samples]
+
+
+def score(samples: Iterable[Sample]) -> Score:
+    found = verdicts(samples)
+    if not found:
         raise ValueError("no samples to score")
-    mean = lambda values: float(np.mean(values))  # noqa: E731
-    return Score(len(verdicts), mean([v.correct for v in verdicts]), mean([v.colour for v in verdicts]),
-                 mean([v.shape for v in verdicts]), mean([v.position for v in verdicts]), mean([v.fit for v in verdicts]))
+
+    def mean(attribute: str) -> float:
+        return float(np.mean([getattr(v, attribute) for v in found]))
+
+    return Score(len(found), mean("correct"), mean("colour"), mean("shape"), mean("position"), mean("fit"))
+
+
+def paired_interval(anchor: Sequence[float], cell: Sequence[float], confidence: float = 0.95, seed: int = 0) -> Interval:
+    """Mean of cell - anchor over paired samples, with a bootstrap (BCa) interval (scipy.stats.bootstrap)."""
+    from scipy.stats import bootstrap
+
+    differences = np.asarray(cell, dtype=float) - np.asarray(anchor, dtype=float)
+    if len(differences) < 2:
+        raise ValueError(f"{len(differences)} paired samples: a bootstrap interval needs at least 2")
+    mean = float(differences.mean())
+    if np.ptp(differences) == 0:  # every pair differs by the same amount: the interval is that point
+        return Interval(mean, mean, mean)
+    result = bootstrap((differences,), np.mean, confidence_level=confidence, n_resamples=9999, method="BCa",
+                       random_state=np.random.default_rng(seed))
+    low, high = result.confidence_interval
+    return Interval(mean, float(low), float(high))

@@ -41,7 +41,7 @@ class ShapesArch:
     patch: int = 4  # pixels per patch side: 32x32 images become (32 / patch)**2 tokens
     num_layers: int = 2  # dual-stream (text | image) Flux blocks
     num_single_layers: int = 4  # single-stream Flux blocks
-    num_heads: int = 6
+    num_heads: int = 5
     head_dim: int = 32  # width = num_heads * head_dim
     text_dim: int = 64  # word embedding size
     max_length: int = 8  # caption tokens (the grammar's captions have 6 words)

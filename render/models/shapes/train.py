@@ -31,7 +31,7 @@ log = logging.getLogger("render.shapes.train")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 6000  # optimiser steps in the whole run (the learning-rate schedule spans them)
+    steps: int = 5000  # optimiser steps in the whole run (the learning-rate schedule spans them)
     batch: int = 64
     lr: float = 6e-4  # peak learning rate (AdamW)
     warmup: int = 200  # linear warm-up steps, then cosine decay to lr * min_lr_ratio at `steps`

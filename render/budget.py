@@ -1,0 +1,114 @@
+"""GPU-time budget of an experiment: what was spent (measured from its samples) and what a sweep will
+cost (estimated from history before anything launches). Files are the source of truth, not the index."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from render.rundir import RUN_JSON, SAMPLES, iter_run_dirs, read_records
+
+
+class BudgetExceeded(ValueError):
+    """The sweep's estimated cost does not fit in what is left of the budget."""
+
+
+@dataclass(frozen=True)
+class History:
+    """Past samples under an output root: (run.json, its rendered samples), read once."""
+
+    runs: list[tuple[dict[str, Any], list[dict[str, Any]]]]
+
+    @classmethod
+    def scan(cls, out_root: Path) -> History:
+        runs = []
+        for run in iter_run_dirs(out_root):
+            try:
+                meta = json.loads((run / RUN_JSON).read_text())
+            except (OSError, ValueError):
+                continue
+            runs.append((meta, [r for r in read_records(run / SAMPLES) if r.get("reused_from") is None]))
+        return cls(runs)
+
+    def samples(self, match: Any) -> Iterable[dict[str, Any]]:
+        for meta, records in self.runs:
+            if match(meta):
+                yield from records
+
+
+def spent_gpu_seconds(out_root: Path, experiment: str, history: History | None = None) -> float:
+    """Latency plus load time of every sample rendered (not reused) by runs of this experiment."""
+    history = history or History.scan(out_root)
+    in_experiment = lambda meta: ((meta.get("config") or {}).get("experiment") or {}).get("name") == experiment  # noqa: E731
+    return sum(r["latency_s"] + r.get("load_s", 0.0) for r in history.samples(in_experiment))
+
+
+def seconds_per_sample(out_root: Path, model: str, height: int, width: int, device_kind: str, steps: int,
+                       cell_key: str | None = None, history: History | None = None) -> float | None:
+    """The cell's own median warm latency when it has history; else a latency = a + b*steps fit over the
+    model's samples at this resolution on this device kind; None without any history."""
+    history = history or History.scan(out_root)
+    if cell_key:
+        own = [r["latency_s"] for r in history.samples(lambda m: m.get("cell_key") == cell_key) if not r.get("warmup")]
+        if own:
+            return statistics.median(own)
+
+    def same_setting(meta: dict[str, Any]) -> bool:
+        cell = meta.get("cell") or {}
+        return (cell.get("model", {}).get("name"), cell.get("height"), cell.get("width"), cell.get("device_kind")) == (model, height, width, device_kind)
+
+    points = [(r["steps"], r["latency_s"]) for r in history.samples(same_setting) if not r.get("warmup")]
+    if not points:
+        return None
+    by_steps: dict[int, list[float]] = {}
+    for s, latency in points:
+        by_steps.setdefault(s, []).append(latency)
+    medians = {s: statistics.median(v) for s, v in by_steps.items()}
+    if len(medians) == 1:
+        ((s, latency),) = medians.items()
+        return latency * steps / s
+    slope, intercept = statistics.linear_regression(list(medians), list(medians.values()))
+    return max(intercept + slope * steps, min(medians.values()) * 0.1)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    measured_cells: int  # cells estimated from a one-sample measurement (no history)
+
+
+def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], out_root: Path, measure: Any = None,
+                  history: History | None = None) -> Estimate:
+    """Seconds the jobs' pending samples will take. `measure(job) -> seconds per sample` is asked for
+    cells without history (a one-sample preflight measurement)."""
+    history = history or History.scan(out_root)
+    total, measured = 0.0, 0
+    for job in jobs:
+        n = pending.get(job.cell.key, 0)
+        if n == 0:
+            continue
+        c = job.cell
+        per_sample = seconds_per_sample(out_root, c.model.name, c.height, c.width, c.device_kind, c.steps, c.key, history)
+        if per_sample is None:
+            if measure is None:
+                raise BudgetExceeded(f"no history to estimate cell {c.describe()} and no measurement available")
+            per_sample, measured = measure(job), measured + 1
+        total += n * per_sample
+    return Estimate(total, measured)
+
+
+def check_budget(experiment: Any, spent_s: float, estimate: Estimate) -> None:
+    """Refuse a sweep whose estimate does not fit: the reserve is only for the final."""
+    budget = experiment.budget
+    ceiling_h = budget.gpu_hours - (0.0 if experiment.final else budget.reserve_gpu_hours)
+    left_s = ceiling_h * 3600 - spent_s
+    if estimate.seconds > left_s:
+        price = f" (${estimate.seconds / 3600 * budget.price_per_gpu_hour:.2f})" if budget.price_per_gpu_hour else ""
+        reserve = "" if experiment.final else f", reserve {budget.reserve_gpu_hours:.4f} h kept for the final"
+        raise BudgetExceeded(
+            f"experiment {experiment.name}: this sweep needs an estimated {estimate.seconds / 3600:.4f} GPU-hours{price}, "
+            f"but only {max(left_s, 0) / 3600:.4f} are left (spent {spent_s / 3600:.4f} of {budget.gpu_hours:.4f}{reserve}); "
+            "nothing was launched. Shrink the sweep (fewer cells, a lower prompts.limit) or raise experiment.budget.gpu_hours")
