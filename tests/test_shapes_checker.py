@@ -1,4 +1,4 @@
-"""The shapes dataset and the checker that judges images against its captions (numpy only, fast)."""
+"""The shapes dataset, the checker that judges images against its captions, its paired statistics (fast)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from assess.metrics.shapes import NotAShapesCaption, ShapesFitMetric, ShapesMetr
 from render.models.shapes.data import (
     COLOURS, POSITIONS, SHAPES, Spec, all_specs, draw, parse_caption, sample_batch, vocabulary,
 )
+from render.models.shapes.evaluate import paired_interval
 from render.prompts import load_prompts
 
 MANIFESTS = ["dev.jsonl", "holdout.jsonl", "smoke.jsonl"]
@@ -121,3 +122,15 @@ def test_the_metrics_record_verdicts_and_unavailability() -> None:
     assert not missing.available and "no prompt" in missing.unavailable_reason
     fit_right, fit_wrong, fit_cat, _ = ShapesFitMetric().score(inputs)
     assert 0 < fit_wrong.value < fit_right.value <= 1 and not fit_cat.available
+
+
+def test_paired_interval_brackets_the_mean_and_sees_a_shift() -> None:
+    rng = np.random.default_rng(0)
+    anchor = rng.random(300)
+    worse = anchor - 0.05 + rng.normal(0, 0.1, 300)
+    same = anchor + rng.normal(0, 0.1, 300)
+    shifted, unshifted = paired_interval(anchor, worse), paired_interval(anchor, same)
+    assert shifted.low < shifted.mean < shifted.high < 0 and shifted.excludes_zero
+    assert unshifted.low < 0 < unshifted.high and not unshifted.excludes_zero
+    constant = paired_interval([1, 1, 1], [0, 0, 0])
+    assert (constant.mean, constant.low, constant.high) == (-1, -1, -1)

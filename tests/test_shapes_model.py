@@ -1,0 +1,55 @@
+"""The shipped shapes model's quality and its speed/quality trade-off, measured with the checker (slow).
+
+300 dev samples (60 prompts x 5 seeds) per cell, rendered through the runner's code; a few minutes
+on 2 CPU cores in all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from render.models.shapes.evaluate import compose_job, load_shipped, paired_interval, render_job, verdicts
+
+pytestmark = pytest.mark.slow
+
+DEV = ["prompts=dev", "seed=[0,1,2,3,4]"]
+# The most aggressive cache setting of the trade-off table (docs/shapes.md): first-block cache
+# skipping the remaining blocks while the first block's residual moved by under 60%.
+AGGRESSIVE_CACHE = ["cache=fbcache", "cache.threshold=0.6"]
+
+
+@pytest.fixture(scope="module")
+def anchor_job():
+    job = compose_job(*DEV)
+    return compose_job(*DEV, f"steps={job.anchor.steps}")
+
+
+@pytest.fixture(scope="module")
+def loaded(anchor_job):
+    return load_shipped(anchor_job)
+
+
+@pytest.fixture(scope="module")
+def anchor(loaded, anchor_job) -> list:
+    assert anchor_job.is_anchor
+    return verdicts(render_job(loaded, anchor_job))
+
+
+def test_the_anchor_scores_at_least_80_percent_on_dev(anchor) -> None:
+    assert len(anchor) == 300
+    overall = np.mean([v.correct for v in anchor])
+    per_attribute = {a: np.mean([getattr(v, a) for v in anchor]) for a in ("colour", "shape", "position")}
+    assert overall >= 0.80, (overall, per_attribute)
+
+
+@pytest.mark.parametrize("overrides", [["steps=2"], AGGRESSIVE_CACHE], ids=["2-steps", "aggressive-cache"])
+def test_cheaper_cells_lose_quality_measurably(loaded, anchor, overrides: list[str]) -> None:
+    """The paired difference to the anchor (same prompts and seeds) is negative, its 95% bootstrap interval below 0."""
+    cell = verdicts(render_job(loaded, compose_job(*DEV, *overrides)))
+    assert [v.asked for v in cell] == [v.asked for v in anchor]
+    correct = paired_interval([v.correct for v in anchor], [v.correct for v in cell])
+    fit = paired_interval([v.fit for v in anchor], [v.fit for v in cell])
+    assert correct.mean < 0 or fit.mean < 0, (correct, fit)
+    assert (correct.high < 0) or (fit.high < 0), (correct, fit)
+
