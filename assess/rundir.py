@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory
+from render.rundir import DONE as DONE_JSON
+from render.rundir import FAILED as FAILED_JSON
+from render.rundir import FAILURE_CATEGORIES, RUN_JSON  # noqa: F401  (re-exported: the contract's names live in render.rundir)
+from render.rundir import SAMPLES as SAMPLES_JSONL
 
 CONTRACT_VERSION = 1
-RUN_JSON = "run.json"
-SAMPLES_JSONL = "samples.jsonl"
-DONE_JSON = "DONE.json"
-FAILED_JSON = "FAILED.json"
 SWEEP_JSON = "SWEEP.json"
 MULTIRUN_YAML = "multirun.yaml"
-FAILURE_CATEGORIES = ("oom", "timeout", "backend-unavailable", "non-finite-output", "cancelled", "error")
 _SKIP_DIRS = {"images", ".hydra", "__pycache__", ".git"}
 
 
