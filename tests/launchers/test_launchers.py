@@ -82,8 +82,8 @@ def samples_for(seconds: float, steps: int, cwd: Path) -> int:
 
 # (launcher, time limit in minutes, checkpoint signal seconds before it, seconds of work). SLURM checks
 # limits about every 30 s, so its signal lands 15-45 s into a 1-minute job; submitit's local controller
-# signals on time, so a 2-minute limit leaves each attempt a minute.
-REQUEUE = [pytest.param("gpus", 2, 60, 100, marks=pytest.mark.slow), pytest.param("slurm", 1, 45, 50, marks=SLURM.marks)]
+# signals on time, so a 2-minute limit leaves each attempt a minute (and restarts a job 6 times at most).
+REQUEUE = [pytest.param("gpus", 2, 60, 70, marks=pytest.mark.slow), pytest.param("slurm", 1, 45, 50, marks=SLURM.marks)]
 
 
 @pytest.mark.parametrize("launcher,limit_min,signal_s,work_s", REQUEUE)
