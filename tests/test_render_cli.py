@@ -120,3 +120,16 @@ def test_malformed_prompt_manifest_names_the_line(tmp_path: Path) -> None:
     (tmp_path / "mine.jsonl").write_text('{"id": "a", "text": "a cat"}\n{"id": "b"}\n')
     result = run_render("prompts.file=mine.jsonl", cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "mine.jsonl:2" in result.stderr and not (tmp_path / "outputs").exists()
+
+
+def test_two_sweeps_started_in_the_same_second_never_share_a_folder(tiny_cache: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "render", "-m", "steps=1", "prompts.limit=1", "render_anchor=false"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    processes = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
+    assert all(p.wait(timeout=300) == 0 for p in processes)
+    sweeps = list((tmp_path / "outputs" / "multirun").glob("*/*"))
+    assert len(sweeps) == 2 and all(len(list(s.glob("*/DONE.json"))) == 1 for s in sweeps)
