@@ -83,16 +83,67 @@ def status(path: Path, as_json: bool) -> None:
 @click.argument("sweeps", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="report folder (default: <first sweep>/report)")
+              help="report folder (default: <first sweep>/report, or <out_root>/experiments/<name>/report)")
 @click.option("--quality-metric", default=None, metavar="NAME",
               help="quality axis of the Pareto plot: ssim, psnr, lpips or clip_score (default: first available)")
-def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None) -> None:
-    """Write an HTML report of SWEEPS (leaderboard, Pareto plot, contact sheets, failures); print its path."""
-    from assess.report import write_report
-
+@click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="for an experiment: the output root of its renders (default: the experiment config's out_root)")
+def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
+           out_root: Path | None) -> None:
+    """Write an HTML report and print its path: of SWEEPS (leaderboard, Pareto plot, contact sheets, failures),
+    or of an experiment's whole climb when the one argument names an experiment and no folder."""
     with user_errors():
-        path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric)
+        if len(sweeps) == 1 and not sweeps[0].exists() and _is_experiment(str(sweeps[0])):
+            from assess.climb.report import write_experiment_report
+
+            path = write_experiment_report(str(sweeps[0]), db, out_root=out_root, out=out)
+        else:
+            from assess.report import write_report
+
+            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric)
     click.echo(str(path))
+
+
+def _is_experiment(name: str) -> bool:
+    from assess.experiment import experiment_names
+
+    return "/" not in name and name in experiment_names()
+
+
+@cli.command()
+@click.argument("experiment")
+@db_option
+@click.option("--apply", is_flag=True, help="run the proposed render commands, then score what they rendered")
+@click.option("--generations", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="with --apply: climb up to N generations, stopping early when the climb stops")
+@click.option("--final", is_flag=True,
+              help="once, at the end: claim the holdout and render the incumbent, the anchor and a steps-only control")
+@click.option("--force", is_flag=True, help="with --final: run the final although the climb has not stopped")
+@click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="output root of the renders (default: the experiment config's out_root, outputs)")
+@click.option("--set", "overrides", multiple=True, metavar="OVERRIDE",
+              help="a Hydra override composed with the experiment, e.g. --set experiment.eta=2 (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="print the generation record(s) as JSON")
+def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool, force: bool, out_root: Path | None,
+          overrides: tuple[str, ...], as_json: bool) -> None:
+    """Decide the next generation of EXPERIMENT's hill climb from the index; print it (or run it)."""
+    log = lambda line: click.echo(line, err=True)  # noqa: E731
+    if final:
+        from assess.climb.final import format_final, run_final
+
+        with user_errors():
+            result = run_final(experiment, db, out_root=out_root, overrides=overrides, force=force, log=log)
+        click.echo(json.dumps(result.as_dict(), indent=1) if as_json else format_final(result))
+        return
+    from assess.climb.generation import climb as climb_generations
+    from assess.climb.text import format_step
+
+    show = None if as_json else (lambda step: click.echo(format_step(step) + "\n"))
+    with user_errors():
+        steps = climb_generations(experiment, db, out_root=out_root, apply=apply, generations=generations,
+                                  overrides=overrides, log=log, show=show)
+    if as_json:
+        click.echo(json.dumps([s.record for s in steps], indent=1))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

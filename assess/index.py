@@ -17,6 +17,7 @@ Tables (see SCHEMA below for every column):
                cell's samples, and the cell-level speed metrics
   cell_summary per (cell_key, split): status, counts and the main metrics as columns (what the
                `cells` view shows; kept in step with cell_scores in the same transactions)
+  run_experiments, generations, generation_cells, finals: the hill climb (migration 0002_climb)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs).
 """
@@ -200,8 +201,51 @@ SELECT cell_key, split, category, message, failed_record, path, overrides, start
 FROM runs WHERE status = 'failed'
 """
 
+# The hill climb (assess climb): which experiment each run belongs to (read from its run.json), the
+# generations and the final. Generations and the final are files under <out_root>/experiments/<name>/
+# (the source of truth); these tables mirror them, so the index stays rebuildable.
+SCHEMA_0002_CLIMB = """
+CREATE TABLE run_experiments (
+  path TEXT PRIMARY KEY,              -- runs.path
+  experiment TEXT,                    -- run.json config.experiment.name, NULL when the run is not part of one
+  final INTEGER NOT NULL,             -- config.experiment.final: rendered by `assess climb --final`
+  read_at TEXT NOT NULL
+);
+CREATE INDEX run_experiments_name ON run_experiments (experiment);
+CREATE TABLE generations (
+  experiment TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  state TEXT NOT NULL,                -- fingerprint of the cells' tables the decision was made from
+  incumbent TEXT NOT NULL,            -- JSON {axis: value}
+  incumbent_status TEXT NOT NULL,     -- confirmed | parity | provisional | start
+  stop TEXT,                          -- why the climb stopped, or NULL
+  note TEXT NOT NULL,                 -- the one-line design note
+  commands TEXT NOT NULL,             -- JSON list: the render commands it proposed
+  record TEXT NOT NULL,               -- path of the generation's JSON file (the whole decision)
+  PRIMARY KEY (experiment, number)
+);
+CREATE TABLE generation_cells (
+  experiment TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  cell TEXT NOT NULL,                 -- JSON {axis: value}
+  rung INTEGER NOT NULL,              -- prompts.limit
+  kind TEXT NOT NULL,                 -- start | incumbent | promotion | neighbour
+  reason TEXT NOT NULL,
+  est_s REAL,                         -- estimated device seconds, NULL without history
+  PRIMARY KEY (experiment, number, cell, rung)
+);
+CREATE TABLE finals (
+  experiment TEXT PRIMARY KEY,
+  claimed_at TEXT NOT NULL,
+  incumbent TEXT NOT NULL,            -- JSON {axis: value}
+  record TEXT NOT NULL                -- path of FINAL.json
+)
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), CELLS_VIEW, LEADERBOARD_VIEW, FAILURES_VIEW]),
+    ("0002_climb", [SCHEMA_0002_CLIMB]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -13,6 +14,17 @@ from hydra import compose, initialize_config_dir
 import render.schema  # noqa: F401  registers schemas and resolvers
 
 CONF_DIR = str(Path(render.schema.__file__).parent / "conf")
+
+
+@pytest.fixture(autouse=True)
+def hydra_singletons_restored():
+    """Hydra's compose leaves process-wide singletons behind (its version base among them), which
+    changes how later in-process Hydra runs behave (Hydra's launcher contract suite): restore them."""
+    from hydra.core.singleton import Singleton
+
+    state = copy.deepcopy(Singleton.get_state())
+    yield
+    Singleton.set_state(state)
 
 
 def compose_cfg(*overrides: str, out_root: Path | None = None):

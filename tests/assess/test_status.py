@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from assess.status import format_plain, slurm_state, status
 from tests.assess.conftest import RunFactory, make_cell
 
 NOW = datetime(2026, 11, 30, 10, 6, 12, tzinfo=timezone.utc)  # two minutes after the runs started
+LATER = datetime.now(timezone.utc) + timedelta(days=1)  # a "now" after this process started
 
 
 def dead_pid() -> int:
@@ -35,9 +36,11 @@ def test_states_of_a_sweep(outputs: RunFactory) -> None:
     ])
     outputs.anchor(sweep, "0_steps=28")
     outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], terminal="failed", category="oom", n_done=3)
-    outputs.run(sweep, "2_steps=4", make_cell(steps=4), overrides=["steps=4"], terminal=None, n_done=2, pid=os.getpid())
+    # started after this test process (else its pid reads as reused), two minutes before LATER
+    outputs.run(sweep, "2_steps=4", make_cell(steps=4), overrides=["steps=4"], terminal=None, n_done=2, pid=os.getpid(),
+                started_at=(LATER - timedelta(minutes=2)).isoformat())
     outputs.run(sweep, "3_steps=2", make_cell(steps=2), overrides=["steps=2"], terminal=None, n_done=1, pid=dead_pid())
-    rows = by_name(status(sweep, now=NOW))
+    rows = by_name(status(sweep, now=LATER))
     assert rows["0_steps=28"].state == "done" and (rows["0_steps=28"].n_done, rows["0_steps=28"].n_expected) == (8, 8)
     assert rows["0_steps=28"].elapsed_s == 60.0
     failed = rows["1_steps=8"]

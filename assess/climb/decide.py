@@ -1,0 +1,555 @@
+"""One generation of the hill climb, decided from per-cell tables (pure: no index, no files).
+
+`decide(plan, cells, history, budget)` is all `assess climb` and benchmarks/climb.py run:
+
+1. Evaluate every cell at every rung it has rendered and scored (assess.climb.evaluate: parity by
+   TOST, the Wilcoxon test Holm-adjusted across the cells of each rung); a cell's *current*
+   evaluation is at its highest such rung.
+2. The frontier: cells not out of band, Pareto-minimal in (median warm latency, quality loss).
+3. The incumbent: the fastest cell at parity ("confirmed" at the top rung, else "parity"); when
+   none is, the fastest plausible one (undecided, mean delta inside the band, below the top rung:
+   "provisional"); else the start cell ("start"). Ties: better quality, then grid order.
+4. Families, the values of categorical axes (a cache method, a scheduler) off the incumbent's: one
+   that had evaluated cells but none on the frontier at two decisions in a row is pruned (for good,
+   unless the incumbent takes that value): none of its cells is promoted or proposed again.
+5. Promotions, successive halving: at each rung, the best ceil(n/eta) of the n cells evaluated
+   there (plausible first, then by latency; the anchor's own cell is no candidate) move to the
+   next rung unless they are there already;
+   cells out of band never move; the incumbent always climbs one rung, to confirm its parity; once
+   parity is confirmed at the top rung, no slower cell is promoted (it could not win) and every
+   faster cell not out of band climbs, whatever its rank (a challenger).
+6. The one-factor sweep: the incumbent's neighbours on each axis (adjacent values on a numeric
+   axis, every other value on a categorical one) that have no samples yet, at the first rung; when
+   they are all tried, those of the next fastest plausible cell (a beam of at most eta centres).
+7. Stop when the budget is down to what is kept for the final (the reserve, or the final's
+   estimated cost if larger); or the frontier did not move over the last two generations; or
+   parity is confirmed at the top rung and nothing is left to try; or nothing is left to propose.
+   Proposals whose estimated cost does not fit in what is left are dropped, in priority order.
+
+A cell already rendered at a rung is never proposed at that rung again; a cell whose run failed
+(not cancelled or timed out) is not proposed again at that rung or above.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from assess.climb.evaluate import Evaluation, correct, evaluate
+
+Coords = tuple[str, ...]
+Family = tuple[str, str]  # (axis, value)
+# (cell, its steps, samples) -> device seconds, None when unknown; the cell is None for the anchor
+Estimator = Callable[["Coords | None", int, int], "float | None"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The pure part of an experiment: what decide needs."""
+
+    axes: dict[str, tuple[str, ...]]
+    start: Coords
+    rungs: tuple[int, ...]
+    eta: int
+    band: float
+    alpha: float
+    higher_is_better: bool
+    dev_ids: tuple[str, ...]
+    n_seeds: int = 1
+    default_steps: int = 0
+    anchor_steps: int = 0
+    holdout_n: int = 0  # holdout prompts: what the final renders for the incumbent, the control and the anchor
+
+    @classmethod
+    def from_experiment(cls, exp: Any) -> Plan:
+        return cls(axes=dict(exp.axes), start=exp.start, rungs=exp.rungs, eta=exp.eta, band=exp.quality.band,
+                   alpha=exp.quality.alpha, higher_is_better=exp.quality.direction == "higher",
+                   dev_ids=exp.dev.ids, n_seeds=len(exp.seeds), default_steps=exp.default_steps,
+                   anchor_steps=int(exp.anchor["steps"]), holdout_n=len(exp.holdout.ids))
+
+    @property
+    def top(self) -> int:
+        return self.rungs[-1]
+
+    def ordered(self, axis: str) -> bool:
+        """A numeric axis: its neighbours are the adjacent values, in the order listed."""
+        try:
+            [float(v) for v in self.axes[axis]]
+        except ValueError:
+            return False
+        return True
+
+    def grid_index(self, coords: Coords) -> tuple[int, ...]:
+        return tuple(values.index(v) if v in values else len(values) for values, v in
+                     zip(self.axes.values(), coords, strict=True))
+
+    def steps_of(self, coords: Coords) -> int:
+        if "steps" in self.axes:
+            return int(coords[list(self.axes).index("steps")])
+        return self.default_steps
+
+    def label(self, coords: Coords) -> str:
+        return " ".join(f"{a}={v}" for a, v in zip(self.axes, coords, strict=True))
+
+    def families_of(self, coords: Coords) -> list[Family]:
+        return list(zip(self.axes, coords, strict=True))
+
+    def goodness(self, delta: float | None) -> float:
+        """Quality delta turned so that higher is better (-inf when unknown)."""
+        if delta is None:
+            return -math.inf
+        return delta if self.higher_is_better else -delta
+
+
+@dataclass(frozen=True)
+class CellData:
+    """What the index holds for one cell of the grid, on the dev split."""
+
+    coords: Coords
+    cell_key: str | None = None
+    rendered: frozenset[str] = frozenset()  # dev prompt ids whose every seed is rendered
+    deltas: Mapping[str, float] = field(default_factory=dict)  # prompt id -> quality delta (mean over seeds)
+    latencies: Mapping[str, Sequence[float]] = field(default_factory=dict)  # prompt id -> warm latencies
+    unscored: frozenset[str] = frozenset()  # rendered prompts without a quality score yet
+    unavailable: Mapping[str, str] = field(default_factory=dict)  # prompt id -> why its quality is unavailable
+    failed: str | None = None  # "category: message" of a failed run
+    blocked_from: int | None = None  # smallest prompt count at which a run failed for good (not cancelled/timeout)
+    is_anchor: bool = False  # the anchor's own cell: evaluated and drawn, never promoted (the reference is frozen)
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    spent_s: float
+    limit_s: float
+    reserve_s: float
+    price_per_gpu_hour: float | None = None
+    final_s: float | None = None  # the final's estimated cost for the current incumbent (set by decide)
+
+    @property
+    def kept_s(self) -> float:
+        """Kept back for the final: the reserve, or the final's estimate when that is larger."""
+        return max(self.reserve_s, self.final_s or 0.0)
+
+    @property
+    def left_s(self) -> float:
+        """What navigation may still spend: the limit minus what is kept for the final minus what is spent."""
+        return self.limit_s - self.kept_s - self.spent_s
+
+
+@dataclass(frozen=True)
+class Proposal:
+    coords: Coords
+    rung: int  # prompts.limit
+    kind: str  # start | neighbour | promotion | incumbent
+    reason: str
+    est_s: float | None = None
+    axis: str | None = None  # a neighbour's moved axis
+
+    def as_dict(self, plan: Plan) -> dict[str, Any]:
+        return {"cell": dict(zip(plan.axes, self.coords, strict=True)), "rung": self.rung, "kind": self.kind,
+                "reason": self.reason, "est_s": self.est_s}
+
+
+@dataclass
+class Decision:
+    generation: int
+    evaluations: dict[int, dict[Coords, Evaluation]]  # rung -> cell -> evaluation (Wilcoxon Holm within the rung)
+    current: dict[Coords, Evaluation]  # cell -> evaluation at its highest scored rung
+    reached: dict[Coords, int]  # cell -> highest rung rendered
+    incumbent: Coords
+    incumbent_status: str  # confirmed | parity | provisional | start
+    frontier: list[Coords]
+    flat: list[Family]
+    pruned: list[Family]
+    newly_pruned: list[Family]
+    proposals: list[Proposal]
+    dropped: list[tuple[Proposal, str]]
+    stop: str | None
+    reasons: list[str]
+    note: str = ""
+    est_s: float | None = None  # estimated cost of the proposals (None: no history to estimate from)
+    budget: BudgetState | None = None  # with the final's estimate
+
+
+# -- rungs and evaluations ------------------------------------------------------------------
+
+
+def reached(plan: Plan, cell: CellData) -> int:
+    """The highest rung whose prompts are all rendered (0: not even the first)."""
+    best = 0
+    for rung in plan.rungs:
+        if set(plan.dev_ids[:rung]) <= cell.rendered:
+            best = rung
+    return best
+
+
+def scored_rungs(plan: Plan, cell: CellData) -> list[int]:
+    top = reached(plan, cell)
+    return [r for r in plan.rungs if r <= top and not (set(plan.dev_ids[:r]) & cell.unscored)]
+
+
+def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
+    by_rung: dict[int, dict[Coords, Evaluation]] = {}
+    for rung in plan.rungs:
+        raw = {c: evaluate(d.deltas, d.latencies, plan.dev_ids[:rung], plan.band)
+               for c, d in cells.items() if rung in scored_rungs(plan, d)}
+        if raw:
+            by_rung[rung] = {k: v for k, v in correct(raw, plan.alpha).items()}  # type: ignore[misc]
+    return by_rung
+
+
+def current_evaluations(evaluations: Mapping[int, Mapping[Coords, Evaluation]]) -> dict[Coords, Evaluation]:
+    current: dict[Coords, Evaluation] = {}
+    for rung in sorted(evaluations):
+        current.update(evaluations[rung])
+    return current
+
+
+def plausible(plan: Plan, e: Evaluation) -> bool:
+    """Could still be at parity: at parity, or undecided with its mean inside the band below the top rung."""
+    if e.verdict == "parity":
+        return True
+    return (e.verdict == "undecided" and e.mean is not None and abs(e.mean) <= plan.band and e.rung < plan.top)
+
+
+def _speed_key(plan: Plan, coords: Coords, e: Evaluation) -> tuple[Any, ...]:
+    latency = e.latency if e.latency is not None else math.inf
+    return (latency, -plan.goodness(e.mean), plan.grid_index(coords))
+
+
+# -- incumbent and frontier -----------------------------------------------------------------
+
+
+def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation]) -> tuple[Coords, str]:
+    at_parity = [c for c, e in current.items() if e.verdict == "parity"]
+    if at_parity:
+        best = min(at_parity, key=lambda c: _speed_key(plan, c, current[c]))
+        return best, "confirmed" if current[best].rung == plan.top else "parity"
+    candidates = [c for c, e in current.items() if plausible(plan, e)]
+    if candidates:
+        return min(candidates, key=lambda c: _speed_key(plan, c, current[c])), "provisional"
+    return plan.start, "start"
+
+
+def frontier(plan: Plan, current: Mapping[Coords, Evaluation]) -> list[Coords]:
+    """Cells not out of band that no other such cell beats on both latency and quality."""
+    points = [(c, e.latency, plan.goodness(e.mean)) for c, e in current.items()
+              if e.verdict not in ("out", "no-data") and e.latency is not None and e.mean is not None]
+    front = []
+    for c, lat, good in points:
+        dominated = any((l2 <= lat and g2 >= good) and (l2 < lat or g2 > good) for _, l2, g2 in points)
+        if not dominated:
+            front.append(c)
+    return sorted(front, key=lambda c: _speed_key(plan, c, current[c]))
+
+
+def families_flat(plan: Plan, current: Mapping[Coords, Evaluation], front: Sequence[Coords],
+                  incumbent: Coords) -> list[Family]:
+    """Families (a value of a categorical axis: a cache method, a scheduler) with evaluated cells, none on
+    the frontier, that the incumbent does not belong to. Numeric axes (steps) have no families: a step
+    count is only good or bad together with the other axes."""
+    own = set(plan.families_of(incumbent))
+    seen = {f for c in current for f in plan.families_of(c) if not plan.ordered(f[0])}
+    on_front = {f for c in front for f in plan.families_of(c)}
+    return sorted(f for f in seen - on_front - own)
+
+
+def prune(plan: Plan, flat: Sequence[Family], history: Sequence[Mapping[str, Any]], incumbent: Coords
+          ) -> tuple[list[Family], list[Family]]:
+    """(pruned, newly pruned): flat now and at the previous decision, or pruned before; never the incumbent's."""
+    previous = history[-1] if history else {}
+    before = {tuple(f) for f in previous.get("pruned", [])}
+    flat_before = {tuple(f) for f in previous.get("flat", [])}
+    new = sorted(f for f in flat if f in flat_before and f not in before)
+    own = set(plan.families_of(incumbent))
+    pruned = sorted((before | set(new)) - own)
+    return pruned, [f for f in new if f not in own]  # type: ignore[misc]
+
+
+# -- proposals ------------------------------------------------------------------------------
+
+
+def _blocked(cell: CellData | None, rung: int) -> bool:
+    return cell is not None and cell.blocked_from is not None and rung >= cell.blocked_from
+
+
+def promotions(plan: Plan, evaluations: Mapping[int, Mapping[Coords, Evaluation]], cells: Mapping[Coords, CellData],
+               reach: Mapping[Coords, int], pruned: set[Family], ceiling: float | None) -> list[Proposal]:
+    """Successive halving: the best ceil(n/eta) of each rung's n cells, not yet at the next rung."""
+    out: list[Proposal] = []
+    for rung, following in zip(plan.rungs, plan.rungs[1:], strict=False):
+        cohort = {c: e for c, e in evaluations.get(rung, {}).items() if not (c in cells and cells[c].is_anchor)}
+        if not cohort:
+            continue
+        ranked = sorted(cohort, key=lambda c: (not plausible(plan, cohort[c]), *_speed_key(plan, c, cohort[c])))
+        quota = math.ceil(len(ranked) / plan.eta)
+        for position, coords in enumerate(ranked[:quota], start=1):
+            e = cohort[coords]
+            if e.verdict in ("out", "no-data") or reach.get(coords, 0) >= following:
+                continue
+            if set(plan.families_of(coords)) & pruned or _blocked(cells.get(coords), following):
+                continue
+            if ceiling is not None and (e.latency is None or e.latency >= ceiling):
+                continue
+            out.append(Proposal(coords, following, "promotion",
+                                f"promoted: rank {position} of {len(ranked)} at rung {rung} (top {quota})"))
+    return out
+
+
+def neighbours(plan: Plan, incumbent: Coords) -> list[tuple[str, Coords]]:
+    """(axis, cell): one-factor moves around the incumbent."""
+    out = []
+    for i, (axis, values) in enumerate(plan.axes.items()):
+        position = values.index(incumbent[i])
+        if plan.ordered(axis):
+            others = [values[j] for j in (position - 1, position + 1) if 0 <= j < len(values)]
+        else:
+            others = [v for v in values if v != incumbent[i]]
+        out += [(axis, incumbent[:i] + (v,) + incumbent[i + 1:]) for v in others]
+    return out
+
+
+def _moves(plan: Plan, centre: Coords, cells: Mapping[Coords, CellData], reach: Mapping[Coords, int],
+           pruned: set[Family]) -> list[tuple[str, Coords]]:
+    """(axis, cell): the centre's untried one-factor moves (not rendered, not failed, not pruned)."""
+    first = plan.rungs[0]
+    return [(axis, c) for axis, c in neighbours(plan, centre)
+            if reach.get(c, 0) < first and not _blocked(cells.get(c), first) and not set(plan.families_of(c)) & pruned]
+
+
+def sweep_proposals(plan: Plan, incumbent: Coords, current: Mapping[Coords, Evaluation],
+                    cells: Mapping[Coords, CellData], reach: Mapping[Coords, int], pruned: set[Family]
+                    ) -> list[Proposal]:
+    """The one-factor sweep around the incumbent; once its neighbours are all tried, around the next
+    fastest candidates (plausible cells, at most eta of them in all: a narrow beam out of local optima)."""
+    first = plan.rungs[0]
+    if reach.get(incumbent, 0) < first and not _blocked(cells.get(incumbent), first):
+        start = [Proposal(incumbent, first, "start", "the incumbent has no samples yet")]
+    else:
+        start = []
+    beam = [incumbent] + sorted((c for c, e in current.items() if c != incumbent and plausible(plan, e)),
+                                key=lambda c: _speed_key(plan, c, current[c]))[:plan.eta - 1]
+    for rank, centre in enumerate(beam):
+        moves = _moves(plan, centre, cells, reach, pruned)
+        if moves:
+            where = "the incumbent" if rank == 0 else f"{plan.label(centre)} (the incumbent's moves are all tried)"
+            return start + [Proposal(c, first, "neighbour", f"one-factor move on {axis} around {where}", axis=axis)
+                            for axis, c in moves]
+    return start
+
+
+def _incumbent_promotion(plan: Plan, incumbent: Coords, status: str, reach: Mapping[Coords, int],
+                         cells: Mapping[Coords, CellData]) -> list[Proposal]:
+    if status not in ("parity", "provisional"):
+        return []
+    higher = [r for r in plan.rungs if r > reach.get(incumbent, 0)]
+    if not higher or _blocked(cells.get(incumbent), higher[0]):
+        return []
+    return [Proposal(incumbent, higher[0], "incumbent", f"the incumbent ({status}) climbs a rung to confirm parity")]
+
+
+def challengers(plan: Plan, current: Mapping[Coords, Evaluation], cells: Mapping[Coords, CellData],
+                reach: Mapping[Coords, int], pruned: set[Family], ceiling: float | None) -> list[Proposal]:
+    """Once parity is confirmed at the top rung, every cell faster than the incumbent that is not out of
+    band climbs a rung, whatever its rank: only such a cell can still take the incumbent's place."""
+    if ceiling is None:
+        return []
+    out = []
+    for coords, e in sorted(current.items(), key=lambda ce: _speed_key(plan, ce[0], ce[1])):
+        if e.verdict in ("out", "no-data") or e.latency is None or e.latency >= ceiling:
+            continue
+        higher = [r for r in plan.rungs if r > reach.get(coords, 0)]
+        cell = cells.get(coords)
+        if not higher or (cell is not None and cell.is_anchor) or set(plan.families_of(coords)) & pruned \
+                or _blocked(cell, higher[0]):
+            continue
+        out.append(Proposal(coords, higher[0], "promotion",
+                            f"challenger: faster than the confirmed incumbent and not out of band at rung {e.rung}"))
+    return out
+
+
+def _dedupe(proposals: Sequence[Proposal]) -> list[Proposal]:
+    seen: set[tuple[Coords, int]] = set()
+    out = []
+    for p in proposals:
+        if (p.coords, p.rung) not in seen:
+            seen.add((p.coords, p.rung))
+            out.append(p)
+    return out
+
+
+# -- cost -----------------------------------------------------------------------------------
+
+
+def fit_budget(plan: Plan, proposals: Sequence[Proposal], cells: Mapping[Coords, CellData],
+               anchor_rendered: frozenset[str], budget: BudgetState, estimate: Estimator | None
+               ) -> tuple[list[Proposal], list[tuple[Proposal, str]], float | None]:
+    """Keep proposals, in priority order, while their estimated cost fits in what is left."""
+    if estimate is None:
+        return list(proposals), [], None
+    kept: list[Proposal] = []
+    dropped: list[tuple[Proposal, str]] = []
+    anchor_has = set(anchor_rendered)
+    total = 0.0
+    unknown = False
+    for p in proposals:
+        cell = cells.get(p.coords)
+        prompts = plan.dev_ids[:p.rung]
+        new = [q for q in prompts if cell is None or q not in cell.rendered]
+        anchor_new = [q for q in prompts if q not in anchor_has]
+        cost_cell = estimate(p.coords, plan.steps_of(p.coords), len(new) * plan.n_seeds)
+        cost_anchor = estimate(None, plan.anchor_steps, len(anchor_new) * plan.n_seeds) if anchor_new else 0.0
+        if cost_cell is None or cost_anchor is None:
+            unknown = True
+            kept.append(p)
+            anchor_has |= set(anchor_new)
+            continue
+        cost = cost_cell + cost_anchor
+        if total + cost > budget.left_s:
+            left = max(budget.left_s - total, 0)
+            dropped.append((p, f"estimated {cost:.0f} s does not fit in the {left:.0f} s left"))
+            continue
+        total += cost
+        kept.append(replace(p, est_s=round(cost, 6)))
+        anchor_has |= set(anchor_new)
+    return kept, dropped, None if unknown else total
+
+
+CONTROL: Coords = ("<steps-only control>",)  # the estimator's name for the final's control cell
+
+
+def final_cost(plan: Plan, incumbent: Coords, estimate: Estimator | None) -> float | None:
+    """The final's estimated cost: the incumbent, the steps-only control and the anchor on the holdout."""
+    if estimate is None or not plan.holdout_n:
+        return None
+    n = plan.holdout_n * plan.n_seeds
+    steps = plan.steps_of(incumbent)
+    parts = [estimate(incumbent, steps, n), estimate(CONTROL, steps, n), estimate(None, plan.anchor_steps, n)]
+    return None if any(p is None for p in parts) else sum(parts)  # type: ignore[arg-type]
+
+
+# -- the decision ---------------------------------------------------------------------------
+
+
+def state_fingerprint(plan: Plan, cells: Mapping[Coords, CellData]) -> str:
+    """What the decision was made from: changes whenever a cell gains samples, scores or a failure."""
+    items = sorted(
+        (list(c), sorted(d.rendered), sorted(d.deltas), sorted(d.unavailable), d.blocked_from)
+        for c, d in cells.items()
+    )
+    return hashlib.sha256(json.dumps(items).encode()).hexdigest()[:16]
+
+
+def _stalled(front: Sequence[Coords], history: Sequence[Mapping[str, Any]]) -> bool:
+    if len(history) < 2:
+        return False
+    now = sorted(list(c) for c in front)
+    return all(sorted(record.get("frontier", [])) == now for record in history[-2:]) and bool(now)
+
+
+def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mapping[str, Any]],
+           budget: BudgetState, estimate: Estimator | None = None,
+           anchor_rendered: frozenset[str] = frozenset()) -> Decision:
+    """Decide one generation from the cells' dev-split tables and the recorded generations."""
+    evaluations = evaluate_cells(plan, cells)
+    current = current_evaluations(evaluations)
+    reach = {c: reached(plan, d) for c, d in cells.items()}
+    incumbent, status = choose_incumbent(plan, current)
+    front = frontier(plan, current)
+    flat = families_flat(plan, current, front, incumbent)
+    pruned, newly = prune(plan, flat, history, incumbent)
+    ceiling = current[incumbent].latency if status == "confirmed" else None
+    pruned_set = set(pruned)
+    proposals = _dedupe(_incumbent_promotion(plan, incumbent, status, reach, cells)
+                        + promotions(plan, evaluations, cells, reach, pruned_set, ceiling)
+                        + challengers(plan, current, cells, reach, pruned_set, ceiling)
+                        + sweep_proposals(plan, incumbent, current, cells, reach, pruned_set))
+    decision = Decision(len(history) + 1, evaluations, current, reach, incumbent, status, front, flat, pruned, newly,
+                        [], [], None, [])
+    decision.reasons += _reasons(plan, decision)
+    budget = replace(budget, final_s=final_cost(plan, incumbent, estimate))
+    decision.budget = budget
+    if budget.left_s <= 0:
+        decision.stop = (f"budget: {budget.spent_s / 3600:.4g} GPU-h spent, down to what is kept for the final "
+                         f"({budget.kept_s / 3600:.4g} GPU-h: the reserve, or the final's estimate if larger)")
+    elif _stalled(front, history):
+        decision.stop = "the frontier did not move over the last two generations"
+    elif not proposals:
+        decision.stop = ("parity confirmed at the top rung, nothing faster left to try" if status == "confirmed"
+                         else "nothing left to propose, and no cell is at parity" if status == "start"
+                         else "nothing left to propose: every neighbour of the incumbent is tried or pruned")
+    if decision.stop is None:
+        kept, dropped, total = fit_budget(plan, proposals, cells, anchor_rendered, budget, estimate)
+        decision.proposals, decision.dropped, decision.est_s = kept, dropped, total
+        if not kept:
+            decision.stop = f"budget: no proposal fits in the {budget.left_s:.0f} GPU-s left before the final's share"
+    decision.note = design_note(plan, decision)
+    return decision
+
+
+def history_entry(plan: Plan, d: Decision, state: str) -> dict[str, Any]:
+    """What later decisions read of this one (prune, stall, repeat); generation records hold it."""
+    return {"generation": d.generation, "state": state, "frontier": [list(c) for c in d.frontier],
+            "flat": [list(f) for f in d.flat], "pruned": [list(f) for f in d.pruned],
+            "newly_pruned": [list(f) for f in d.newly_pruned], "proposals": [p.as_dict(plan) for p in d.proposals],
+            "stop": d.stop}
+
+
+def _reasons(plan: Plan, d: Decision) -> list[str]:
+    out = []
+    e = d.current.get(d.incumbent)
+    where = f" at rung {e.rung}" if e else ""
+    out.append(f"incumbent ({d.incumbent_status}{where}): {plan.label(d.incumbent)}")
+    if d.frontier:
+        out.append(f"frontier: {len(d.frontier)} cell(s), fastest {plan.label(d.frontier[0])}")
+    if d.newly_pruned:
+        out.append("pruned (off the frontier two generations running): "
+                   + ", ".join(f"{a}={v}" for a, v in d.newly_pruned))
+    return out
+
+
+def design_note(plan: Plan, d: Decision) -> str:
+    head = f"g{d.generation}: incumbent {plan.label(d.incumbent)} ({d.incumbent_status})"
+    if d.stop:
+        return f"{head}; stop: {d.stop}"
+    kinds = {k: sum(1 for p in d.proposals if p.kind == k) for k in ("start", "incumbent", "promotion", "neighbour")}
+    parts = []
+    if kinds["start"]:
+        parts.append("start")
+    if kinds["incumbent"] or kinds["promotion"]:
+        parts.append(f"promote {kinds['incumbent'] + kinds['promotion']}")
+    if kinds["neighbour"]:
+        axes = sorted({p.axis for p in d.proposals if p.kind == "neighbour" and p.axis})
+        parts.append(f"sweep {'/'.join(axes)} ({kinds['neighbour']} cells)")
+    if d.newly_pruned:
+        parts.append("pruned " + ", ".join(f"{a}={v}" for a, v in d.newly_pruned))
+    return f"{head}; " + "; ".join(parts)
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def group_commands(plan: Plan, proposals: Sequence[Proposal]) -> list[tuple[int, dict[str, list[str]]]]:
+    """Proposals as few one-factor multiruns as possible: (rung, {axis: values}) whose product is exactly the cells."""
+    out: list[tuple[int, dict[str, list[str]]]] = []
+    axes = list(plan.axes)
+    for rung in sorted({p.rung for p in proposals}):
+        todo = sorted({p.coords for p in proposals if p.rung == rung}, key=plan.grid_index)
+        while todo:
+            best_axis, best_group = 0, [todo[0]]
+            for i in range(len(axes)):
+                buckets: dict[Coords, list[Coords]] = {}
+                for c in todo:
+                    buckets.setdefault(c[:i] + c[i + 1:], []).append(c)
+                group = max(buckets.values(), key=len)
+                if len(group) > len(best_group):
+                    best_axis, best_group = i, group
+            values = {a: [best_group[0][j]] for j, a in enumerate(axes)}
+            values[axes[best_axis]] = [c[best_axis] for c in best_group]
+            out.append((rung, values))
+            todo = [c for c in todo if c not in best_group]
+    return out

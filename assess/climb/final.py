@@ -1,0 +1,287 @@
+"""`assess climb <experiment> --final`: once, the incumbent, the anchor and a steps-only control on the holdout.
+
+The final is claimed first (render.experiment.claim_final creates FINAL.json exclusively: a second
+final is refused with the date of the first); only then may the renderer touch the holdout, and
+only for commands that say `experiment.final=true`. The steps-only control is the anchor with the
+incumbent's number of steps and no cache: the baseline every cache method must beat.
+
+The holdout results (`final_result`) are computed from the index whenever they are asked for
+(here and by the report), and kept in `final-result.json` next to FINAL.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assess.climb.commands import Command, final_command, run_and_score
+from assess.climb.decide import Plan, decide, state_fingerprint
+from assess.climb.evaluate import Evaluation, bootstrap_mean, evaluate
+from assess.climb.generation import _observe, budget_state, estimator
+from assess.climb.observe import experiment_runs, quality_deltas, sample_table, sync_run_experiments
+from assess.climb.records import experiment_dir, read_generations
+from assess.errors import AssessError
+from assess.experiment import Experiment, load_experiment
+from assess.index import Index
+
+Log = Callable[[str], None]
+RESULT = "final-result.json"
+
+
+class FinalRefused(AssessError):
+    """The final cannot run (already claimed, the climb not stopped, no cell at parity)."""
+
+
+def control_overrides(exp: Experiment, steps: int) -> list[str]:
+    """The steps-only control: the anchor's settings with the incumbent's steps and no cache."""
+    a = exp.anchor
+    return [f"steps={steps}", "cache=none", f"attention={a['attention']}", f"scheduler={a['scheduler']}"]
+
+
+def cell_key_of(cell: dict[str, Any]) -> str:
+    """A cell key as the renderer computes it (docs/run-directory.md)."""
+    return hashlib.sha256(json.dumps(cell, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Arm:
+    role: str  # incumbent | control | anchor
+    overrides: list[str]
+    cell_key: str | None
+    quality: dict[str, Any] | None = None  # the holdout Evaluation vs the anchor, as a dict
+    speedup: dict[str, Any] | None = None  # assess.stats.Estimate vs the anchor, as a dict
+    n_samples: int = 0
+    note: str | None = None
+
+
+@dataclass
+class FinalResult:
+    experiment: str
+    claimed_at: str
+    incumbent: dict[str, str]
+    incumbent_line: str  # the runnable override line
+    metric: str
+    band: float
+    alpha: float
+    arms: list[Arm]
+    parity: str | None  # parity | out | undecided on the holdout (TOST at alpha, one pre-planned test)
+    vs_control: dict[str, Any] = field(default_factory=dict)  # speed-up and quality difference, incumbent vs control
+    commands: list[str] = field(default_factory=list)
+    sweeps: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def arm(self, role: str) -> Arm:
+        return next(a for a in self.arms if a.role == role)
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+def _holdout_arm(index: Index, exp: Experiment, role: str, overrides: list[str], key: str | None,
+                 anchor_key: str | None, anchor_latencies: list[float]) -> tuple[Arm, dict[str, float]]:
+    from assess.stats import speedup
+
+    if key is None:
+        return Arm(role, overrides, None, note="not rendered on the holdout"), {}
+    rendered, latencies = sample_table(index, exp, key, exp.holdout.split)
+    deltas, unscored, _unavailable = quality_deltas(index, exp, key, anchor_key, exp.holdout.split, rendered)
+    arm = Arm(role, overrides, key, n_samples=len(rendered) * len(exp.seeds))
+    if unscored:
+        arm.note = f"{len(unscored)} holdout prompt(s) not scored yet"
+    ids = [p for p in exp.holdout.ids if p in rendered]
+    e = evaluate(deltas, latencies, ids, exp.quality.band)
+    arm.quality = {**e.as_dict(), "verdict": _verdict(e, exp.quality.alpha)}
+    warm = [x for v in latencies.values() for x in v]
+    estimate = speedup(anchor_latencies, warm) if role != "anchor" else None
+    arm.speedup = estimate.as_dict() if estimate else None
+    return arm, deltas
+
+
+def _verdict(e: Evaluation, alpha: float) -> str:
+    if e.tost_p is not None and e.tost_p < alpha:
+        return "parity"
+    if e.out_p is not None and e.out_p < alpha:
+        return "out"
+    return "undecided" if e.n else "no-data"
+
+
+def _final_keys(index: Index, exp: Experiment, incumbent: dict[str, Any], steps: int
+                ) -> tuple[str | None, str | None, str | None]:
+    """(incumbent, control, anchor) cell keys among the experiment's holdout runs."""
+    runs = [r for r in experiment_runs(index, exp.name) if r["split"] == exp.holdout.split]
+    keys = {r["cell_key"] for r in runs}
+    inc_key = incumbent.get("cell_key")
+    if inc_key not in keys:
+        wanted = exp.coords_of(incumbent["cell"])
+        inc_key = next((r["cell_key"] for r in runs if not r["is_anchor"]
+                        and exp.coords_of_cell(json.loads(r["cell"])) == wanted), None)
+    anchor_runs = [r for r in runs if r["is_anchor"]]
+    anchor_key = anchor_runs[0]["cell_key"] if anchor_runs else None
+    control_key = None
+    if anchor_runs:
+        control_key = cell_key_of({**json.loads(anchor_runs[0]["cell"]), "steps": steps})
+    return inc_key, control_key if control_key in keys else None, anchor_key
+
+
+def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalResult:
+    """The holdout comparison of the claimed final's incumbent, control and anchor, from the index."""
+    sync_run_experiments(index)
+    inc = final["incumbent"]
+    steps = int(inc.get("steps", exp.default_steps))
+    inc_key, control_key, anchor_key = _final_keys(index, exp, inc, steps)
+    _, anchor_lat = sample_table(index, exp, anchor_key, exp.holdout.split) if anchor_key else (None, {})
+    anchor_warm = [x for v in anchor_lat.values() for x in v]
+    incumbent, inc_deltas = _holdout_arm(index, exp, "incumbent", inc["overrides"], inc_key, anchor_key, anchor_warm)
+    control, control_deltas = _holdout_arm(index, exp, "control", final["control"]["overrides"], control_key,
+                                           anchor_key, anchor_warm)
+    anchor, _ = _holdout_arm(index, exp, "anchor", final["anchor"]["overrides"], anchor_key, anchor_key, anchor_warm)
+    if control_key is not None and control_key == inc_key:
+        control.note = "the control is the incumbent itself (no cache, the anchor's settings)"
+    if control_key is not None and control_key == anchor_key:
+        control.note = "the control is the anchor itself (the incumbent has the anchor's steps)"
+    result = FinalResult(exp.name, final.get("claimed_at", "?"), inc["cell"], " ".join(inc["overrides"]),
+                         exp.quality.metric, exp.quality.band, exp.quality.alpha, [incumbent, control, anchor],
+                         incumbent.quality["verdict"] if incumbent.quality else None,
+                         commands=list(final.get("commands", [])))
+    result.vs_control = _versus(index, exp, inc_key, control_key, inc_deltas, control_deltas)
+    return result
+
+
+def _versus(index: Index, exp: Experiment, inc_key: str | None, control_key: str | None,
+            inc_deltas: dict[str, float], control_deltas: dict[str, float]) -> dict[str, Any]:
+    from assess.stats import speedup
+
+    if inc_key is None or control_key is None:
+        return {}
+    _, inc_lat = sample_table(index, exp, inc_key, exp.holdout.split)
+    _, control_lat = sample_table(index, exp, control_key, exp.holdout.split)
+    estimate = speedup([x for v in control_lat.values() for x in v], [x for v in inc_lat.values() for x in v])
+    shared = sorted(set(inc_deltas) & set(control_deltas))
+    diffs = [inc_deltas[p] - control_deltas[p] for p in shared]
+    low, high = bootstrap_mean(diffs)
+    return {"speedup": estimate.as_dict() if estimate else None,
+            "quality_diff": {"value": statistics.fmean(diffs) if diffs else None, "low": low, "high": high,
+                             "n": len(diffs)}}
+
+
+# -- the final ------------------------------------------------------------------------------
+
+
+def _incumbent(exp: Experiment, index: Index, db: Path | None, force: bool, log: Log) -> tuple[Any, Any, Any]:
+    observed = _observe(index, exp, db, True, log)
+    plan = Plan.from_experiment(exp)
+    history = read_generations(exp.out_root, exp.name)
+    if history and history[-1]["state"] == state_fingerprint(plan, observed.cells):
+        history = history[:-1]
+    decision = decide(plan, observed.cells, history, budget_state(exp), estimator(exp, observed),
+                      observed.anchor_rendered)
+    budget = decision.budget
+    if decision.incumbent_status == "start":
+        raise FinalRefused(f"experiment {exp.name}: no cell is at parity on {exp.dev.option}; nothing to take to the "
+                           f"holdout (climb on: assess climb {exp.name} --apply)")
+    cost = budget.final_s
+    if cost is not None and cost > budget.limit_s - budget.spent_s:
+        raise FinalRefused(f"experiment {exp.name}: the final needs an estimated {cost / 3600:.4f} GPU-h but only "
+                           f"{max(budget.limit_s - budget.spent_s, 0) / 3600:.4f} are left (reserve included); nothing "
+                           "was claimed. Raise experiment.budget.gpu_hours (--set experiment.budget.gpu_hours=...)")
+    if decision.stop is None and not force:
+        raise FinalRefused(f"experiment {exp.name}: the climb has not stopped (incumbent "
+                           f"{exp.label(decision.incumbent)}, {decision.incumbent_status}); continue with "
+                           f"`assess climb {exp.name} --apply`, or pass --force to spend the holdout now")
+    return observed, decision, len(history)
+
+
+def run_final(name: str, db: Path | None = None, out_root: Path | None = None, overrides: Sequence[str] = (),
+              force: bool = False, log: Log = print) -> FinalResult:
+    from render.experiment import FinalAlreadyClaimed, claim_final, final_record
+
+    exp = load_experiment(name, overrides, out_root)
+    first = final_record(exp.out_root, name)
+    if first is not None:
+        raise FinalRefused(_already(exp, first))
+    with Index.open(db) as index:
+        observed, decision, generations = _incumbent(exp, index, db, force, log)
+        inc = decision.incumbent
+        steps = exp.steps_of(inc)
+        commands: list[Command] = [final_command(exp, exp.cell_overrides(inc)),
+                                   final_command(exp, control_overrides(exp, steps))]
+        payload = {
+            "generation": generations,
+            "incumbent": {"cell": exp.as_dict(inc), "overrides": exp.cell_overrides(inc), "steps": steps,
+                          "cell_key": observed.keys.get(inc), "status": decision.incumbent_status,
+                          "dev": _dev_summary(decision, inc)},
+            "control": {"overrides": control_overrides(exp, steps)},
+            "anchor": {"overrides": [f"{k}={v}" for k, v in exp.anchor.items()]},
+            "stop": decision.stop,
+            "commands": [c.text for c in commands],
+        }
+        try:
+            claim_final(exp.out_root, name, payload)
+        except FinalAlreadyClaimed:
+            raise FinalRefused(_already(exp, final_record(exp.out_root, name) or {})) from None
+        log(f"claimed the final of {name}: {exp.label(inc)} on {exp.holdout.option}")
+        sweeps, refused = run_and_score(commands, exp, db, log)
+        if refused:
+            raise FinalRefused(f"{refused} The final is claimed: fix the cause, then rerun its commands (finished "
+                               f"samples are skipped) and score them: {'; '.join(c.text for c in commands)}")
+        result = final_result(index, exp, final_record(exp.out_root, name) or payload)
+    result.sweeps = [str(s) for s in sweeps]
+    from render.rundir import atomic_write_json
+
+    atomic_write_json(experiment_dir(exp.out_root, name) / RESULT, result.as_dict())
+    return result
+
+
+def _dev_summary(decision: Any, coords: tuple[str, ...]) -> dict[str, Any] | None:
+    e = decision.current.get(coords)
+    return None if e is None else {"rung": e.rung, "delta": e.mean, "low": e.low, "high": e.high,
+                                   "tost_p": e.tost_p, "latency": e.latency}
+
+
+def _already(exp: Experiment, first: dict[str, Any]) -> str:
+    commands = "; ".join(first.get("commands", []))
+    return (f"experiment {exp.name}: the final was already claimed on {first.get('claimed_at', '?')} "
+            f"({experiment_dir(exp.out_root, exp.name) / 'FINAL.json'}); the holdout is spent. See "
+            f"`assess report {exp.name}`. If its renders were interrupted, rerun its commands (finished samples are "
+            f"skipped) and score them: {commands}")
+
+
+# -- text -----------------------------------------------------------------------------------
+
+
+def _interval(d: dict[str, Any] | None, key: str = "value", fmt: str = "{:+.4f}") -> str:
+    if not d or d.get(key) is None:
+        return "n/a"
+    low, high = d.get("low"), d.get("high")
+    text = fmt.format(d[key])
+    return f"{text} [{fmt.format(low)}, {fmt.format(high)}]" if low is not None and high is not None else text
+
+
+def speed_text(d: dict[str, Any] | None) -> str:
+    """A speed-up with its interval: 2.31x [2.10, 2.52]."""
+    return _interval(d, fmt="{:.2f}").replace(" [", "x [", 1) if d and d.get("low") is not None else \
+        (f"{d['value']:.2f}x" if d and d.get("value") is not None else "n/a")
+
+
+def format_final(result: FinalResult) -> str:
+    lines = [f"final of experiment {result.experiment} (claimed {result.claimed_at}) on the holdout:",
+             f"winner: {result.incumbent_line}   ({result.metric} parity on the holdout: {result.parity})"]
+    for arm in result.arms:
+        q = arm.quality or {}
+        delta = _interval({"value": q.get("mean"), "low": q.get("low"), "high": q.get("high")})
+        speed = speed_text(arm.speedup) if arm.speedup else ("1x" if arm.role == "anchor" else "n/a")
+        lines.append(f"  {arm.role:<9} {' '.join(arm.overrides):<58} Δ {result.metric} {delta:<27} speed-up {speed}"
+                     + (f"  ({arm.note})" if arm.note else ""))
+    if result.vs_control:
+        vs = result.vs_control
+        lines.append(f"  incumbent vs the steps-only control: speed-up {speed_text(vs.get('speedup'))}, "
+                     f"Δ {result.metric} {_interval(vs.get('quality_diff'))}")
+    lines.append(f"report: assess report {result.experiment}")
+    return "\n".join(lines)

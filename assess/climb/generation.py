@@ -1,0 +1,179 @@
+"""`assess climb <experiment>`: read the index, decide one generation, record it, print (or run) it.
+
+`climb()` ties the pieces together: the experiment (assess.experiment), the cells' tables
+(observe), the recorded generations (records), the budget (render.budget, from the files), the
+decision (decide) and the commands (commands). The decision logic lives in decide.py alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assess.climb.commands import Command, generation_commands, run_and_score
+from assess.climb.decide import BudgetState, Decision, Estimator, Plan, decide, history_entry, state_fingerprint
+from assess.climb.observe import Observed, observe, sync_run_experiments
+from assess.climb.records import read_generations, sync_index, write_generation
+from assess.errors import AssessError
+from assess.experiment import Experiment, load_experiment
+from assess.index import Index, now_iso
+
+Log = Callable[[str], None]
+
+
+class NeedsScoring(AssessError):
+    """Cells of the experiment have samples without a quality score."""
+
+
+class ExperimentOver(AssessError):
+    """The experiment's final was claimed: the climb does not navigate any more."""
+
+
+@dataclass
+class Step:
+    """One generation, as decided (and recorded) by one call."""
+
+    exp: Experiment
+    plan: Plan
+    observed: Observed
+    decision: Decision
+    budget: BudgetState
+    commands: list[Command]
+    record: dict[str, Any]
+    path: Path
+    new: bool  # recorded by this call (False: the state had not changed since it was recorded)
+    sweeps: list[Path] = field(default_factory=list)  # what --apply rendered and scored
+
+
+def budget_state(exp: Experiment) -> BudgetState:
+    from render.budget import spent_gpu_seconds
+
+    b = exp.budget
+    return BudgetState(spent_gpu_seconds(exp.out_root, exp.name), b.limit_s, b.reserve_s, b.price_per_gpu_hour)
+
+
+def estimator(exp: Experiment, observed: Observed) -> Estimator | None:
+    """Device seconds from the output root's history, as the renderer estimates them (render.budget):
+    a cell's own median warm latency when it has one, else a fit over steps; None without history."""
+    from render.budget import History, seconds_per_sample
+
+    if observed.device_kind is None or observed.height is None or observed.width is None:
+        return None
+    history = History.scan(exp.out_root)
+    cache: dict[tuple[Any, int], float | None] = {}
+
+    def estimate(coords: tuple[str, ...] | None, steps: int, samples: int) -> float | None:
+        key = observed.anchor_key if coords is None else observed.keys.get(coords)
+        if (key, steps) not in cache:
+            cache[(key, steps)] = seconds_per_sample(exp.out_root, exp.model, observed.height, observed.width,
+                                                     observed.device_kind, steps, cell_key=key, history=history)
+        per_sample = cache[(key, steps)]
+        return None if per_sample is None else per_sample * samples
+
+    return estimate
+
+
+def final_claimed(exp: Experiment) -> dict[str, Any] | None:
+    from render.experiment import final_record
+
+    return final_record(exp.out_root, exp.name)
+
+
+def evaluation_dict(exp: Experiment, decision: Decision, coords: tuple[str, ...]) -> dict[str, Any]:
+    e = decision.current.get(coords)
+    return {"cell": exp.as_dict(coords), **({} if e is None else {
+        "rung": e.rung, "n": e.n, "delta": e.mean, "low": e.low, "high": e.high, "wilcoxon_holm": e.wilcoxon_holm,
+        "tost_p": e.tost_p, "verdict": e.verdict, "latency": e.latency})}
+
+
+def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decision, budget: BudgetState,
+                commands: Sequence[Command]) -> dict[str, Any]:
+    inc = decision.incumbent
+    budget = decision.budget or budget
+    return {
+        **history_entry(plan, decision, state_fingerprint(plan, observed.cells)),
+        "experiment": exp.name,
+        "created_at": now_iso(),
+        "axes": list(exp.axes),
+        "incumbent": {**evaluation_dict(exp, decision, inc), "status": decision.incumbent_status,
+                      "cell_key": observed.keys.get(inc), "overrides": exp.cell_overrides(inc)},
+        "cells": [evaluation_dict(exp, decision, c) for c in sorted(decision.current, key=plan.grid_index)],
+        "dropped": [{**p.as_dict(plan), "why": why} for p, why in decision.dropped],
+        "commands": [c.text for c in commands],
+        "reasons": decision.reasons,
+        "note": decision.note,
+        "budget": {"spent_s": budget.spent_s, "limit_s": budget.limit_s, "reserve_s": budget.reserve_s,
+                   "final_s": budget.final_s, "left_s": budget.left_s, "est_s": decision.est_s,
+                   "price_per_gpu_hour": budget.price_per_gpu_hour},
+    }
+
+
+def _observe(index: Index, exp: Experiment, db: Path | None, apply: bool, log: Log) -> Observed:
+    sync_run_experiments(index)
+    observed = observe(index, exp)
+    if observed.to_score:
+        paths = " ".join(str(p) for p in observed.to_score)
+        if not apply:
+            raise NeedsScoring(f"experiment {exp.name}: cells have samples without {exp.quality.metric} scores; "
+                               f"run `assess score {paths} --metrics {exp.quality.metric}` (or climb with --apply)")
+        from assess.score import score
+
+        log(f"scoring {paths}")
+        score(list(observed.to_score), db, metrics=[exp.quality.metric])
+        sync_run_experiments(index)
+        observed = observe(index, exp)
+    return observed
+
+
+def _same_outcome(decision: Decision, record: dict[str, Any], plan: Plan) -> bool:
+    return ([p.as_dict(plan)["cell"] for p in decision.proposals] == [p["cell"] for p in record["proposals"]]
+            and [p.rung for p in decision.proposals] == [p["rung"] for p in record["proposals"]]
+            and decision.stop == record["stop"])
+
+
+def one_generation(exp: Experiment, index: Index, db: Path | None, apply: bool, log: Log) -> Step:
+    """Decide the next generation; when nothing changed since the last one was recorded, that one again."""
+    observed = _observe(index, exp, db, apply, log)
+    plan = Plan.from_experiment(exp)
+    history = read_generations(exp.out_root, exp.name)
+    budget, estimate = budget_state(exp), estimator(exp, observed)
+    if history and history[-1]["state"] == state_fingerprint(plan, observed.cells):
+        decision = decide(plan, observed.cells, history[:-1], budget, estimate, observed.anchor_rendered)
+        if _same_outcome(decision, history[-1], plan):
+            record = history[-1]
+            commands = generation_commands(exp, plan, decision.proposals)
+            sync_index(index, exp.name, history, None, None)
+            return Step(exp, plan, observed, decision, decision.budget or budget, commands, record,
+                        Path(record["record"]), False)
+    decision = decide(plan, observed.cells, history, budget, estimate, observed.anchor_rendered)
+    commands = generation_commands(exp, plan, decision.proposals)
+    record = make_record(exp, plan, observed, decision, budget, commands)
+    path = write_generation(exp.out_root, exp.name, record)
+    sync_index(index, exp.name, [*history, {**record, "record": str(path)}], None, None)
+    return Step(exp, plan, observed, decision, decision.budget or budget, commands, record, path, True)
+
+
+def climb(name: str, db: Path | None = None, out_root: Path | None = None, apply: bool = False,
+          generations: int = 1, overrides: Sequence[str] = (), log: Log = print,
+          show: Callable[[Step], None] | None = None) -> list[Step]:
+    """Decide the next generation (up to `generations` with apply, until the climb stops)."""
+    exp = load_experiment(name, overrides, out_root)
+    final = final_claimed(exp)
+    if final is not None:
+        raise ExperimentOver(f"experiment {name} is over: its final was claimed on {final.get('claimed_at', '?')}; "
+                             f"the climb does not navigate after the holdout is seen. See `assess report {name}`")
+    steps = []
+    with Index.open(db) as index:
+        for _ in range(max(1, generations) if apply else 1):
+            step = one_generation(exp, index, db, apply, log)
+            steps.append(step)
+            if show:
+                show(step)
+            if not apply or step.decision.stop:
+                break
+            step.sweeps, refused = run_and_score(step.commands, exp, db, log)
+            if refused:  # what was rendered before it is scored; the next climb decides from there
+                raise refused
+    return steps

@@ -1,0 +1,201 @@
+"""What the index says about an experiment's cells on its dev split, as decide's `CellData` tables.
+
+A run belongs to an experiment when its run.json says so (`config.experiment.name`); the index
+learns that once per run (`run_experiments`, read from the files). A grid cell is found by its
+coordinates, read from the run's cell (run.json "cell"), so it does not matter which overrides
+(or which defaults) produced it. Its samples are the cell key's samples on the dev split wherever
+they were rendered (skip-if-done may have linked them from another run). Only the dev split is
+read: holdout samples never reach the navigation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assess.climb.decide import CellData, Coords
+from assess.experiment import Experiment
+from assess.index import Index, now_iso
+
+TRANSIENT = ("cancelled", "timeout")  # a run that ended so can be proposed again
+
+
+@dataclass
+class Observed:
+    cells: dict[Coords, CellData]
+    keys: dict[Coords, str]  # cell key per grid cell
+    anchor_key: str | None
+    anchor_rendered: frozenset[str]  # dev prompts the anchor has (every seed)
+    anchor_latencies: dict[str, list[float]]  # dev prompt -> the anchor's warm latencies
+    to_score: list[Path]  # sweeps (or runs) holding samples without a quality score
+    ignored: list[str]  # runs of the experiment that are not cells of its grid, and why
+    holdout_runs: list[str]  # runs of the experiment on the holdout split
+    device_kind: str | None  # of the latest dev run: what the cost estimate assumes
+    height: int | None
+    width: int | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _experiment_of(run_json: dict[str, Any]) -> tuple[str | None, bool]:
+    experiment = (run_json.get("config") or {}).get("experiment") or {}
+    return experiment.get("name"), bool(experiment.get("final"))
+
+
+def sync_run_experiments(index: Index) -> None:
+    """Learn, from their run.json, which experiment the runs not seen yet belong to."""
+    rows = index.query("SELECT path FROM runs WHERE path NOT IN (SELECT path FROM run_experiments)")
+    found = []
+    for row in rows:
+        try:
+            name, final = _experiment_of(json.loads((Path(row["path"]) / "run.json").read_text()))
+        except (OSError, ValueError):
+            continue  # moved or unreadable since it was indexed: `assess score` reports it
+        found.append((row["path"], name, int(final), now_iso()))
+    if found:
+        with index.write() as conn:
+            conn.executemany("INSERT OR REPLACE INTO run_experiments (path, experiment, final, read_at) "
+                             "VALUES (?, ?, ?, ?)", found)
+
+
+def unindexed_runs(index: Index, exp: Experiment) -> list[Path]:
+    """Run directories of the experiment's dev split under the output root that the index does not have
+    (rendered but never scored): their sweep folders, or the runs themselves outside a sweep."""
+    from assess.rundir import is_sweep_folder
+    from render.rundir import RUN_JSON, iter_run_dirs
+
+    known = {r["path"] for r in index.query("SELECT path FROM runs")}
+    found: set[Path] = set()
+    anchors: set[Path] = set()
+    for run_dir in iter_run_dirs(Path(exp.out_root)):
+        path = run_dir.resolve()
+        if str(path) in known:
+            continue
+        try:
+            meta = json.loads((path / RUN_JSON).read_text())
+        except (OSError, ValueError):
+            continue
+        if _experiment_of(meta)[0] == exp.name and (meta.get("prompts") or {}).get("split") == exp.dev.split:
+            (anchors if meta.get("is_anchor") else found).add(path.parent if is_sweep_folder(path.parent) else path)
+    return sorted(found or anchors)  # scoring a sweep scores the anchor runs it names
+
+
+def experiment_runs(index: Index, name: str) -> list[dict[str, Any]]:
+    return index.query("SELECT r.*, e.final FROM runs r JOIN run_experiments e ON e.path = r.path "
+                       "WHERE e.experiment = ? ORDER BY r.started_at, r.path", (name,))
+
+
+def _prompt_means(values: dict[tuple[str, int], float]) -> dict[str, float]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for (prompt, _seed), value in values.items():
+        groups[prompt].append(value)
+    return {p: sum(v) / len(v) for p, v in groups.items()}
+
+
+def _scores(index: Index, cell_key: str, metric: str, split: str) -> dict[tuple[str, int], dict[str, Any]]:
+    rows = index.query("SELECT s.prompt_id, s.seed, s.value, s.unavailable_reason FROM scores s "
+                       "JOIN samples p USING (cell_key, prompt_id, seed) "
+                       "WHERE s.cell_key = ? AND s.metric = ? AND p.split = ?", (cell_key, metric, split))
+    return {(r["prompt_id"], r["seed"]): r for r in rows}
+
+
+def sample_table(index: Index, exp: Experiment, cell_key: str, split: str
+                 ) -> tuple[frozenset[str], dict[str, list[float]]]:
+    """(prompts whose every seed is rendered, prompt -> warm latencies) of a cell on a split."""
+    rows = index.query("SELECT prompt_id, seed, latency_s, warmup FROM samples WHERE cell_key = ? AND split = ?",
+                       (cell_key, split))
+    seeds: dict[str, set[int]] = defaultdict(set)
+    latencies: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["seed"] in exp.seeds:
+            seeds[r["prompt_id"]].add(r["seed"])
+            if not r["warmup"] and r["latency_s"] is not None:
+                latencies[r["prompt_id"]].append(float(r["latency_s"]))
+    rendered = frozenset(p for p, s in seeds.items() if s >= set(exp.seeds))
+    return rendered, dict(latencies)
+
+
+def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str | None, split: str,
+                   rendered: frozenset[str]) -> tuple[dict[str, float], frozenset[str], dict[str, str]]:
+    """(prompt -> delta to the anchor, prompts not scored yet, prompt -> why unavailable)."""
+    q = exp.quality
+    if cell_key == anchor_key:
+        return {p: 0.0 for p in rendered}, frozenset(), {}
+    mine = _scores(index, cell_key, q.metric, split)
+    reference = {} if q.needs_reference or anchor_key is None else _scores(index, anchor_key, q.metric, split)
+    values: dict[tuple[str, int], float] = {}
+    unscored: set[str] = set()
+    unavailable: dict[str, str] = {}
+    for prompt in rendered:
+        for seed in exp.seeds:
+            row = mine.get((prompt, seed))
+            if row is None:
+                unscored.add(prompt)
+            elif row["value"] is None:
+                unavailable.setdefault(prompt, row["unavailable_reason"])
+            elif q.needs_reference:
+                values[(prompt, seed)] = row["value"] - q.identity  # type: ignore[operator]
+            elif (other := reference.get((prompt, seed))) is None or other["value"] is None:
+                unavailable.setdefault(prompt, f"the anchor has no {q.metric} score for ({prompt}, seed {seed})")
+            else:
+                values[(prompt, seed)] = row["value"] - other["value"]
+    deltas = _prompt_means(values)
+    return deltas, frozenset(unscored), {p: r for p, r in unavailable.items() if p not in deltas}
+
+
+def _failures(runs: list[dict[str, Any]]) -> tuple[str | None, int | None]:
+    failed = [r for r in runs if r["status"] == "failed"]
+    if not failed:
+        return None, None
+    last = failed[-1]
+    lasting = [len(json.loads(r["prompt_ids"])) for r in failed if r["category"] not in TRANSIENT]
+    return f"{last['category']}: {last['message']}", (min(lasting) if lasting else None)
+
+
+def observe(index: Index, exp: Experiment) -> Observed:
+    """The experiment's cells on its dev split, from the index (sync_run_experiments first)."""
+    runs = experiment_runs(index, exp.name)
+    dev_runs = [r for r in runs if r["prompts_name"] == exp.dev.option and r["split"] == exp.dev.split]
+    holdout = [r["path"] for r in runs if r["split"] == exp.holdout.split]
+    by_coords: dict[Coords, list[dict[str, Any]]] = defaultdict(list)
+    ignored = []
+    for run in dev_runs:
+        cell = json.loads(run["cell"])
+        coords = exp.coords_of_cell(cell)
+        if (cell.get("model") or {}).get("name") != exp.model:
+            ignored.append(f"{run['path']}: model {cell.get('model', {}).get('name')}, the experiment's is {exp.model}")
+        elif not exp.in_grid(coords):
+            ignored.append(f"{run['path']}: {exp.label(coords)} is outside the grid")
+        else:
+            by_coords[coords].append(run)
+    anchors = Counter(r["anchor_cell_key"] for r in dev_runs)
+    anchor_key = anchors.most_common(1)[0][0] if anchors else None
+    notes = []
+    if len(anchors) > 1:
+        notes.append(f"runs compare with {len(anchors)} anchors (device kinds?); using {anchor_key}")
+    cells: dict[Coords, CellData] = {}
+    keys: dict[Coords, str] = {}
+    to_score: set[Path] = set()
+    for coords, group in by_coords.items():
+        counts = Counter(r["cell_key"] for r in group)
+        key = max(counts, key=lambda k: (sum(r["n_samples"] for r in group if r["cell_key"] == k), k))
+        if len(counts) > 1:
+            notes.append(f"{exp.label(coords)}: {len(counts)} cell keys; using {key} (most samples)")
+        mine = [r for r in group if r["cell_key"] == key]
+        rendered, latencies = sample_table(index, exp, key, exp.dev.split)
+        deltas, unscored, unavailable = quality_deltas(index, exp, key, anchor_key, exp.dev.split, rendered)
+        if unscored:
+            to_score |= {Path(r["sweep"] or r["path"]) for r in mine}
+        failed, blocked = _failures(mine)
+        keys[coords] = key
+        cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
+                                 is_anchor=key == anchor_key)
+    anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split) if anchor_key
+                                         else (frozenset(), {}))
+    latest = dev_runs[-1] if dev_runs else None
+    to_score |= set(unindexed_runs(index, exp))
+    return Observed(cells, keys, anchor_key, anchor_rendered, anchor_latencies, sorted(to_score), ignored, holdout,
+                    latest["device_kind"] if latest else None, latest["height"] if latest else None,
+                    latest["width"] if latest else None, notes)

@@ -1,0 +1,92 @@
+"""Generations on disk (the source of truth) and their mirror in the index.
+
+Each decided generation is one JSON file, `<out_root>/experiments/<name>/generations/g0001.json`,
+created exclusively (a concurrent climb that decided the same generation gets an error, not a
+duplicate). The index's `generations`, `generation_cells` and `finals` tables are rebuilt from
+these files and FINAL.json whenever the climb or the report reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from assess.errors import AssessError
+from assess.index import Index, json_dumps
+
+GENERATIONS = "generations"
+
+
+def experiment_dir(out_root: Path, name: str) -> Path:
+    from render.experiment import experiment_dir as render_experiment_dir
+
+    return render_experiment_dir(out_root, name)
+
+
+def generation_path(out_root: Path, name: str, number: int) -> Path:
+    return experiment_dir(out_root, name) / GENERATIONS / f"g{number:04d}.json"
+
+
+def read_generations(out_root: Path, name: str) -> list[dict[str, Any]]:
+    """Every recorded generation, in order; a gap or an unreadable file raises."""
+    folder = experiment_dir(out_root, name) / GENERATIONS
+    records = []
+    for number, path in enumerate(sorted(folder.glob("g[0-9][0-9][0-9][0-9].json")), start=1):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise AssessError(f"{path}: unreadable generation record ({exc}); restore it or remove it and "
+                              "the ones after it") from None
+        if record.get("generation") != number:
+            raise AssessError(f"{path}: expected generation {number}, found {record.get('generation')}; "
+                              f"the records in {folder} must be numbered without gaps")
+        records.append({**record, "record": str(path)})
+    return records
+
+
+def write_generation(out_root: Path, name: str, record: dict[str, Any]) -> Path:
+    """Create the generation's file exclusively and atomically (temporary file, fsync, link)."""
+    path = generation_path(out_root, name, record["generation"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise AssessError(f"generation {record['generation']} of experiment {name} was recorded meanwhile by "
+                              f"another climb ({path}); run the climb again") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final: dict[str, Any] | None,
+               final_path: Path | None) -> None:
+    """Make the index's climb tables equal to the files."""
+    with index.write() as conn:
+        conn.execute("DELETE FROM generations WHERE experiment = ?", (name,))
+        conn.execute("DELETE FROM generation_cells WHERE experiment = ?", (name,))
+        conn.execute("DELETE FROM finals WHERE experiment = ?", (name,))
+        for g in generations:
+            conn.execute(
+                "INSERT INTO generations (experiment, number, created_at, state, incumbent, incumbent_status, stop, "
+                "note, commands, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, g["generation"], g["created_at"], g["state"], json_dumps(g["incumbent"]["cell"]),
+                 g["incumbent"]["status"], g.get("stop"), g["note"], json_dumps(g.get("commands", [])), g["record"]))
+            conn.executemany(
+                "INSERT OR REPLACE INTO generation_cells (experiment, number, cell, rung, kind, reason, est_s) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(name, g["generation"], json_dumps(p["cell"]), p["rung"], p["kind"], p["reason"], p.get("est_s"))
+                 for p in g.get("proposals", [])])
+        if final is not None:
+            conn.execute("INSERT INTO finals (experiment, claimed_at, incumbent, record) VALUES (?, ?, ?, ?)",
+                         (name, final.get("claimed_at", ""), json_dumps(final.get("incumbent", {}).get("cell", {})),
+                          str(final_path)))

@@ -1,0 +1,160 @@
+"""`assess report <experiment>`: the whole climb in one offline HTML folder.
+
+<out_root>/experiments/<name>/report/: index.html (the final on the holdout: the winning cell and
+its runnable override line, its speed-up and quality delta with intervals next to the anchor and
+the steps-only control; the dev cells as the climb sees them now; every generation with its
+decision and commands; the budget) and frontier.png (dev latency vs quality delta, the parity
+band, the frontier and the incumbent).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from assess.climb.decide import Decision, Plan, decide, state_fingerprint
+from assess.climb.final import FinalResult, final_result
+from assess.climb.generation import budget_state, final_claimed
+from assess.climb.observe import Observed, observe, sync_run_experiments
+from assess.climb.records import experiment_dir, read_generations, sync_index
+from assess.climb.text import budget_line, num, signed
+from assess.experiment import Experiment, load_experiment
+from assess.index import Index
+from assess.report import _swap_into_place
+
+VERDICT_COLOURS = {"parity": "tab:green", "undecided": "tab:orange", "out": "tab:red", "no-data": "tab:gray"}
+
+
+def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | None, path: Path) -> str | None:
+    """Dev latency vs quality delta; returns why it could not be drawn, or None."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    points = [(c, e) for c, e in decision.current.items() if e.latency is not None and e.mean is not None]
+    if not points:
+        return "no cell has both a warm latency and a quality delta yet"
+    fig = Figure(figsize=(8, 5.5), dpi=100)
+    ax = fig.subplots()
+    band = exp.quality.band
+    ax.axhspan(-band, band, color="tab:green", alpha=0.08, label=f"parity band ±{band:g}")
+    for verdict, colour in VERDICT_COLOURS.items():
+        chosen = [(c, e) for c, e in points if e.verdict == verdict]
+        if chosen:
+            ax.scatter([e.latency for _, e in chosen], [e.mean for _, e in chosen], c=colour, s=40, zorder=3,
+                       label=verdict)
+    for c, e in points:
+        ax.annotate(f"{exp.label(c)} (r{e.rung})", (e.latency, e.mean), textcoords="offset points", xytext=(4, 4),
+                    fontsize=6)
+    front = [decision.current[c] for c in decision.frontier if decision.current[c].latency is not None]
+    if front:
+        ax.step([e.latency for e in front], [e.mean for e in front], where="post", color="tab:blue", lw=1.2,
+                label="frontier", zorder=2)
+    inc = decision.current.get(decision.incumbent)
+    if inc is not None and inc.latency is not None and inc.mean is not None:
+        ax.scatter([inc.latency], [inc.mean], s=260, facecolors="none", edgecolors="black", lw=1.5, zorder=4,
+                   label=f"incumbent ({decision.incumbent_status})")
+    if anchor_latency is not None:
+        ax.scatter([anchor_latency], [0.0], marker="*", s=220, c="tab:red", zorder=4, label="anchor")
+    ax.set_xlabel("median warm latency on dev (s/image, lower is faster)")
+    ax.set_ylabel(f"{exp.quality.metric} delta to the anchor ({exp.quality.direction} is better)")
+    ax.set_title(f"experiment {exp.name}: speed vs quality on {exp.dev.option}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    return None
+
+
+def _current_decision(index: Index, exp: Experiment) -> tuple[Observed, Decision, list[dict[str, Any]]]:
+    sync_run_experiments(index)
+    observed = observe(index, exp)
+    plan = Plan.from_experiment(exp)
+    history = read_generations(exp.out_root, exp.name)
+    prior = history[:-1] if history and history[-1]["state"] == state_fingerprint(plan, observed.cells) else history
+    decision = decide(plan, observed.cells, prior, budget_state(exp), None, observed.anchor_rendered)
+    return observed, decision, history
+
+
+def _cell_rows(exp: Experiment, decision: Decision, observed: Observed) -> list[dict[str, Any]]:
+    import statistics
+
+    rows = []
+    for c, e in sorted(decision.current.items(), key=lambda ce: (ce[1].latency is None, ce[1].latency or 0.0)):
+        anchor = [x for p in exp.dev.ids[:e.rung] for x in observed.anchor_latencies.get(p, ())]
+        speed = statistics.median(anchor) / e.latency if anchor and e.latency else None
+        rows.append({"label": exp.label(c), "incumbent": c == decision.incumbent, "frontier": c in decision.frontier,
+                     "rung": e.rung, "n": e.n, "delta": signed(e.mean), "ci": f"[{signed(e.low)}, {signed(e.high)}]",
+                     "wilcoxon": num(e.wilcoxon_holm, 2), "tost": num(e.tost_p, 2), "verdict": e.verdict,
+                     "latency": num(e.latency), "speedup": f"{speed:.2f}x" if speed else "n/a",
+                     "cell_key": observed.keys.get(c, "")})
+    return rows
+
+
+def _final_context(result: FinalResult | None, model: str) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    from assess.climb.final import _interval, speed_text
+
+    arms = []
+    for arm in result.arms:
+        q = arm.quality or {}
+        arms.append({"role": arm.role, "overrides": " ".join(arm.overrides), "cell_key": arm.cell_key or "",
+                     "delta": _interval({"value": q.get("mean"), "low": q.get("low"), "high": q.get("high")}),
+                     "verdict": q.get("verdict", "n/a"), "n": q.get("n", 0),
+                     "speedup": speed_text(arm.speedup) if arm.speedup else
+                     ("1x (reference)" if arm.role == "anchor" else "n/a"),
+                     "note": arm.note or ""})
+    vs = result.vs_control or {}
+    return {**asdict(result), "arms": arms,
+            "vs_speedup": speed_text(vs.get("speedup")),
+            "vs_quality": _interval(vs.get("quality_diff")) if vs.get("quality_diff") else "n/a",
+            "run_line": f"python -m render model={model} {result.incumbent_line}"}
+
+
+def write_experiment_report(name: str, db: Path | None = None, out_root: Path | None = None,
+                            overrides: tuple[str, ...] = (), out: Path | None = None) -> Path:
+    """Write the experiment's report folder and return the path of its index.html."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    exp = load_experiment(name, overrides, out_root)
+    out_dir = Path(out).resolve() if out else experiment_dir(exp.out_root, name).resolve() / "report"
+    staging = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    final = final_claimed(exp)
+    with Index.open(db, create=False) as index:
+        observed, decision, history = _current_decision(index, exp)
+        sync_index(index, name, history, final, experiment_dir(exp.out_root, name) / "FINAL.json")
+        result = final_result(index, exp, final) if final else None
+        index_path = str(Path(index.path).resolve())
+    import statistics
+
+    anchor = [x for v in observed.anchor_latencies.values() for x in v]
+    problem = frontier_plot(exp, decision, statistics.median(anchor) if anchor else None, staging / "frontier.png")
+    context = {
+        "title": f"hypergrid experiment {name}",
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "index_path": index_path,
+        "exp": exp,
+        "axes": {a: ", ".join(v) for a, v in exp.axes.items()},
+        "budget": budget_line(budget_state(exp)),
+        "final": _final_context(result, exp.model),
+        "decision": decision,
+        "incumbent": exp.label(decision.incumbent),
+        "cells": _cell_rows(exp, decision, observed),
+        "generations": history,
+        "frontier": None if problem else "frontier.png",
+        "frontier_problem": problem,
+        "to_score": [str(p) for p in observed.to_score],
+        "holdout_runs": observed.holdout_runs if final is None else [],
+    }
+    env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    (staging / "index.html").write_text(env.get_template("experiment.html.j2").render(**context), encoding="utf-8")
+    _swap_into_place(staging, out_dir)
+    return out_dir / "index.html"

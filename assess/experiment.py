@@ -1,0 +1,398 @@
+"""A named climb (render/conf/experiment/<name>.yaml), composed with Hydra and checked.
+
+`load_experiment("demo")` composes `config` with `experiment=demo` exactly as `python -m render`
+would, then checks what a schema cannot, before the climb reads anything: every candidate value of
+every axis composes, the start cell lies in the grid, the rungs fit the dev manifest, the quality
+metric can express parity, the budget leaves room for the final, and the dev and holdout splits
+share no prompt (by id nor by text). Errors name the key, the value and what would be valid.
+
+Cells of the grid are `Coords`: one canonical value per axis, in the experiment's axis order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assess.errors import AssessError
+
+Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's axis order
+
+# Override keys that are not knobs of a cell, or that the climb sets itself.
+RESERVED_AXES = ("experiment", "prompts", "seed", "out_root", "tag", "render_anchor", "device", "hydra")
+# Override key -> where the cell (run.json "cell") keeps it, when not at the same dotted path.
+CELL_PATHS = {"dtype": "model.dtype", "model": "model.name"}
+# The value of a reference metric for the anchor itself (its sample compared with itself).
+REFERENCE_IDENTITY = {"ssim": 1.0, "lpips": 0.0}
+OBJECTIVES = ("latency",)
+
+
+class ExperimentError(AssessError):
+    """An experiment that cannot be climbed as configured; the message names the key and the fix."""
+
+
+def canon(value: Any) -> str:
+    """The canonical text of an axis value, as an override writes it (8, 0.3, fbcache, true)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if value is None:
+        return "null"
+    text = str(value)
+    try:
+        return canon(float(text)) if re.fullmatch(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?", text) else text
+    except ValueError:
+        return text
+
+
+def cell_value(cell: dict[str, Any], axis: str) -> str:
+    """The canonical value of `axis` in a run's cell (run.json "cell"); a group's value is its name."""
+    node: Any = cell
+    for part in CELL_PATHS.get(axis, axis).split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise ExperimentError(f"axis {axis!r} is not part of the cell (run.json 'cell' has no {axis!r}): "
+                                  "an axis must change pixels or timing")
+        node = node[part]
+    if isinstance(node, dict):
+        node = node.get("name")
+    return canon(node)
+
+
+@dataclass(frozen=True)
+class Split:
+    option: str  # the prompts option, e.g. dev
+    split: str  # its split name (prompts.split), e.g. dev
+    file: str
+    ids: tuple[str, ...]  # in manifest order: rung r is ids[:r]
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Quality:
+    metric: str
+    direction: str  # "higher" | "lower": which way is better
+    needs_reference: bool  # the score already compares with the anchor
+    identity: float | None  # a reference metric's value for the anchor itself
+    band: float
+    alpha: float
+
+
+@dataclass(frozen=True)
+class Budget:
+    gpu_hours: float
+    reserve_gpu_hours: float
+    price_per_gpu_hour: float | None
+
+    @property
+    def limit_s(self) -> float:
+        return self.gpu_hours * 3600.0
+
+    @property
+    def reserve_s(self) -> float:
+        return self.reserve_gpu_hours * 3600.0
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    model: str
+    axes: dict[str, tuple[str, ...]]  # axis override key -> candidate values (canonical), in config order
+    start: Coords
+    anchor: dict[str, str]  # steps, attention, cache, scheduler of the model's anchor (canonical)
+    dev: Split
+    holdout: Split
+    seeds: tuple[int, ...]
+    default_seeds: tuple[int, ...]  # what the composed config renders without seed=...
+    rungs: tuple[int, ...]
+    eta: int
+    quality: Quality
+    objective: str
+    budget: Budget
+    out_root: Path
+    default_steps: int  # the model's default steps (cells without a steps axis)
+    overrides: tuple[str, ...] = ()  # extra overrides the experiment was composed with (passed on to render)
+    out_root_is_default: bool = True  # out_root is the composed config's: commands need not name it
+    conf: dict[str, Any] = field(default_factory=dict)  # the resolved experiment node
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(self.axes)
+
+    def coords_of(self, values: dict[str, Any]) -> Coords:
+        return tuple(canon(values[a]) for a in self.axes)
+
+    def as_dict(self, coords: Coords) -> dict[str, str]:
+        return dict(zip(self.axes, coords, strict=True))
+
+    def cell_overrides(self, coords: Coords) -> list[str]:
+        return [f"{a}={v}" for a, v in zip(self.axes, coords, strict=True)]
+
+    def label(self, coords: Coords) -> str:
+        return " ".join(self.cell_overrides(coords))
+
+    def coords_of_cell(self, cell: dict[str, Any]) -> Coords:
+        return tuple(cell_value(cell, a) for a in self.axes)
+
+    def steps_of(self, coords: Coords) -> int:
+        values = self.as_dict(coords)
+        return int(values["steps"]) if "steps" in values else self.default_steps
+
+    def in_grid(self, coords: Coords) -> bool:
+        return all(v in self.axes[a] for a, v in zip(self.axes, coords, strict=True))
+
+    def seed_overrides(self) -> list[str]:
+        if self.seeds == self.default_seeds:
+            return []
+        seeds = list(self.seeds)
+        return [f"seed={seeds[0]}" if len(seeds) == 1 else f"seed=[{','.join(map(str, seeds))}]"]
+
+    def base_overrides(self) -> list[str]:
+        """What every render command of the climb starts with."""
+        out_root = [] if self.out_root_is_default else [f"out_root={self.out_root}"]
+        return [f"experiment={self.name}", *self.overrides, *out_root]
+
+
+# -- composition ----------------------------------------------------------------------------
+
+
+def conf_dir() -> Path:
+    import render.schema
+
+    return Path(render.schema.__file__).parent / "conf"
+
+
+def compose(overrides: Sequence[str]) -> Any:
+    """The task config `python -m render <overrides>` would run (Hydra's compose API)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    import render.schema  # noqa: F401  registers the schemas and resolvers
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def experiment_names() -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
+
+
+def _compose_or_raise(overrides: Sequence[str], what: str) -> Any:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return compose(overrides)
+    except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ExperimentError(f"{what}: {first}") from None
+
+
+# -- checks ---------------------------------------------------------------------------------
+
+
+def _normalise_text(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def check_disjoint(dev: Split, holdout: Split) -> None:
+    """Dev and holdout share no prompt: neither an id nor a text (case and spacing ignored)."""
+    shared_ids = sorted(set(dev.ids) & set(holdout.ids))
+    if shared_ids:
+        raise ExperimentError(f"the dev ({dev.option}) and holdout ({holdout.option}) prompts share id(s) "
+                              f"{', '.join(shared_ids[:5])}: the holdout must be disjoint from what the climb "
+                              "navigates on")
+    holdout_texts = {_normalise_text(t): i for i, t in zip(holdout.ids, holdout.texts, strict=True)}
+    shared = [(i, holdout_texts[_normalise_text(t)], t) for i, t in zip(dev.ids, dev.texts, strict=True)
+              if _normalise_text(t) in holdout_texts]
+    if shared:
+        pairs = "; ".join(f"{d} = {h} ({t!r})" for d, h, t in shared[:3])
+        raise ExperimentError(f"the dev ({dev.option}) and holdout ({holdout.option}) prompts share {len(shared)} "
+                              f"text(s): {pairs}. Remove them from one manifest: the holdout must be unseen")
+
+
+def _split(cfg: Any, option: str, key: str) -> Split:
+    from render.prompts import PromptError, load_prompts
+
+    try:
+        prompts = load_prompts(cfg.prompts.file)
+    except PromptError as exc:
+        raise ExperimentError(f"experiment.{key}={option}: {exc}") from None
+    return Split(option, str(cfg.prompts.split), str(cfg.prompts.file),
+                 tuple(p.id for p in prompts), tuple(p.text for p in prompts))
+
+
+def _check_value(cfg: Any, axis: str, value: str) -> None:
+    """A group axis names an option file of its group; any other axis takes the value under its schema."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    group = conf_dir() / axis
+    if group.is_dir():
+        options = sorted(p.stem for p in group.glob("*.yaml"))
+        if value not in options:
+            raise ExperimentError(f"experiment.axes.{axis}: {value}: no such option; valid options are "
+                                  f"{', '.join(options)}")
+        return
+    try:
+        OmegaConf.update(cfg.copy(), axis, value, merge=False)
+    except OmegaConfBaseException as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ExperimentError(f"experiment.axes.{axis}: {value}: {first}") from None
+
+
+def _axes(exp: Any, cfg: Any, name: str) -> dict[str, tuple[str, ...]]:
+    raw = dict(exp.axes)
+    if not raw:
+        raise ExperimentError(f"experiment {name}: experiment.axes is empty; give at least one axis, "
+                              "e.g. axes: {steps: [4, 8, 16]}")
+    axes: dict[str, tuple[str, ...]] = {}
+    for axis, values in raw.items():
+        root = axis.lstrip("+~").split(".")[0]
+        if axis.startswith("model.anchor"):
+            raise ExperimentError(f"experiment.axes.{axis}: the anchor is frozen; an experiment cannot move it")
+        if root in RESERVED_AXES:
+            raise ExperimentError(f"experiment.axes.{axis}: {root} is set by the climb, not an axis "
+                                  f"(reserved: {', '.join(RESERVED_AXES)})")
+        canonical = tuple(canon(v) for v in values)
+        if not canonical:
+            raise ExperimentError(f"experiment.axes.{axis}: no candidate values")
+        if len(set(canonical)) != len(canonical):
+            raise ExperimentError(f"experiment.axes.{axis}: a value is listed twice ({list(canonical)})")
+        for value in canonical:
+            _check_value(cfg, axis, value)
+        axes[axis] = canonical
+    return axes
+
+
+def _start(exp: Any, axes: dict[str, tuple[str, ...]], anchor: dict[str, str], cfg: Any, name: str) -> Coords:
+    start = {str(k): canon(v) for k, v in dict(exp.start).items()}
+    unknown = sorted(set(start) - set(axes))
+    if unknown:
+        raise ExperimentError(f"experiment.start: {', '.join(unknown)} is not an axis; axes are {', '.join(axes)}")
+    coords = []
+    for axis, values in axes.items():
+        if axis in start:
+            value, source = start[axis], "experiment.start"
+        elif axis in anchor:
+            value, source = anchor[axis], "the anchor (model.anchor)"
+        else:
+            from omegaconf import OmegaConf
+
+            node = OmegaConf.select(cfg, axis)
+            value, source = canon(node.name if hasattr(node, "name") else node), "the composed config"
+        if value not in values:
+            raise ExperimentError(f"experiment {name}: the start value {axis}={value} (from {source}) is not among "
+                                  f"experiment.axes.{axis}: {', '.join(values)}")
+        coords.append(value)
+    return tuple(coords)
+
+
+def _quality(exp: Any) -> Quality:
+    from assess.metrics import SAMPLE_METRICS, SPECS
+
+    metric = str(exp.quality.metric)
+    if metric not in SAMPLE_METRICS:
+        raise ExperimentError(f"experiment.quality.metric={metric}: valid metrics are {', '.join(SAMPLE_METRICS)}")
+    spec = SPECS[metric]
+    identity = REFERENCE_IDENTITY.get(metric)
+    if spec.needs_reference and identity is None:
+        raise ExperimentError(f"experiment.quality.metric={metric}: parity is a band around the anchor's own "
+                              f"value, and {metric} of the anchor against itself has none; use "
+                              f"{', '.join(REFERENCE_IDENTITY)} or a metric without reference")
+    band, alpha = float(exp.quality.band), float(exp.quality.alpha)
+    if band <= 0:
+        raise ExperimentError(f"experiment.quality.band={band}: must be > 0 (in {metric} units)")
+    if not 0 < alpha < 0.5:
+        raise ExperimentError(f"experiment.quality.alpha={alpha}: must be in (0, 0.5), e.g. 0.05")
+    return Quality(metric, spec.direction, spec.needs_reference, identity, band, alpha)
+
+
+def _rungs(exp: Any, dev: Split) -> tuple[int, ...]:
+    rungs = tuple(int(r) for r in exp.rungs)
+    if not rungs or any(r < 1 for r in rungs) or list(rungs) != sorted(set(rungs)):
+        raise ExperimentError(f"experiment.rungs={list(rungs)}: give increasing prompt counts >= 1, e.g. [8, 24, 60]")
+    if rungs[-1] > len(dev.ids):
+        raise ExperimentError(f"experiment.rungs={list(rungs)}: the top rung needs {rungs[-1]} prompts, the dev split "
+                              f"({dev.option}) has {len(dev.ids)}")
+    return rungs
+
+
+def _budget(exp: Any) -> Budget:
+    b = exp.budget
+    budget = Budget(float(b.gpu_hours), float(b.reserve_gpu_hours),
+                    None if b.price_per_gpu_hour is None else float(b.price_per_gpu_hour))
+    if budget.gpu_hours <= 0:
+        raise ExperimentError(f"experiment.budget.gpu_hours={budget.gpu_hours}: must be > 0")
+    if not 0 <= budget.reserve_gpu_hours < budget.gpu_hours:
+        raise ExperimentError(f"experiment.budget.reserve_gpu_hours={budget.reserve_gpu_hours}: must be >= 0 and "
+                              f"below gpu_hours ({budget.gpu_hours})")
+    return budget
+
+
+def _seeds(value: Any) -> tuple[int, ...]:
+    from omegaconf import ListConfig
+
+    values = list(value) if isinstance(value, list | tuple | ListConfig) else [value]
+    return tuple(int(v) for v in values)
+
+
+def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | str | None = None) -> Experiment:
+    """Compose `experiment=<name>` (plus overrides) and check it; raises ExperimentError."""
+    from omegaconf import OmegaConf
+
+    names = experiment_names()
+    if not (conf_dir() / "experiment" / f"{name}.yaml").is_file() and not overrides:
+        raise ExperimentError(f"no experiment {name!r}: valid experiments are {', '.join(names) or '(none)'} "
+                              f"(render/conf/experiment/<name>.yaml)")
+    extra = tuple(overrides)
+    cfg = _compose_or_raise([f"experiment={name}", *extra], f"experiment={name}")
+    exp = cfg.experiment
+    if exp is None:
+        raise ExperimentError(f"experiment={name}: the file sets no `experiment:` node")
+    dev_cfg = _compose_or_raise([f"experiment={name}", *extra, f"prompts={exp.dev}"], f"experiment.dev={exp.dev}")
+    holdout_cfg = _compose_or_raise([f"experiment={name}", *extra, f"prompts={exp.holdout}"],
+                                    f"experiment.holdout={exp.holdout}")
+    if str(exp.name) != name:
+        raise ExperimentError(f"experiment={name}: its experiment.name is {exp.name!r}; make them equal "
+                              "(runs are recorded under the name)")
+    if str(exp.objective) not in OBJECTIVES:
+        raise ExperimentError(f"experiment.objective={exp.objective}: valid objectives are {', '.join(OBJECTIVES)}")
+    if int(exp.eta) < 2:
+        raise ExperimentError(f"experiment.eta={exp.eta}: the halving factor must be >= 2")
+    dev = _split(dev_cfg, str(exp.dev), "dev")
+    holdout = _split(holdout_cfg, str(exp.holdout), "holdout")
+    if dev.split == holdout.split:
+        raise ExperimentError(f"experiment.dev={dev.option} and experiment.holdout={holdout.option} are both split "
+                              f"{dev.split!r}: the holdout must be a split of its own")
+    check_disjoint(dev, holdout)
+    a = cfg.model.anchor
+    anchor = {"steps": canon(a.steps), "attention": canon(a.attention), "cache": canon(a.cache),
+              "scheduler": canon(a.scheduler)}
+    axes = _axes(exp, dev_cfg, name)
+    return Experiment(
+        name=name,
+        model=str(cfg.model.name),
+        axes=axes,
+        start=_start(exp, axes, anchor, cfg, name),
+        anchor=anchor,
+        dev=dev,
+        holdout=holdout,
+        seeds=_seeds(exp.seeds),
+        default_seeds=_seeds(cfg.seed),
+        rungs=_rungs(exp, dev),
+        eta=int(exp.eta),
+        quality=_quality(exp),
+        objective=str(exp.objective),
+        budget=_budget(exp),
+        out_root=Path(out_root if out_root is not None else cfg.out_root),
+        out_root_is_default=out_root is None or Path(out_root) == Path(cfg.out_root),
+        default_steps=int(cfg.steps if cfg.steps is not None else cfg.model.steps),
+        overrides=extra,
+        conf=OmegaConf.to_container(exp, resolve=True),  # type: ignore[arg-type]
+    )

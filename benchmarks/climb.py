@@ -1,0 +1,255 @@
+"""The hill climb's two numbers, measured side by side in one run.
+
+(a) cost: render/budget.py's estimate of a sweep (from the history under the output root) against
+    what the sweep then measurably costs, on the tiny model. Goal: within +-25 %.
+(b) search: on a simulated grid with a known true quality and latency per cell and noisy per-prompt
+    measurements, the GPU time successive halving plus one-factor moves spend until the climb
+    stops, as a fraction of the exhaustive grid (every cell on every dev prompt), and how often
+    the climb's incumbent is the true best cell. Goal: <= 30 %, at a high success rate. The
+    decisions are made by assess.climb.decide.decide, the function `assess climb` runs.
+
+    python benchmarks/climb.py              # both
+    python benchmarks/climb.py --only search --seeds 200
+    python benchmarks/climb.py --only cost --prompts 24
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from assess.climb.decide import BudgetState, CellData, Coords, Plan, decide, history_entry, state_fingerprint
+
+# -- (b) the simulated search -----------------------------------------------------------------
+
+STEPS = ("4", "8", "12", "16", "24", "32", "48")
+# cache: (latency factor, quality loss at the anchor's steps, growing as sqrt(48 / steps))
+CACHES = {"none": (1.00, 0.000), "fbcache": (0.62, -0.0015), "taylorseer": (0.50, -0.008), "pab": (0.75, -0.004)}
+SCHEDULERS = {"default": (1.00, 1.0), "dpmpp-2m": (1.04, 0.5), "unipc": (1.12, 0.5)}  # (latency, step-error factor)
+# With these, the true best lies 0.0045 inside the band and every faster cell at least 0.0045 outside:
+# three standard errors of a 60-prompt mean at the default noise.
+ANCHOR: Coords = ("48", "none", "default")
+BAND = 0.02
+DEV = 60
+RUNGS = (6, 18, 60)
+
+
+def true_cell(coords: Coords) -> tuple[float, float]:
+    """(latency s/image, quality delta to the anchor): fewer steps and caches are faster and worse."""
+    steps, cache, scheduler = coords
+    n = int(steps)
+    speed, cache_loss = CACHES[cache]
+    slowdown, error_factor = SCHEDULERS[scheduler]
+    latency = 0.05 * n * speed * slowdown
+    delta = -0.4 * error_factor * (1 / n - 1 / 48) + cache_loss * (48 / n) ** 0.5
+    return latency, (0.0 if coords == ANCHOR else delta)
+
+
+def grid() -> list[Coords]:
+    return [(s, c, k) for s in STEPS for c in CACHES for k in SCHEDULERS]
+
+
+def true_best() -> Coords:
+    at_parity = [c for c in grid() if abs(true_cell(c)[1]) < BAND]
+    return min(at_parity, key=lambda c: true_cell(c)[0])
+
+
+def plan() -> Plan:
+    return Plan(axes={"steps": STEPS, "cache": tuple(CACHES), "scheduler": tuple(SCHEDULERS)},
+                start=("24", "none", "default"), rungs=RUNGS, eta=3, band=BAND, alpha=0.05, higher_is_better=True,
+                dev_ids=tuple(f"dev-{i:03d}" for i in range(DEV)), default_steps=24, anchor_steps=48)
+
+
+@dataclass
+class World:
+    """Noisy measurements, drawn once per (cell, prompt) so a promotion re-reads the same samples."""
+
+    seed: int
+    noise: float = 0.01  # per-prompt sd of the quality delta
+    jitter: float = 0.05  # relative sd of a latency
+    rendered: dict[Coords, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self.prompt_effect = self.rng.normal(0, self.noise / 2, DEV)  # hard prompts are hard for every cell
+        self.samples: dict[Coords, tuple[np.ndarray, np.ndarray]] = {}
+
+    def draw(self, coords: Coords) -> tuple[np.ndarray, np.ndarray]:
+        if coords not in self.samples:
+            latency, delta = true_cell(coords)
+            scale = 0.0 if coords == ANCHOR else 1.0
+            deltas = delta + scale * (self.prompt_effect * abs(delta) / BAND + self.rng.normal(0, self.noise, DEV))
+            latencies = latency * np.exp(self.rng.normal(0, self.jitter, DEV))
+            self.samples[coords] = (deltas, latencies)
+        return self.samples[coords]
+
+    def render(self, coords: Coords, n: int) -> float:
+        """Render the cell's first n prompts (skip-if-done); the device seconds it costs."""
+        done = self.rendered.get(coords, 0)
+        if n <= done:
+            return 0.0
+        self.rendered[coords] = n
+        return float(self.draw(coords)[1][done:n].sum())
+
+    def table(self, p: Plan) -> dict[Coords, CellData]:
+        out = {}
+        for coords, n in self.rendered.items():
+            deltas, latencies = self.draw(coords)
+            ids = p.dev_ids[:n]
+            warm = {q: [float(x)] for q, x in zip(ids[1:], latencies[1:n], strict=True)}  # the first is a warm-up
+            out[coords] = CellData(coords, "-".join(coords), frozenset(ids),
+                                   dict(zip(ids, deltas[:n].tolist(), strict=True)), warm, is_anchor=coords == ANCHOR)
+        return out
+
+
+def simulate(seed: int, noise: float = 0.01, max_generations: int = 40) -> dict[str, object]:
+    p = plan()
+    world = World(seed, noise)
+    spent = 0.0
+    history: list[dict[str, object]] = []
+    budget = BudgetState(0.0, 1e12, 0.0)
+    decision = None
+    for _ in range(max_generations):
+        cells = world.table(p)
+        decision = decide(p, cells, history, budget, None, frozenset(p.dev_ids[:world.rendered.get(ANCHOR, 0)]))
+        history.append(history_entry(p, decision, state_fingerprint(p, cells)))
+        if decision.stop:
+            break
+        for proposal in decision.proposals:
+            spent += world.render(proposal.coords, proposal.rung)
+            spent += world.render(ANCHOR, proposal.rung)  # the renderer renders the anchor's missing samples too
+    exhaustive = sum(true_cell(c)[0] for c in grid()) * DEV  # every cell on every dev prompt (the anchor included)
+    assert decision is not None
+    best = true_best()
+    return {"seed": seed, "fraction": spent / exhaustive, "found": decision.incumbent == best,
+            "reached": world.rendered.get(best, 0) == DEV,
+            "incumbent": decision.incumbent, "status": decision.incumbent_status, "generations": len(history),
+            "stop": decision.stop, "cells": len(world.rendered)}
+
+
+def search_benchmark(seeds: int, noise: float = 0.01) -> dict[str, object]:
+    best = true_best()
+    ranked = sorted((c for c in grid() if abs(true_cell(c)[1]) < BAND), key=lambda c: true_cell(c)[0])[:3]
+    shape = " x ".join(str(n) for n in (len(STEPS), len(CACHES), len(SCHEDULERS)))
+    print(f"(b) simulated grid: {len(grid())} cells ({shape}), "
+          f"rungs {RUNGS}, eta 3, band {BAND}, per-prompt noise sd {noise}; true best {' '.join(best)} "
+          f"(latency {true_cell(best)[0]:.3f}, delta {true_cell(best)[1]:+.4f}); runners-up "
+          + ", ".join(f"{' '.join(c)} ({true_cell(c)[0]:.3f}, {true_cell(c)[1]:+.4f})" for c in ranked[1:]))
+    start = time.perf_counter()
+    results = [simulate(seed, noise) for seed in range(seeds)]
+    fractions = [float(r["fraction"]) for r in results]  # type: ignore[arg-type]
+    found = sum(1 for r in results if r["found"])
+    reached = sum(1 for r in results if r["reached"])
+    stops: dict[str, int] = {}
+    for r in results:
+        stops[str(r["stop"]).split(":")[0]] = stops.get(str(r["stop"]).split(":")[0], 0) + 1
+    misses: dict[str, int] = {}
+    for r in results:
+        if not r["found"]:
+            misses[" ".join(r["incumbent"])] = misses.get(" ".join(r["incumbent"]), 0) + 1  # type: ignore[arg-type]
+    summary = {
+        "seeds": seeds, "success_rate": found / seeds, "reached_rate": reached / seeds,
+        "fraction_median": statistics.median(fractions), "fraction_p90": float(np.percentile(fractions, 90)),
+        "fraction_max": max(fractions),
+        "generations_median": statistics.median(int(r["generations"]) for r in results),  # type: ignore[arg-type]
+        "cells_median": statistics.median(int(r["cells"]) for r in results),  # type: ignore[arg-type]
+        "stops": stops, "misses": misses, "seconds": time.perf_counter() - start,
+    }
+    print(f"    GPU time / exhaustive grid: median {summary['fraction_median']:.1%}, "
+          f"p90 {summary['fraction_p90']:.1%}, "
+          f"max {summary['fraction_max']:.1%}  (goal <= 30 %)")
+    print(f"    found the true best: {found}/{seeds} = {summary['success_rate']:.1%} (rendered it on every dev prompt: "
+          f"{reached}/{seeds}); cells rendered (median) "
+          f"{summary['cells_median']} of {len(grid())}; generations (median) {summary['generations_median']}")
+    print(f"    stops: {stops}; wrong incumbents: {misses or 'none'}  [{summary['seconds']:.0f} s]")
+    return summary
+
+
+# -- (a) the cost estimate --------------------------------------------------------------------
+
+
+def render(out_root: Path, *overrides: str) -> Path:
+    """One sweep, in a subprocess like a user runs it; the sweep folder it made."""
+    before = set((out_root / "multirun").glob("*/*")) if (out_root / "multirun").exists() else set()
+    subprocess.run([sys.executable, "-m", "render", "-m", f"out_root={out_root}", "render_anchor=false", *overrides],
+                   check=True, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    (made,) = set((out_root / "multirun").glob("*/*")) - before
+    return made
+
+
+def measured(sweep: Path) -> tuple[float, float, int]:
+    """(latency of the rendered samples, their load time, samples) of a sweep: what the budget counts as spent."""
+    latency = load = 0.0
+    n = 0
+    for path in sweep.glob("*/samples.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("reused_from") is None:
+                latency += record["latency_s"]
+                load += record.get("load_s") or 0.0
+                n += 1
+    return latency, load, n
+
+
+def cost_benchmark(prompts: int) -> dict[str, object]:
+    from render.budget import History, seconds_per_sample
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out_root = Path(tmp) / "outputs"
+        common = ["prompts=dev", f"prompts.limit={prompts}"]
+        render(out_root, *common, "steps=4,16")  # the history
+        for target in (["steps=8,12"], ["steps=24"], ["steps=8", "cache=fbcache,taylorseer"]):
+            history = History.scan(out_root)
+            values = [v for o in target if o.startswith("steps=") for v in o.split("=")[1].split(",")]
+            n_cells = math.prod(len(o.split("=")[1].split(",")) for o in target)
+            per_cell = {int(s): seconds_per_sample(out_root, "tiny", 32, 32, "cpu", int(s), history=history)
+                        for s in values}
+            estimate = sum(per_cell.values()) * prompts * n_cells / len(values)
+            loads = [r["load_s"] for _, records in history.runs for r in records if r.get("load_s")]
+            load_estimate = statistics.median(loads) if loads else 0.0  # one process per in-process sweep
+            latency, load, n = measured(render(out_root, *common, *target))
+            rows.append({"sweep": " ".join(target), "samples": n, "estimate_s": estimate, "latency_s": latency,
+                         "load_s": load, "ratio_latency": estimate / latency,
+                         "ratio_spent": estimate / (latency + load),
+                         "ratio_spent_with_load": (estimate + load_estimate) / (latency + load)})
+    print(f"(a) cost estimate (render/budget.py, from the history of a steps=4,16 sweep) vs measured, tiny model, "
+          f"{prompts} dev prompts per cell:")
+    for r in rows:
+        print(f"    {r['sweep']:<32} {r['samples']:>3} samples: estimate {r['estimate_s']:6.2f} s; rendering "
+              f"{r['latency_s']:6.2f} s (ratio {r['ratio_latency']:.2f}); spent incl. model load "
+              f"{r['latency_s'] + r['load_s']:6.2f} s (ratio {r['ratio_spent']:.2f}; with one model load from "
+              f"history added to the estimate: {r['ratio_spent_with_load']:.2f})  (goal 0.75-1.25)")
+    return {"prompts": prompts, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("cost", "search"))
+    parser.add_argument("--seeds", type=int, default=100, help="simulated climbs (search)")
+    parser.add_argument("--noise", type=float, default=0.01, help="per-prompt sd of the quality delta (search)")
+    parser.add_argument("--prompts", type=int, default=24, help="dev prompts per cell (cost)")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args()
+    out = {}
+    if args.only in (None, "cost"):
+        out["cost"] = cost_benchmark(args.prompts)
+    if args.only in (None, "search"):
+        out["search"] = search_benchmark(args.seeds, args.noise)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

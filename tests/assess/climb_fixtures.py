@@ -1,0 +1,122 @@
+"""Run directories of the demo experiment, written without the renderer (docs/run-directory.md).
+
+Each cell's images are a known perturbation of the anchor's (tests/assess/conftest.py), so SSIM,
+computed by the real metric when the test scores them, lands where the test wants it against the
+demo's parity band (0.002): `shift(1)` or `shift(3)` is at parity, `noise(2)` is out.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from tests.assess.conftest import Perturb, anchor_image, cell_key_of, identity
+
+
+@contextmanager
+def hydra_state_kept() -> Iterator[None]:
+    """Hydra's compose leaves process-wide singletons behind (its version base among them), which changes how
+    later in-process Hydra runs behave (tests/launchers' contract suite): put them back."""
+    from hydra.core.singleton import Singleton
+
+    state = copy.deepcopy(Singleton.get_state())
+    try:
+        yield
+    finally:
+        Singleton.set_state(state)
+
+
+@pytest.fixture
+def restore_hydra() -> Iterator[None]:
+    with hydra_state_kept():
+        yield
+
+
+MODEL = {"name": "tiny", "id": "hypergrid:tiny", "revision": None, "pipeline": "FluxPipeline", "family": "flux",
+         "dtype": "float32", "max_sequence_length": 64}
+ANCHOR_OVERRIDES = ["model=tiny", "steps=16", "attention=native", "cache=none", "scheduler=default"]
+
+
+def demo_cell(steps: int, cache: str = "none", scheduler: str = "default") -> dict[str, Any]:
+    cache_node: dict[str, Any] = {"name": cache}
+    if cache == "fbcache":
+        cache_node["threshold"] = 0.3
+    return {"model": dict(MODEL), "device_kind": "cpu", "attention": "native", "cache": cache_node,
+            "scheduler": scheduler, "steps": steps, "guidance": 3.5, "height": 32, "width": 32}
+
+
+ANCHOR_CELL = demo_cell(16)
+ANCHOR_KEY = cell_key_of(ANCHOR_CELL)
+
+
+def dev_ids(n: int) -> list[str]:
+    return [f"dev-{i:03d}" for i in range(n)]
+
+
+def holdout_ids(n: int = 30) -> list[str]:
+    return [f"holdout-{i:03d}" for i in range(n)]
+
+
+@dataclass
+class DemoRuns:
+    """Writes runs of experiment `demo` under an output root."""
+
+    root: Path
+    counter: int = 0
+
+    def sweep(self) -> Path:
+        self.counter += 1
+        path = self.root / "multirun" / "2026-11-30" / f"10-00-{self.counter:02d}-abcd"
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "multirun.yaml").write_text("hydra: {}\n")
+        return path
+
+    def run(self, parent: Path, cell: dict[str, Any], prompts: list[str], *, perturb: Perturb = identity,
+            latency: float = 0.1, split: str = "dev", final: bool = False, is_anchor: bool = False,
+            failed: str | None = None, name: str | None = None) -> Path:
+        key = cell_key_of(cell)
+        path = parent / (name or f"{self.counter}_{key}")
+        (path / "images").mkdir(parents=True, exist_ok=True)
+        run = {
+            "schema": 1, "cell_key": key, "cell": cell, "describe": f"tiny {cell['steps']} steps",
+            "anchor": {"cell_key": ANCHOR_KEY, "cell": ANCHOR_CELL, "overrides": ANCHOR_OVERRIDES,
+                       "dir": f"anchors/tiny/{ANCHOR_KEY}"},
+            "is_anchor": is_anchor, "out_root": str(self.root),
+            "prompts": {"name": split, "split": split, "file": f"{split}.jsonl", "ids": prompts},
+            "seeds": [0], "overrides": [], "tag": "",
+            "config": {"experiment": {"name": "demo", "final": final}},
+            "versions": {}, "device": {"kind": "cpu"}, "git": {}, "host": socket.gethostname(), "pid": 999_999_999,
+            "job": {"launcher": "inprocess", "slurm_job_id": None}, "started_at": "2026-11-30T10:00:00+00:00",
+        }
+        (path / "run.json").write_text(json.dumps(run))
+        lines = []
+        for i, prompt in enumerate(prompts):
+            image = f"images/{prompt}__s0.png"
+            Image.fromarray(perturb(anchor_image(prompt, 0), prompt, 0)).save(path / image)
+            lines.append({"cell_key": key, "prompt_id": prompt, "prompt": f"prompt {prompt}", "seed": 0, "image": image,
+                          "width": 32, "height": 32, "latency_s": latency, "warmup": i == 0, "steps": cell["steps"],
+                          "s_per_step": latency / cell["steps"], "peak_mem_bytes": 1000, "mem_kind": "cpu-rss-hwm",
+                          "load_s": 0.0, "reused_from": None, "finished_at": "2026-11-30T10:00:01+00:00"})
+        (path / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        if failed:
+            (path / "FAILED.json").write_text(json.dumps({"category": failed, "message": f"{failed} here",
+                                                          "traceback": "", "failed_at": "2026-11-30T10:00:02+00:00"}))
+        else:
+            (path / "DONE.json").write_text(json.dumps({"finished_at": "2026-11-30T10:00:02+00:00",
+                                                        "n_samples": len(lines)}))
+        return path
+
+    def anchor(self, prompts: list[str], latency: float = 0.6, split: str = "dev", final: bool = False) -> Path:
+        self.counter += 1
+        parent = self.root / "anchors" / "tiny" / ANCHOR_KEY
+        return self.run(parent, ANCHOR_CELL, prompts, latency=latency, split=split, final=final, is_anchor=True,
+                        name=f"2026-11-30_10-00-{self.counter:02d}-ab12")

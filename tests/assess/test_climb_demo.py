@@ -1,0 +1,60 @@
+"""The demo experiment end to end, as docs/climb.md runs it: real renders of the tiny model (minutes: slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def assess(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
+    # One torch thread: on a small shared machine two threads per render stall each other (the timings, not the
+    # flow, would suffer).
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYPERGRID_INDEX": str(cwd / "outputs" / "index.db"),
+           "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "assess", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_the_demo_climbs_stops_runs_its_final_once_and_reports(tiny_cache: Path, tmp_path: Path) -> None:
+    first = assess("climb", "demo", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=4,8,12 cache=none " \
+           "scheduler=default" in first.stdout
+
+    climb = assess("climb", "demo", "--apply", "--generations", "12", cwd=tmp_path)
+    assert climb.returncode == 0, climb.stdout[-3000:] + climb.stderr[-3000:]
+    assert "decision: STOP: " in climb.stdout
+    records = sorted((tmp_path / "outputs/experiments/demo/generations").glob("g*.json"))
+    generations = [json.loads(p.read_text()) for p in records]
+    assert len(generations) >= 3
+    kinds = {p["kind"] for g in generations for p in g["proposals"]}
+    assert {"start", "neighbour"} <= kinds and kinds & {"promotion", "incumbent"}  # promotions happened
+    assert generations[-1]["stop"] and not generations[-1]["proposals"]
+    assert all("prompts=holdout" not in c for g in generations for c in g["commands"])  # dev only before the final
+
+    final = assess("climb", "demo", "--final", "--json", cwd=tmp_path)
+    assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
+    result = json.loads(final.stdout)
+    incumbent, control, anchor = result["arms"]
+    assert (incumbent["role"], control["role"], anchor["role"]) == ("incumbent", "control", "anchor")
+    assert incumbent["n_samples"] == 30 and anchor["n_samples"] == 30
+    assert incumbent["speedup"]["value"] > 0 and incumbent["quality"]["n"] == 30
+    assert result["parity"] in ("parity", "undecided", "out")
+
+    again = assess("climb", "demo", "--final", cwd=tmp_path)
+    assert again.returncode == 1 and "the final was already claimed on" in again.stderr
+    after = assess("climb", "demo", cwd=tmp_path)
+    assert after.returncode == 1 and "is over: its final was claimed on" in after.stderr
+
+    report = assess("report", "demo", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    html = Path(report.stdout.strip()).read_text()
+    assert f"Winner: <b>{result['incumbent_line']}</b>" in html
+    assert html.count('<tr><td class="num">') == len(generations)
