@@ -74,6 +74,13 @@ def seconds_per_sample(out_root: Path, model: str, height: int, width: int, devi
     return max(intercept + slope * steps, min(medians.values()) * 0.1)
 
 
+def load_seconds(model: str, history: History) -> float:
+    """Median recorded load time of the model (0 without history: the measurement then loads it)."""
+    loads = [r["load_s"] for r in history.samples(lambda m: ((m.get("cell") or {}).get("model") or {}).get("name") == model)
+             if r.get("load_s")]
+    return statistics.median(loads) if loads else 0.0
+
+
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
@@ -86,6 +93,8 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], out_root: Path, 
     cells without history (a one-sample preflight measurement)."""
     history = history or History.scan(out_root)
     total, measured = 0.0, 0
+    for model in {job.cell.model.name for job in jobs if pending.get(job.cell.key)}:
+        total += load_seconds(model, history)  # each process loads each model once
     for job in jobs:
         n = pending.get(job.cell.key, 0)
         if n == 0:

@@ -46,6 +46,7 @@ class LoadedPipeline:
     load_s: float
     scheduler_config: dict[str, Any]
     fresh: bool = True  # nothing rendered with it yet: the next sample is a warm-up
+    load_unrecorded: bool = True  # its load time is not yet on a sample record (the budget counts it once)
     configured_for: str | None = None  # cell key it is configured for
     cache_record: dict[str, Any] = field(default_factory=dict)
 

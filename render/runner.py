@@ -122,7 +122,7 @@ def _render_pending(job: Job, run_dir: Path, pending: list[tuple[str, int]], sto
                     pipelines: PipelineCache, progress: Any) -> int:
     texts = {p.id: p.text for p in job.prompts}
     loaded = pipelines.get(job.cell.model, job.device)
-    load_s = 0.0 if loaded.configured_for is not None else loaded.load_s
+    load_s = loaded.load_s if loaded.load_unrecorded else 0.0
 
     def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
         prompt_id, seed = job.sample_ids[0]
@@ -140,7 +140,7 @@ def _render_pending(job: Job, run_dir: Path, pending: list[tuple[str, int]], sto
                   "mem_kind": kind, "load_s": round(load_s, 4), "reused_from": None, "finished_at": rundir.now_iso()}
         rundir.append_record(run_dir / rundir.SAMPLES, record)
         store.add(job.cell.key, run_dir, record)
-        loaded.fresh, load_s = False, 0.0
+        loaded.fresh, loaded.load_unrecorded, load_s = False, False, 0.0
         rendered += 1
         progress.update(1)
     return rendered

@@ -74,7 +74,7 @@ class BudgetConf:
 class ParityConf:
     metric: str = "ssim"  # the quality metric (an assess metric name) compared to the anchor
     band: float = 0.02  # parity: the paired mean difference to the anchor lies within +-band (equivalence test)
-    alpha: float = 0.05  # significance level of the tests (Holm-corrected across cells)
+    alpha: float = 0.05  # significance level: TOST parity per cell; Wilcoxon p-values Holm-corrected across a rung's cells
 
 
 @dataclass

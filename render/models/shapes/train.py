@@ -8,6 +8,7 @@ uninterrupted run would have. `export` writes the EMA weights as a pipeline fold
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -115,7 +116,7 @@ def train_step(state: TrainState, config: TrainConfig) -> float:
         for name, p in parameters.items():
             state.ema[name].lerp_(p.detach(), 1.0 - decay)
     state.step += 1
-    return float(loss)
+    return float(loss.detach())
 
 
 def save_checkpoint(state: TrainState, config: TrainConfig, workdir: Path) -> Path:
@@ -149,9 +150,9 @@ def load_checkpoint(config: TrainConfig, workdir: Path) -> TrainState | None:
     if not path.is_file():
         return None
     payload = torch.load(path, map_location="cpu", weights_only=True)
-    saved = payload["config"]
-    if saved != dataclasses.asdict(config):
-        changed = sorted(k for k in saved if saved[k] != dataclasses.asdict(config).get(k))
+    saved, wanted = (_result_settings(c) for c in (payload["config"], dataclasses.asdict(config)))
+    if saved != wanted:
+        changed = sorted(k for k in saved.keys() | wanted.keys() if saved.get(k) != wanted.get(k))
         raise ValueError(f"{path} was written with other settings ({', '.join(changed)} differ); "
                          f"resume with the same settings, or pass another --workdir to start afresh")
     state = new_state(config)
@@ -162,6 +163,11 @@ def load_checkpoint(config: TrainConfig, workdir: Path) -> TrainState | None:
     state.optimizer.load_state_dict(payload["optimizer"])
     state.step, state.seconds = payload["step"], payload["seconds"]
     return state
+
+
+def _result_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The settings a checkpoint must share with the run resuming it: all but how often it checkpoints."""
+    return {k: v for k, v in config.items() if k != "checkpoint_every"}
 
 
 def ema_pipeline(state: TrainState, config: TrainConfig) -> ShapesPipeline:
@@ -182,8 +188,10 @@ def export(pipe: ShapesPipeline, folder: Path, dtype: torch.dtype = torch.float1
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.export-", dir=folder.parent))
     old = folder.with_name(f".{folder.name}.old")
     try:
-        pipe.to(dtype).save_pretrained(tmp, safe_serialization=True)
-        pipe.to(torch.float32)
+        with _diffusers_quiet():  # .to(float16) warns about modules to keep in float32; these have none
+            pipe.to(dtype).save_pretrained(tmp, safe_serialization=True)
+            pipe.to(torch.float32)
+        _make_readable(tmp)
         if folder.exists():
             shutil.rmtree(old, ignore_errors=True)
             os.rename(folder, old)
@@ -192,6 +200,24 @@ def export(pipe: ShapesPipeline, folder: Path, dtype: torch.dtype = torch.float1
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
     return folder
+
+
+@contextlib.contextmanager
+def _diffusers_quiet():
+    from diffusers.utils import logging as diffusers_logging
+
+    level = diffusers_logging.get_verbosity()
+    diffusers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        diffusers_logging.set_verbosity(level)
+
+
+def _make_readable(folder: Path) -> None:
+    """Package data: folders 0755, files 0644 (mkdtemp and safetensors create them private)."""
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def train(config: TrainConfig, workdir: Path, *, until: int | None = None, progress: bool = True) -> TrainState:
