@@ -324,6 +324,9 @@ def _record_calibration_ratios(transformer: Any) -> Dict[str, List[float]]:
 
 def runs_branches_separately(pipe: Any) -> bool:
     """Whether the pipeline has no batched unconditional branch (FasterCache's is_guidance_distilled)."""
+    declared = getattr(pipe, "runs_guidance_branches_separately", None)  # a pipeline may say so itself
+    if declared is not None:
+        return bool(declared)
     embeds_guidance = bool(getattr(pipe.transformer.config, "guidance_embeds", False))
     return embeds_guidance or type(pipe).__name__.startswith("Flux")
 

@@ -24,9 +24,10 @@ log = logging.getLogger("render")
 
 def builtin_models() -> dict[str, Any]:
     """Models the project builds itself: name -> function returning the saved folder."""
+    from render.models.shapes import shapes_model_dir
     from render.models.tiny import ensure_tiny
 
-    return {"tiny": ensure_tiny}
+    return {"tiny": ensure_tiny, "shapes": shapes_model_dir}
 
 
 def model_source(model: ModelSpec) -> str:

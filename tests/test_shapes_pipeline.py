@@ -120,8 +120,6 @@ def test_every_cache_method_applies_and_resets(loaded, name: str) -> None:
     assert np.array_equal(images(loaded, compose_job(*SMOKE, f"steps={STEPS}")), baseline)
 
 
-@pytest.mark.xfail(strict=True, reason="render/caches.py: runs_branches_separately knows guidance branches by the "
-                   "'Flux' class-name prefix only; it should honour the pipeline's runs_guidance_branches_separately")
 def test_fastercache_auto_mode_sees_separate_guidance_branches(loaded) -> None:
     assert ShapesPipeline.runs_guidance_branches_separately
     assert runs_branches_separately(loaded.pipe)

@@ -1,4 +1,4 @@
-"""The metric registry: one module per family (speed, fidelity, alignment).
+"""The metric registry: one module per family (speed, fidelity, alignment, shapes).
 
 `SAMPLE_METRICS` maps a name to a factory for the sample-level metrics; `SPECS` lists every
 metric's spec (sample and cell level), which is also what the index's `metrics` table holds.
@@ -12,6 +12,7 @@ from assess.errors import UnknownMetric
 from assess.metrics.alignment import CLIP_SCORE, CLIPScoreMetric
 from assess.metrics.base import MetricSpec, Outcome, SampleInput, SampleMetric
 from assess.metrics.fidelity import LPIPS, PSNR, SSIM, LPIPSMetric, PSNRMetric, SSIMMetric
+from assess.metrics.shapes import SHAPES_FIT, SHAPES_METRIC, ShapesFitMetric, ShapesMetric
 from assess.metrics.speed import SPEED_SPECS
 
 SAMPLE_METRICS: dict[str, tuple[MetricSpec, Callable[..., SampleMetric]]] = {
@@ -19,6 +20,8 @@ SAMPLE_METRICS: dict[str, tuple[MetricSpec, Callable[..., SampleMetric]]] = {
     SSIM.name: (SSIM, lambda clip_model=None: SSIMMetric()),
     LPIPS.name: (LPIPS, lambda clip_model=None: LPIPSMetric()),
     CLIP_SCORE.name: (CLIP_SCORE, lambda clip_model=None: CLIPScoreMetric(clip_model)),
+    SHAPES_METRIC.name: (SHAPES_METRIC, lambda clip_model=None: ShapesMetric()),
+    SHAPES_FIT.name: (SHAPES_FIT, lambda clip_model=None: ShapesFitMetric()),
 }
 SPECS: dict[str, MetricSpec] = {spec.name: spec for spec, _ in SAMPLE_METRICS.values()}
 SPECS.update({spec.name: spec for spec in SPEED_SPECS})

@@ -158,7 +158,7 @@ class ShapesPipeline(DiffusionPipeline):
         self,
         prompt: str | list[str],
         num_inference_steps: int = 28,
-        guidance_scale: float = 3.0,
+        guidance_scale: float = 2.0,
         height: int | None = None,
         width: int | None = None,
         generator: torch.Generator | list[torch.Generator] | None = None,
