@@ -35,7 +35,7 @@ AGGRESSIVE = "fbcache 0.6"  # the most aggressive cache setting of the grid (tes
 
 def sheet_columns(anchor_steps: int) -> list[tuple[str, list[str] | None]]:
     """(label, overrides) of the contact sheet's columns; None: the anchor."""
-    return [("anchor", None), ("2 steps", ["steps=2"]), ("4 steps", ["steps=4"]), ("8 steps", ["steps=8"]),
+    return [("anchor", None), ("1 step", ["steps=1"]), ("2 steps", ["steps=2"]), ("4 steps", ["steps=4"]), ("8 steps", ["steps=8"]),
             (f"{AGGRESSIVE}, {anchor_steps} steps", [f"steps={anchor_steps}", *CACHES[AGGRESSIVE]])]
 
 

@@ -14,8 +14,8 @@ from render.models.shapes.evaluate import compose_job, load_shipped, paired_inte
 pytestmark = pytest.mark.slow
 
 DEV = ["prompts=dev", "seed=[0,1,2,3,4]"]
-# The most aggressive cache setting of the trade-off table (docs/shapes.md): first-block cache
-# skipping the remaining blocks while the first block's residual moved by under 60%.
+# The most aggressive cache setting of the trade-off table (docs/shapes.md), at the anchor's steps:
+# first-block cache skipping the remaining blocks while the first block's residual moved by under 60%.
 AGGRESSIVE_CACHE = ["cache=fbcache", "cache.threshold=0.6"]
 
 
@@ -44,9 +44,10 @@ def test_the_anchor_scores_at_least_80_percent_on_dev(anchor) -> None:
 
 
 @pytest.mark.parametrize("overrides", [["steps=2"], AGGRESSIVE_CACHE], ids=["2-steps", "aggressive-cache"])
-def test_cheaper_cells_lose_quality_measurably(loaded, anchor, overrides: list[str]) -> None:
+def test_cheaper_cells_lose_quality_measurably(loaded, anchor_job, anchor, overrides: list[str]) -> None:
     """The paired difference to the anchor (same prompts and seeds) is negative, its 95% bootstrap interval below 0."""
-    cell = verdicts(render_job(loaded, compose_job(*DEV, *overrides)))
+    steps = [] if any(o.startswith("steps=") for o in overrides) else [f"steps={anchor_job.cell.steps}"]
+    cell = verdicts(render_job(loaded, compose_job(*DEV, *steps, *overrides)))
     assert [v.asked for v in cell] == [v.asked for v in anchor]
     correct = paired_interval([v.correct for v in anchor], [v.correct for v in cell])
     fit = paired_interval([v.fit for v in anchor], [v.fit for v in cell])
