@@ -435,7 +435,12 @@ def _declared_transformer(pipe_class_name: str, name: str) -> Any:
 
     import diffusers
 
-    pipeline_cls = getattr(diffusers, pipe_class_name, None)
+    from render.pipeline import pipeline_class  # lazy: render.pipeline imports this module
+
+    try:
+        pipeline_cls = pipeline_class(pipe_class_name)
+    except (ImportError, AttributeError, ValueError):
+        pipeline_cls = None
     if pipeline_cls is None:
         raise ValueError(f"cache {name}: diffusers {diffusers.__version__} has no pipeline class {pipe_class_name}")
     parameter = inspect.signature(pipeline_cls.__init__).parameters.get("transformer")

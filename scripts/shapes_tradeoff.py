@@ -26,7 +26,7 @@ CACHES: dict[str, list[str]] = {  # column label -> cache overrides
     "fbcache 0.3": ["cache=fbcache"],
     "fbcache 0.6": ["cache=fbcache", "cache.threshold=0.6"],
     "pab": ["cache=pab"],
-    "fastercache": ["cache=fastercache", "cache.is_guidance_distilled=true"],
+    "fastercache": ["cache=fastercache"],
     "taylorseer": ["cache=taylorseer"],
     "magcache": ["cache=magcache"],
 }

@@ -18,13 +18,11 @@ from render.models.shapes.evaluate import as_loaded, compose_job, load_shipped, 
 from render.models.shapes.pipeline import ShapesPipeline, patchify, unpatchify
 from render.pipeline import call_kwargs, configure
 from render.runner import render_sample
-from render.schedulers import SCHEDULERS, apply_scheduler
+from render.schedulers import SCHEDULERS
 
 SMOKE = ["prompts=smoke", "seed=0"]
 STEPS = 16
 METHODS = [name for name in CACHES if name != "none"]
-# FasterCache's auto mode asks render.caches.runs_branches_separately, which knows Flux pipelines by name.
-CACHE_OVERRIDES = {"fastercache": ["cache.is_guidance_distilled=true"]}
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +109,7 @@ def test_every_flux_scheduler_renders_the_prompt(loaded, scheduler: str) -> None
 @pytest.mark.parametrize("name", METHODS)
 def test_every_cache_method_applies_and_resets(loaded, name: str) -> None:
     baseline = images(loaded, compose_job(*SMOKE, f"steps={STEPS}"))
-    job = compose_job(*SMOKE, f"steps={STEPS}", f"cache={name}", *CACHE_OVERRIDES.get(name, []))
+    job = compose_job(*SMOKE, f"steps={STEPS}", f"cache={name}")
     cached = images(loaded, job)
     assert loaded.pipe.transformer.is_cache_enabled
     assert np.abs(cached.astype(int) - baseline).mean() > 0.01, f"{name} left every image unchanged"
@@ -123,6 +121,13 @@ def test_every_cache_method_applies_and_resets(loaded, name: str) -> None:
 def test_fastercache_auto_mode_sees_separate_guidance_branches(loaded) -> None:
     assert ShapesPipeline.runs_guidance_branches_separately
     assert runs_branches_separately(loaded.pipe)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_preflight_accepts_every_cache_for_the_shapes_model(name: str) -> None:
+    from render.preflight import check_job
+
+    check_job(compose_job(*SMOKE, f"cache={name}"))
 
 
 def test_patches_round_trip() -> None:
