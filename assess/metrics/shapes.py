@@ -190,33 +190,36 @@ def _verdict_or_reason(item: SampleInput) -> Verdict | str:
         return str(error)
 
 
-class ShapesMetric(SampleMetric):
+class _VerdictMetric(SampleMetric):
+    """A metric read off the checker's verdict; unavailable (with the reason) when there is none."""
+
+    def value(self, verdict: Verdict) -> float:
+        raise NotImplementedError
+
+    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
+        outcomes = []
+        for item in inputs:
+            verdict = _verdict_or_reason(item)
+            if isinstance(verdict, str):
+                outcomes.append(Outcome.unavailable(verdict))
+            else:
+                outcomes.append(Outcome.of(self.value(verdict), verdict.detail()))
+        return outcomes
+
+
+class ShapesMetric(_VerdictMetric):
     """1 when colour, shape and position are all right, else 0; the verdicts in the detail."""
 
     spec = SHAPES_METRIC
 
-    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
-        outcomes = []
-        for item in inputs:
-            verdict = _verdict_or_reason(item)
-            if isinstance(verdict, str):
-                outcomes.append(Outcome.unavailable(verdict))
-            else:
-                outcomes.append(Outcome.of(1.0 if verdict.correct else 0.0, verdict.detail()))
-        return outcomes
+    def value(self, verdict: Verdict) -> float:
+        return 1.0 if verdict.correct else 0.0
 
 
-class ShapesFitMetric(SampleMetric):
+class ShapesFitMetric(_VerdictMetric):
     """Soft IoU with the asked shape: the continuous companion of `shapes`."""
 
     spec = SHAPES_FIT
 
-    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
-        outcomes = []
-        for item in inputs:
-            verdict = _verdict_or_reason(item)
-            if isinstance(verdict, str):
-                outcomes.append(Outcome.unavailable(verdict))
-            else:
-                outcomes.append(Outcome.of(verdict.fit, verdict.detail()))
-        return outcomes
+    def value(self, verdict: Verdict) -> float:
+        return verdict.fit
