@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from assess.errors import AssessError
+from assess.errors import AssessError, RunDirError
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -29,7 +29,7 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def user_errors() -> Iterator[None]:
     try:
         yield
-    except AssessError as exc:
+    except (AssessError, RunDirError) as exc:
         raise click.ClickException(str(exc)) from exc
 
 

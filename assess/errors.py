@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
+# The run directory's own errors belong to its contract; re-exported for assess's callers.
+from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError  # noqa: F401
+
 
 class AssessError(Exception):
     """Base class: the message is written for the user (what is wrong, what to do)."""
-
-
-class NotARunDirectory(AssessError):
-    """A path given as a run directory has no run.json."""
-
-
-class NoRunsFound(AssessError):
-    """A sweep folder (or any folder) without a single run directory below it."""
-
-
-class InvalidRunDirectory(AssessError):
-    """A run directory breaks the contract (docs/run-directory.md): bad run.json, bad record."""
 
 
 class IndexSchemaError(AssessError):

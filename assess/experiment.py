@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import AssessError
+from render.rundir import shared_texts
 
 Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's axis order
 
@@ -196,20 +197,15 @@ def _compose_or_raise(overrides: Sequence[str], what: str) -> Any:
 # -- checks ---------------------------------------------------------------------------------
 
 
-def _normalise_text(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
 def check_disjoint(dev: Split, holdout: Split) -> None:
-    """Dev and holdout share no prompt: neither an id nor a text (case and spacing ignored)."""
+    """Dev and holdout share no prompt: neither an id nor a text (render.rundir.normalise_text: case, punctuation and
+    spacing ignored)."""
     shared_ids = sorted(set(dev.ids) & set(holdout.ids))
     if shared_ids:
         raise ExperimentError(f"the dev ({dev.option}) and holdout ({holdout.option}) prompts share id(s) "
                               f"{', '.join(shared_ids[:5])}: the holdout must be disjoint from what the climb "
                               "navigates on")
-    holdout_texts = {_normalise_text(t): i for i, t in zip(holdout.ids, holdout.texts, strict=True)}
-    shared = [(i, holdout_texts[_normalise_text(t)], t) for i, t in zip(dev.ids, dev.texts, strict=True)
-              if _normalise_text(t) in holdout_texts]
+    shared = shared_texts(zip(dev.ids, dev.texts, strict=True), zip(holdout.ids, holdout.texts, strict=True))
     if shared:
         pairs = "; ".join(f"{d} = {h} ({t!r})" for d, h, t in shared[:3])
         raise ExperimentError(f"the dev ({dev.option}) and holdout ({holdout.option}) prompts share {len(shared)} "

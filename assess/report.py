@@ -21,7 +21,7 @@ from typing import Any
 from assess.errors import NotScored
 from assess.index import Index
 from assess.metrics import SPECS
-from assess.rundir import find_run_dirs, load_run, parse_override
+from render.rundir import find_run_dirs, load_run, parse_override
 from assess.stats import CellComparison, Estimate, compare_cell
 
 QUALITY_METRICS = ("ssim", "psnr", "lpips", "clip_score")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_sample_metrics
 from assess.metrics.speed import run_gpu_s
-from assess.rundir import RunDir, SampleRecord, load_runs
+from render.rundir import RunDir, SampleRecord, load_runs
 
 if TYPE_CHECKING:
     import numpy as np

@@ -7,9 +7,6 @@ directory yet) · unknown (a SLURM job that neither squeue nor sacct can be aske
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -17,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import NoRunsFound
-from assess.rundir import RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run, load_sweep, parse_time
+from render.rundir import (RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run, load_sweep,
+                           parse_time, writer_state)
 
-SLURM_ACTIVE = {"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT"}
 STATES = ("done", "failed", "running", "crashed", "pending", "unknown")
 
 
@@ -40,63 +37,9 @@ class CellStatus:
         return asdict(self)
 
 
-def _run(cmd: list[str]) -> str | None:
-    """stdout of a SLURM command, or None when it is not installed or fails."""
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
-def slurm_state(job_id: str) -> tuple[str, str]:
-    """(running | crashed | unknown, detail) of a SLURM job, from squeue, then sacct."""
-    queued = _run(["squeue", "-h", "-j", job_id, "-o", "%T"])
-    if queued and queued.split():
-        state = queued.split()[0].upper()
-        if state in SLURM_ACTIVE:
-            return "running", f"slurm job {job_id} {state}"
-    accounted = _run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"])
-    if accounted and accounted.split():
-        state = accounted.split()[0].upper()
-        if state in SLURM_ACTIVE:
-            return "running", f"slurm job {job_id} {state}"
-        return "crashed", f"slurm job {job_id} {state}"
-    if queued is None and accounted is None:
-        return "unknown", f"slurm job {job_id}: squeue/sacct not available here"
-    return "crashed", f"slurm job {job_id} is not in squeue or sacct"
-
-
-def pid_alive(pid: int, started_at: datetime | None) -> bool:
-    """The process exists, is not a zombie, and was started before the run (not a reused pid)."""
-    import psutil
-
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        created = process.create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
-        return psutil.pid_exists(pid) if pid > 0 else False
-    return started_at is None or created <= started_at.timestamp() + 1.0
-
-
 def process_state(run: RunDir) -> tuple[str, str]:
     """running / crashed / unknown for a run without a terminal record."""
-    job = run.run.get("job") or {}
-    if job.get("slurm_job_id"):
-        return slurm_state(str(job["slurm_job_id"]))
-    host, pid = run.run.get("host"), run.run.get("pid")
-    if pid is None:
-        return "unknown", "run.json records no pid"
-    if host == socket.gethostname():
-        started = parse_time(run.run.get("started_at"))
-        if pid_alive(int(pid), started):
-            return "running", f"pid {pid}"
-        return "crashed", f"pid {pid} is gone"
-    return "running", f"on host {host} (pid {pid}, not checked from here)"
+    return writer_state(run.run)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:

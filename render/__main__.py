@@ -16,7 +16,10 @@ def _task(cfg: DictConfig) -> dict:
 
 
 def main() -> None:
-    _task()
+    from render.app import cancellable
+
+    with cancellable():
+        _task()
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -13,7 +15,7 @@ from omegaconf import DictConfig
 from render.pipeline import PipelineCache
 from render.preflight import preflight_config
 from render.rundir import SampleStore
-from render.runner import CellResult, run_job
+from render.runner import Cancelled, CellResult, run_job
 
 # Process-level state: an in-process sweep loads each model once and scans the output root once.
 PIPELINES = PipelineCache()
@@ -47,3 +49,25 @@ def print_summary(results: list[CellResult]) -> None:
             print(f"done    {r.cell_key}  {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}")
         else:
             print(f"FAILED  {r.cell_key}  {r.describe}: {r.category}: {r.message}\n        see {r.run_dir / 'FAILED.json'}")
+
+
+@contextmanager
+def cancellable() -> Iterator[None]:
+    """SIGTERM (kill, schedulers) becomes `Cancelled`, recorded as FAILED.json `cancelled` by the cell it
+    interrupts, like SIGINT's KeyboardInterrupt; then the process ends with 128 + the signal number."""
+
+    def cancel(signum: int, frame: Any) -> None:
+        raise Cancelled(f"received {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, cancel) if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else None
+    try:
+        yield
+    except Cancelled as error:
+        print(f"cancelled: {error}; the interrupted cell records it in its FAILED.json", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGTERM) from None
+    except KeyboardInterrupt:
+        print("cancelled: interrupted (SIGINT); the interrupted cell records it in its FAILED.json", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -3,13 +3,12 @@ cost (estimated from history before anything launches). Files are the source of 
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from render.rundir import RUN_JSON, SAMPLES, iter_run_dirs, read_records
+from render.rundir import scan_runs
 
 
 class BudgetExceeded(ValueError):
@@ -24,14 +23,7 @@ class History:
 
     @classmethod
     def scan(cls, out_root: Path) -> History:
-        runs = []
-        for run in iter_run_dirs(out_root):
-            try:
-                meta = json.loads((run / RUN_JSON).read_text())
-            except (OSError, ValueError):
-                continue
-            runs.append((meta, [r for r in read_records(run / SAMPLES) if r.get("reused_from") is None]))
-        return cls(runs)
+        return cls([(run.run, [s.as_dict() for s in run.samples if s.reused_from is None]) for run in scan_runs(out_root)])
 
     def samples(self, match: Any) -> Iterable[dict[str, Any]]:
         for meta, records in self.runs:

@@ -6,8 +6,6 @@ cannot (ranges, seed lists, prompt files). It imports no torch unless the device
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from render.caches import CACHES, cache_key_params
 from render.prompts import Prompt, load_prompts
+from render.rundir import cell_key_of, check_name
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -54,8 +53,7 @@ class Cell:
 
     @property
     def key(self) -> str:
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return cell_key_of(self.canonical())
 
     def describe(self) -> str:
         cache = ",".join(f"{k}={v}" for k, v in self.cache.items() if k != "name")
@@ -89,6 +87,11 @@ class Job:
     @property
     def sample_ids(self) -> list[tuple[str, int]]:
         return [(p.id, s) for p in self.prompts for s in self.seeds]
+
+    @property
+    def samples(self) -> list[tuple[str, str, int]]:
+        """Each sample's identity within the cell: (prompt id, prompt text, seed)."""
+        return [(p.id, p.text, s) for p in self.prompts for s in self.seeds]
 
 
 def resolve_device(device: str) -> tuple[str, str]:
@@ -130,10 +133,20 @@ def _positive(name: str, value: Any) -> Any:
     return value
 
 
+def _size(name: str, value: Any, model: Any) -> int:
+    """A height or width the model's pipeline renders as asked (it would round anything else silently)."""
+    value, multiple = _positive(name, value), model.size_multiple
+    if value % multiple:
+        lower, upper = value // multiple * multiple, (value // multiple + 1) * multiple
+        raise ConfigError(f"{name}={value}: model {model.name} renders sizes that are multiples of {multiple}; "
+                          f"use {lower or upper} or {upper}")
+    return int(value)
+
+
 def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: int, attention: str, cache: dict, scheduler: str) -> Cell:
     m = cfg.model
-    height = _positive("height", cfg.height if cfg.height is not None else m.height)
-    width = _positive("width", cfg.width if cfg.width is not None else m.width)
+    height = _size("height", cfg.height if cfg.height is not None else m.height, m)
+    width = _size("width", cfg.width if cfg.width is not None else m.width, m)
     guidance = cfg.guidance if cfg.guidance is not None else m.guidance
     if guidance < 0:
         raise ConfigError(f"guidance={guidance}: must be >= 0")
@@ -143,6 +156,11 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
 def build_job(cfg: DictConfig) -> Job:
     """Validate the composed config and build the job. Raises ConfigError / PromptError."""
     m = cfg.model
+    for what, value in (("model.name", m.name), ("attention", cfg.attention.name), ("cache", cfg.cache.name),
+                        ("scheduler", cfg.scheduler.name), ("prompts.name", cfg.prompts.name),
+                        ("model.anchor.attention", m.anchor.attention), ("model.anchor.cache", m.anchor.cache),
+                        ("model.anchor.scheduler", m.anchor.scheduler)):
+        check_name(value, what)  # each can reach a folder name: refused before anything is written
     device, device_kind = resolve_device(cfg.device)
     dtype = cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype)
     if dtype not in DTYPES:

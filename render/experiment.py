@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from render.prompts import load_prompts
-from render.rundir import now_iso
+from render.rundir import check_name, now_iso, shared_texts
 
 FINAL = "FINAL.json"
 
@@ -26,7 +26,7 @@ class FinalAlreadyClaimed(RuntimeError):
 
 
 def experiment_dir(out_root: Path, name: str) -> Path:
-    return out_root / "experiments" / name
+    return out_root / "experiments" / check_name(name, "experiment.name")
 
 
 def final_record(out_root: Path, name: str) -> dict[str, Any] | None:
@@ -56,15 +56,17 @@ def check_experiment(cfg: Any, overrides: Sequence[str]) -> None:
     experiment = cfg.get("experiment")
     if experiment is None:
         return
-    name = experiment.name
+    name = check_name(experiment.name, "experiment.name")
     anchored = [o for o in overrides if o.lstrip("+~").startswith("model.anchor")]
     if anchored:
         raise ExperimentGuard(f"experiment {name}: the anchor is frozen; remove {' '.join(anchored)} "
                               "(a different reference needs a new experiment)")
     dev, holdout = load_prompts(f"{experiment.dev}.jsonl"), load_prompts(f"{experiment.holdout}.jsonl")
-    shared = {p.text.strip().lower() for p in dev} & {p.text.strip().lower() for p in holdout}
+    shared = shared_texts([(p.id, p.text) for p in dev], [(p.id, p.text) for p in holdout])
     if shared:
-        raise ExperimentGuard(f"experiment {name}: prompts {experiment.dev} and {experiment.holdout} share texts, e.g. {sorted(shared)[0]!r}")
+        dev_id, holdout_id, text = shared[0]
+        raise ExperimentGuard(f"experiment {name}: prompts {experiment.dev} and {experiment.holdout} share {len(shared)} "
+                              f"text(s), e.g. {dev_id} = {holdout_id} ({text!r})")
     if cfg.prompts.name == experiment.holdout or cfg.prompts.split == "holdout":
         out_root = Path(cfg.out_root).expanduser().resolve()
         if not experiment.final:

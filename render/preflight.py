@@ -17,11 +17,14 @@ from omegaconf import DictConfig
 
 from render.attention import BackendUnavailable, check_attention_usable
 from render.caches import check_cache_supported
+from render.environment import check_hub_model, check_writable_folder
 from render.budget import BudgetExceeded, History, check_budget, estimate_jobs, spent_gpu_seconds
 from render.cell import ConfigError, Job, anchor_job, build_job
 from render.experiment import ExperimentGuard, check_experiment
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
 from render.prompts import PromptError
+from render.rundir import RunDirError
+from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
 from render.schedulers import check_scheduler_supported
 
 log = logging.getLogger("render")
@@ -39,6 +42,8 @@ def check_model(model: Any) -> None:
         if not (folder / "model_index.json").is_file():
             raise ConfigError(f"model.id={model.id}: no diffusers pipeline folder there (no model_index.json); "
                               "give a folder written by save_pretrained, or a hub id such as black-forest-labs/FLUX.1-dev")
+    else:
+        check_hub_model(model)
     import diffusers
 
     if not hasattr(diffusers, model.pipeline):
@@ -56,13 +61,18 @@ def check_job(job: Job) -> None:
     check_model(job.cell.model)
 
 
-def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> Job:
-    """Build and check one cell's job; every failure becomes a PreflightError."""
+def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (), *, single: bool = False) -> Job:
+    """Build and check one cell's job; every failure becomes a PreflightError. `single`: a run of one cell,
+    where a cache parameter its cache does not take is refused here (a sweep decides across its cells)."""
     try:
+        check_known_keys(cfg)
+        check_writable_folder(cfg.out_root, "out_root")
         job = build_job(cfg)
         check_job(job)
         check_experiment(cfg, overrides)
-    except (ConfigError, PromptError, BackendUnavailable, ExperimentGuard, ValueError) as error:
+        if single:
+            refuse_unused_cache_overrides(unused_cache_overrides(overrides, cfg), 1)
+    except (ConfigError, PromptError, BackendUnavailable, ExperimentGuard, RunDirError, ValueError) as error:
         raise PreflightError(str(error)) from None
     return job
 
@@ -71,13 +81,21 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
     """Check every cell of a sweep, then the sweep's cost against its experiment's budget; report all
     bad cells at once."""
     jobs, problems = [], []
+    unused: set[str] | None = None
     for overrides, cfg in configs:
         try:
             jobs.append(preflight_config(cfg, overrides))
         except PreflightError as error:
             problems.append(f"  [{' '.join(overrides) or 'defaults'}] {error}")
+            continue
+        cell_unused = unused_cache_overrides(overrides, cfg)
+        unused = cell_unused if unused is None else unused & cell_unused
     if problems:
         raise PreflightError(f"{len(problems)} of {len(configs)} cells cannot run; nothing was launched:\n" + "\n".join(problems))
+    try:
+        refuse_unused_cache_overrides(unused or set(), len(configs))
+    except ConfigError as error:
+        raise PreflightError(str(error)) from None
     preflight_budget(jobs)
     return jobs
 
@@ -99,7 +117,7 @@ def preflight_budget(jobs: list[Job]) -> None:
         for job in group:
             for j in ([job, anchor_job(job)] if job.render_anchor and not job.is_anchor else [job]):
                 cells.setdefault(j.cell.key, j)
-                pending.setdefault(j.cell.key, set()).update(store.pending(j.cell.key, j.sample_ids))
+                pending.setdefault(j.cell.key, set()).update(store.pending(j.cell.key, j.samples))
         try:
             estimate = estimate_jobs(list(cells.values()), {k: len(v) for k, v in pending.items()}, out_root,
                                      measure=measure_one_sample, history=history)
@@ -152,6 +170,10 @@ class PreflightCallback(Callback):
             del task["hydra"]
         try:
             overrides = list(config.hydra.overrides.task)
-            preflight_budget([preflight_config(task, overrides)])
+            job = preflight_config(task, overrides, single=True)
+            check_writable_folder(config.hydra.run.dir, "hydra.run.dir")
+            preflight_budget([job])
+        except ConfigError as error:
+            exit_with(PreflightError(str(error)))
         except PreflightError as error:
             exit_with(error)

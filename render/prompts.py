@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from render.rundir import UnsafeName, check_name
+
 PACKAGE_PROMPTS = Path(__file__).parent / "prompts"
 
 
@@ -49,6 +51,10 @@ def load_prompts(file: str, limit: int | None = None) -> list[Prompt]:
             prompt = Prompt(id=str(record["id"]), text=str(record["text"]))
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise PromptError(f"{path}:{number}: expected a JSON object with \"id\" and \"text\" ({error})") from error
+        try:
+            check_name(prompt.id, "prompt id")  # ids name image files
+        except UnsafeName as error:
+            raise PromptError(f"{path}:{number}: {error}") from None
         if prompt.id in seen:
             raise PromptError(f"{path}:{number}: duplicate prompt id {prompt.id!r}")
         if not prompt.text.strip():

@@ -1,19 +1,21 @@
-"""Render one job into its run directory: skip what exists, render what is pending, record the end.
+"""Render one job into its run directory: reuse what exists (verified), render what is pending (claimed),
+record the end.
 
 `run_job` never raises for a failure of the cell itself: it writes FAILED.json with the failure's
-category and returns a `CellResult`, so the other cells of a sweep still run.
+category and returns a `CellResult`, so the other cells of a sweep still run. A cancellation
+(SIGTERM, SIGINT) is recorded as `cancelled` and then ends the process.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import logging
 import resource
 import secrets
 import time
 import traceback
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from render import provenance, rundir
 from render.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
+from render.rundir.watchdog import project
 
 log = logging.getLogger("render")
 
@@ -29,8 +32,8 @@ class NonFiniteOutput(RuntimeError):
     """The pipeline produced NaN or infinite pixels."""
 
 
-class Cancelled(RuntimeError):
-    """The job was asked to stop (SIGTERM, scancel)."""
+class Cancelled(BaseException):
+    """The process was asked to stop (SIGTERM): a BaseException, so no library's `except Exception` swallows it."""
 
 
 @dataclass
@@ -43,6 +46,7 @@ class CellResult:
     n_reused: int = 0
     category: str | None = None
     message: str | None = None
+    is_anchor: bool = False
 
 
 def classify(error: BaseException) -> str:
@@ -62,16 +66,17 @@ def classify(error: BaseException) -> str:
     return "error"
 
 
-def run_json(job: Job, overrides: list[str], launcher: str) -> dict[str, Any]:
+def run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
     return {
-        "schema": 1,
+        "schema": rundir.CONTRACT_VERSION,
         "cell_key": job.cell.key,
         "cell": job.cell.canonical(),
         "describe": job.cell.describe(),
         "anchor": {"cell_key": job.anchor.key, "cell": job.anchor.canonical(), "overrides": job.anchor_overrides,
                    "dir": str(anchor_dir(job).relative_to(job.out_root))},
         "is_anchor": job.is_anchor,
-        "prompts": {"name": job.prompts_name, "split": job.split, "file": job.prompts_file, "ids": [p.id for p in job.prompts]},
+        "prompts": {"name": job.prompts_name, "split": job.split, "file": job.prompts_file, "ids": [p.id for p in job.prompts],
+                    "sha": {p.id: rundir.text_hash(p.text) for p in job.prompts}},
         "seeds": job.seeds,
         "overrides": overrides,
         "out_root": str(job.out_root),
@@ -82,6 +87,7 @@ def run_json(job: Job, overrides: list[str], launcher: str) -> dict[str, Any]:
         "git": provenance.git_state(),
         **rundir.host_identity(),
         "job": provenance.job_info(launcher),
+        "estimate": estimate,
         "started_at": rundir.now_iso(),
     }
 
@@ -118,39 +124,108 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int) -> t
     return buffer.getvalue(), latency, memory, kind
 
 
-def _render_pending(job: Job, run_dir: Path, pending: list[tuple[str, int]], store: rundir.SampleStore,
-                    pipelines: PipelineCache, progress: Any) -> int:
-    texts = {p.id: p.text for p in job.prompts}
-    loaded = pipelines.get(job.cell.model, job.device)
-    load_s = loaded.load_s if loaded.load_unrecorded else 0.0
+class CellWriter:
+    """Fills one run directory: each wanted sample exactly once, linked when it exists, rendered when not."""
 
-    def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
-        prompt_id, seed = job.sample_ids[0]
-        loaded.pipe(**call_kwargs(job.cell, texts[prompt_id], seed))
+    def __init__(self, job: Job, run_dir: Path, run: dict[str, Any], store: rundir.SampleStore,
+                 pipelines: PipelineCache, result: CellResult) -> None:
+        self.job, self.run_dir, self.run, self.store, self.pipelines, self.result = job, run_dir, run, store, pipelines, result
+        self.loaded: LoadedPipeline | None = None
+        self.load_s = 0.0
+        self.records: list[rundir.SampleRecord] = []
+        self.current: dict[str, Any] | None = None  # the sample being produced, named in FAILED.json
+        self.warned = False
 
-    configure(loaded, job.cell, job.cache_conf, calibrate)
-    rendered = 0
-    for prompt_id, seed in pending:
-        png, latency, memory, kind = render_sample(loaded, job, texts[prompt_id], seed)
+    def _pipeline(self) -> LoadedPipeline:
+        if self.loaded is None:
+            job = self.job
+            loaded = self.pipelines.get(job.cell.model, job.device)
+            self.load_s = loaded.load_s if loaded.load_unrecorded else 0.0
+
+            def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
+                prompt_id, text, seed = job.samples[0]
+                loaded.pipe(**call_kwargs(job.cell, text, seed))
+
+            configure(loaded, job.cell, job.cache_conf, calibrate)
+            self.loaded = loaded
+        return self.loaded
+
+    def _append(self, record: rundir.SampleRecord) -> None:
+        rundir.append_record(self.run_dir / rundir.SAMPLES, record.as_dict())
+        self.store.add(self.run_dir, record)
+        self.records.append(record)
+
+    def produce(self, prompt_id: str, text: str, seed: int) -> None:
+        """Under the sample's claim: link a finished copy (another process may have made it), else render it."""
+        self.current = {"prompt_id": prompt_id, "seed": seed}
+        self.store.refresh_cell(self.job.cell.key)
+        found = self.store.find(self.job.cell.key, prompt_id, text, seed)
+        if found is not None:
+            if found.run_dir.resolve() != self.run_dir.resolve():
+                self._append(rundir.link_sample(found, self.run_dir, self.job.out_root))
+                self.result.n_reused += 1
+            return
+        loaded = self._pipeline()
+        png, latency, memory, kind = render_sample(loaded, self.job, text, seed)
         image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
-        rundir.atomic_write_bytes(run_dir / image, png)
-        record = {"cell_key": job.cell.key, "prompt_id": prompt_id, "prompt": texts[prompt_id], "seed": seed, "image": image,
-                  "width": job.cell.width, "height": job.cell.height, "latency_s": round(latency, 6), "warmup": loaded.fresh,
-                  "steps": job.cell.steps, "s_per_step": round(latency / job.cell.steps, 6), "peak_mem_bytes": memory,
-                  "mem_kind": kind, "load_s": round(load_s, 4), "reused_from": None, "finished_at": rundir.now_iso()}
-        rundir.append_record(run_dir / rundir.SAMPLES, record)
-        store.add(job.cell.key, run_dir, record)
-        loaded.fresh, loaded.load_unrecorded, load_s = False, False, 0.0
-        rendered += 1
-        progress.update(1)
-    return rendered
+        rundir.atomic_write_bytes(self.run_dir / image, png)
+        cell = self.job.cell
+        self._append(rundir.SampleRecord(
+            cell_key=cell.key, prompt_id=prompt_id, seed=seed, prompt=text, image=image, width=cell.width,
+            height=cell.height, latency_s=round(latency, 6), warmup=loaded.fresh, steps=cell.steps,
+            s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
+            reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
+            prompt_sha=rundir.text_hash(text)))
+        loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
+        self.result.n_rendered += 1
+        self._watch()
+
+    def _watch(self) -> None:
+        projection = project(self.run, self.records, datetime.now(timezone.utc))
+        if projection is not None and projection.overdue and not self.warned:
+            self.warned = True
+            log.warning("watchdog: cell %s (%s) is slow: %s", self.job.cell.key, self.job.cell.describe(), projection.message())
+
+    def fill(self, pending: list[tuple[str, str, int]], progress: Any) -> None:
+        """Render or link every pending sample; samples another process has claimed are taken last,
+        after waiting for its claim (a claim dies with its process, so no wait is forever)."""
+        deferred = []
+        for sample in pending:
+            with self.store.claim(self.job.cell.key, sample[0], sample[2], wait=False) as claimed:
+                if not claimed:
+                    deferred.append(sample)
+                    continue
+                self.produce(*sample)
+            progress.update(1)
+        for sample in deferred:
+            with self.store.claim(self.job.cell.key, sample[0], sample[2], wait=True):
+                self.produce(*sample)
+            progress.update(1)
+
+
+def plan(job: Job, run_dir: Path, store: rundir.SampleStore) -> tuple[dict[tuple[str, str, int], rundir.ExistingSample], list]:
+    """(samples to link from elsewhere, samples to render) of a cell; samples already in `run_dir` need neither."""
+    reuse, pending = {}, []
+    for sample in job.samples:
+        found = store.find(job.cell.key, *sample)
+        if found is None:
+            pending.append(sample)
+        elif found.run_dir.resolve() != run_dir.resolve():
+            reuse[sample] = found
+    return reuse, pending
+
+
+def estimate_for(job: Job, store: rundir.SampleStore, n_pending: int) -> dict[str, Any]:
+    """What the watchdog compares against: the cell's own median warm latency when it has history."""
+    own = sorted(r.latency_s for r in store.rendered(job.cell.key) if not r.warmup and r.latency_s)
+    return {"n_pending": n_pending, "s_per_sample": own[len(own) // 2] if own else None}
 
 
 def run_job(job: Job, run_dir: Path, *, store: rundir.SampleStore, pipelines: PipelineCache,
             overrides: list[str], launcher: str = "inprocess", progress_factory: Any = None) -> list[CellResult]:
     """Render the job's anchor samples when missing, then the cell's. Returns one result per run directory."""
     results: list[CellResult] = []
-    wants_anchor = job.render_anchor and not job.is_anchor and bool(store.pending(job.anchor.key, job.sample_ids))
+    wants_anchor = job.render_anchor and not job.is_anchor and bool(store.pending(job.anchor.key, job.samples))
     deferred = wants_anchor and not _render_anchor(job, store, pipelines, launcher, progress_factory, results, wait=False)
     results.append(_run_cell(job, run_dir, store, pipelines, overrides, launcher, progress_factory))
     if deferred:  # another job was rendering the anchor: check what it left missing once it is done
@@ -166,7 +241,7 @@ def _render_anchor(job: Job, store: rundir.SampleStore, pipelines: PipelineCache
         if not acquired:
             return False
         store.refresh()  # another process may have rendered them since the scan
-        if store.pending(job.anchor.key, job.sample_ids):
+        if store.pending(job.anchor.key, job.samples):
             anchor = anchor_job(job)
             folder = anchor_dir(job) / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}-{secrets.token_hex(2)}"
             log.info("rendering the anchor's missing samples into %s", folder)
@@ -177,53 +252,64 @@ def _render_anchor(job: Job, store: rundir.SampleStore, pipelines: PipelineCache
 def resume_state(run_dir: Path) -> str | None:
     """When a requeued job comes back to a cell's folder: a finished cell stays finished; a cell that was
     cancelled or timed out is taken up again (its samples are kept); other failures are kept as they are."""
-    state = rundir.terminal_state(run_dir)
-    if state == "failed" and json.loads((run_dir / rundir.FAILED).read_text())["category"] in ("cancelled", "timeout"):
-        (run_dir / rundir.FAILED).unlink()
+    terminal = rundir.read_terminal(run_dir)
+    if terminal is not None and terminal.category in ("cancelled", "timeout"):
+        terminal.path.unlink()
         return None
-    return state
+    return None if terminal is None else terminal.kind
 
 
 def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: PipelineCache,
               overrides: list[str], launcher: str, progress_factory: Any) -> CellResult:
     from tqdm import tqdm
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    result = CellResult(run_dir, job.cell.key, job.cell.describe(), "done")
-    state = resume_state(run_dir)
+    result = CellResult(run_dir, job.cell.key, job.cell.describe(), "done", is_anchor=job.is_anchor)
+    state = resume_state(run_dir) if run_dir.exists() else None
     if state is not None:  # a requeued job back at a cell it already ended
         log.info("cell %s already ended (%s) in %s: nothing to do", job.cell.key, state, run_dir)
         if state == "failed":
-            failed = json.loads((run_dir / rundir.FAILED).read_text())
+            failed = rundir.load_json(run_dir / rundir.FAILED)
             result.status, result.category, result.message = "failed", failed["category"], failed["message"]
         return result
     started = time.perf_counter()
-    sample = None
+    writer: CellWriter | None = None
     try:
-        rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run_json(job, overrides, launcher))
-        existing = store.existing(job.cell.key)
-        for key in job.sample_ids:
-            if key in existing and existing[key].run_dir != run_dir:
-                rundir.append_record(run_dir / rundir.SAMPLES, rundir.link_sample(existing[key], run_dir, job.out_root))
-                result.n_reused += 1
-        pending = store.pending(job.cell.key, job.sample_ids)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        reuse, pending = plan(job, run_dir, store)
+        run = run_json(job, overrides, launcher, estimate_for(job, store, len(pending)))
+        rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
+        rundir.register(job.out_root, run_dir, job.cell.key)
+        writer = CellWriter(job, run_dir, run, store, pipelines, result)
+        for found in reuse.values():
+            writer._append(rundir.link_sample(found, run_dir, job.out_root))
+            result.n_reused += 1
         log.info("cell %s (%s): %d samples, %d reused, %d to render", job.cell.key, job.cell.describe(),
-                 len(job.sample_ids), result.n_reused, len(pending))
+                 len(job.samples), result.n_reused, len(pending))
         if pending:
             bar = (progress_factory or tqdm)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img", leave=False)
             try:
-                result.n_rendered = _render_pending(job, run_dir, pending, store, pipelines, bar)
+                writer.fill(pending, bar)
             finally:
                 bar.close()
-        records = rundir.read_records(run_dir / rundir.SAMPLES)
-        gpu_s = sum(r["latency_s"] for r in records if r.get("reused_from") is None)
+        records, _ = rundir.read_samples(run_dir, job.cell.key)
+        gpu_s = sum(r.latency_s or 0.0 for r in records if r.reused_from is None)
         rundir.write_done(run_dir, n_samples=len(records), n_rendered=result.n_rendered, n_reused=result.n_reused,
                           wall_s=round(time.perf_counter() - started, 4), gpu_s=round(gpu_s, 4))
     except BaseException as error:  # noqa: B902 - every failure, cancellation included, is recorded
         result.status, result.category, result.message = "failed", classify(error), f"{type(error).__name__}: {error}"
         log.error("cell %s failed (%s): %s", job.cell.key, result.category, result.message)
-        rundir.write_failed(run_dir, result.category, result.message, traceback.format_exc(), sample=sample,
-                            n_samples_done=len(rundir.read_records(run_dir / rundir.SAMPLES)))
+        _record_failure(run_dir, result, traceback.format_exc(), writer.current if writer else None)
         if not isinstance(error, Exception):
             raise
     return result
+
+
+def _record_failure(run_dir: Path, result: CellResult, trace: str, sample: dict[str, Any] | None) -> None:
+    """FAILED.json; when even that cannot be written (disk full), the result says so and the sweep goes on."""
+    try:
+        records, _ = rundir.read_samples(run_dir, result.cell_key)
+        rundir.write_failed(run_dir, result.category or "error", result.message or "", trace, sample=sample,
+                            n_samples_done=len(records))
+    except (OSError, rundir.RunDirError) as error:
+        log.error("cell %s: FAILED.json could not be written in %s: %s", result.cell_key, run_dir, error)
+        result.message = f"{result.message}; FAILED.json could not be written ({type(error).__name__}: {error})"

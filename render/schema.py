@@ -42,6 +42,7 @@ class ModelConf:
     height: int = MISSING  # default image height in pixels
     width: int = MISSING  # default image width in pixels
     max_sequence_length: Optional[int] = None  # text-encoder token budget, when the pipeline takes one
+    size_multiple: int = 16  # height and width must be multiples of this (Flux/SD3: VAE factor 8 x 2x2 latent packing)
     anchor: AnchorConf = field(default_factory=AnchorConf)
 
 

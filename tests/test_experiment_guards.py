@@ -56,9 +56,12 @@ def write_run(root: Path, name: str, cell_key: str, steps: int, latencies: list[
     run = root / name
     run.mkdir(parents=True)
     cell = {"model": {"name": "tiny"}, "height": 32, "width": 32, "device_kind": "cpu", "steps": steps}
-    (run / "run.json").write_text(json.dumps({"cell_key": cell_key, "cell": cell, "config": {"experiment": {"name": "demo"}}}))
-    lines = [{"prompt_id": f"p{i}", "seed": 0, "steps": steps, "latency_s": t, "warmup": i == 0, "reused_from": None, "load_s": 0.0}
-             for i, t in enumerate(latencies)]
+    ids = [f"p{i}" for i in range(len(latencies))]
+    (run / "run.json").write_text(json.dumps({"schema": 2, "cell_key": cell_key, "cell": cell, "anchor": {"cell_key": "a"},
+                                              "is_anchor": False, "prompts": {"name": "dev", "ids": ids}, "seeds": [0],
+                                              "config": {"experiment": {"name": "demo"}}}))
+    lines = [{"prompt_id": i, "seed": 0, "image": f"images/{i}__s0.png", "steps": steps, "latency_s": t, "warmup": n == 0,
+              "reused_from": None, "load_s": 0.0} for n, (i, t) in enumerate(zip(ids, latencies))]
     (run / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 

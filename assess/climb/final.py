@@ -11,7 +11,6 @@ The holdout results (`final_result`) are computed from the index whenever they a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from assess.climb.records import experiment_dir, read_generations
 from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
+from render.rundir import cell_key_of
 
 Log = Callable[[str], None]
 RESULT = "final-result.json"
@@ -41,11 +41,6 @@ def control_overrides(exp: Experiment, steps: int) -> list[str]:
     """The steps-only control: the anchor's settings with the incumbent's steps and no cache."""
     a = exp.anchor
     return [f"steps={steps}", "cache=none", f"attention={a['attention']}", f"scheduler={a['scheduler']}"]
-
-
-def cell_key_of(cell: dict[str, Any]) -> str:
-    """A cell key as the renderer computes it (docs/run-directory.md)."""
-    return hashlib.sha256(json.dumps(cell, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
 @dataclass

@@ -63,7 +63,7 @@ def sync_run_experiments(index: Index) -> None:
 def unindexed_runs(index: Index, exp: Experiment) -> list[Path]:
     """Run directories of the experiment's dev split under the output root that the index does not have
     (rendered but never scored): their sweep folders, or the runs themselves outside a sweep."""
-    from assess.rundir import is_sweep_folder
+    from render.rundir import is_sweep_folder
     from render.rundir import RUN_JSON, iter_run_dirs
 
     known = {r["path"] for r in index.query("SELECT path FROM runs")}

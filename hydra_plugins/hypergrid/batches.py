@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -79,20 +78,11 @@ def chunk_batches(batches: list[list[CellSpec]], cells_per_job: int | None) -> l
 
 
 def seconds_per_step(out_root: Path, model: str) -> float:
-    """Median s/step of this model's finished samples under the output root (the history), else a default."""
-    try:
-        from render.rundir import RUN_JSON, SAMPLES, iter_run_dirs, read_records
-    except ImportError:
-        return DEFAULT_S_PER_STEP
-    values: list[float] = []
-    for run in iter_run_dirs(out_root):
-        try:
-            if json.loads((run / RUN_JSON).read_text())["cell"]["model"]["name"] != model:
-                continue
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        values += [r["s_per_step"] for r in read_records(run / SAMPLES)
-                   if r.get("reused_from") is None and not r.get("warmup") and "s_per_step" in r]
+    """Median s/step of this model's finished samples known to the output root (the history), else a default."""
+    from render.rundir import scan_runs
+
+    values = [s.s_per_step for run in scan_runs(out_root) if run.cell["model"]["name"] == model
+              for s in run.samples if s.reused_from is None and not s.warmup and s.s_per_step is not None]
     return statistics.median(values) if values else DEFAULT_S_PER_STEP
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any, Sequence
@@ -44,14 +43,11 @@ def preflight_sweep(job_overrides: Sequence[Sequence[str]], configs: list[DictCo
 
 
 def write_sweep_record(sweep_dir: Path, launcher: str, job_overrides: Sequence[Sequence[str]], jobs: list[Any], configs: list[DictConfig]) -> None:
-    from render.rundir import atomic_write_json, now_iso
+    from render.rundir import sweep_cell, write_sweep
 
-    cells = [{"num": int(c.hydra.job.num), "overrides": list(o), "subdir": str(c.hydra.sweep.subdir), "cell_key": j.cell.key,
-              "describe": j.cell.describe(), "expected_samples": len(j.sample_ids)}
-             for o, c, j in zip(job_overrides, configs, jobs)]
-    path = sweep_dir / "SWEEP.json"
-    previous = json.loads(path.read_text())["cells"] if path.exists() else []
-    atomic_write_json(path, {"launcher": launcher, "started_at": now_iso(), "cells": previous + cells})
+    write_sweep(sweep_dir, launcher, [sweep_cell(int(c.hydra.job.num), list(o), str(c.hydra.sweep.subdir), j.cell.key,
+                                                 j.cell.describe(), len(j.sample_ids))
+                                      for o, c, j in zip(job_overrides, configs, jobs)])
 
 
 def summarise(returns: Sequence[JobReturn], sweep_dir: Path) -> None:

@@ -1,14 +1,16 @@
-"""Fixtures: run directories that follow docs/run-directory.md, written without the renderer.
+"""Fixtures: run directories written through the contract module (render.rundir) with known images.
 
-`outputs` is a RunFactory on a temporary output root. The anchor cell (steps=28, no cache)
-renders a deterministic image per (prompt, seed); other cells render a known perturbation of
-the anchor's images, so fidelity metrics have known values.
+`outputs` is a RunFactory on a temporary output root. Its records are the contract's own types
+(SampleRecord, sweep_cell, write_done/write_failed), so drift between renderer and reader cannot
+hide here; only the pixels are made up: the anchor cell (steps=28, no cache) gets a deterministic
+image per (prompt, seed), other cells a known perturbation of it, so fidelity metrics have known
+values. Tests that need what the renderer really writes use `rendered` (tests/assess/test_rendered.py).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
+import io
 import json
 import os
 import socket
@@ -21,6 +23,9 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+
+from render import rundir
+from render.rundir import cell_key_of
 
 # No hub access from any test, set before huggingface_hub reads its constants.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -55,11 +60,6 @@ def make_cell(steps: int = 28, cache: str = "none", attention: str = "native", s
     cell.update(steps=steps, attention=attention, scheduler=scheduler, height=size, width=size)
     cell["cache"] = {"name": cache} if cache == "none" else {"name": cache, "threshold": 0.05}
     return cell
-
-
-def cell_key_of(cell: dict[str, Any]) -> str:
-    canonical = json.dumps(cell, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 ANCHOR_CELL = make_cell()
@@ -102,6 +102,11 @@ def expected_psnr_shift(delta: int) -> float:
     return float(10 * np.log10(255.0**2 / (delta**2 / 3)))
 
 
+def _stamp(path: Path, key: str, when: str = "2026-11-30T10:05:12+00:00") -> None:
+    """Date a terminal record as the fixtures' clock says (durations in the tests are computed from it)."""
+    rundir.atomic_write_json(path, {**json.loads(path.read_text()), key: when})
+
+
 @dataclass
 class RunFactory:
     root: Path  # the output root
@@ -112,8 +117,13 @@ class RunFactory:
         path.mkdir(parents=True, exist_ok=True)
         (path / "multirun.yaml").write_text("hydra: {}\n")
         if cells is not None:
-            data = {"cells": cells, "launcher": "basic", "started_at": "2026-11-30T10:04:12+00:00"}
-            (path / "SWEEP.json").write_text(json.dumps(data))
+            entries = []
+            for num, cell in enumerate(cells):  # what the tests leave out, as the sweeper would fill it in
+                defaults = {"num": num, "overrides": [], "cell_key": "k", "describe": "tiny", "expected_samples": 8}
+                entry = {**defaults, **cell}
+                entry.setdefault("subdir", f"{entry['num']}_{','.join(entry['overrides'])}")
+                entries.append(rundir.sweep_cell(**entry))
+            rundir.write_sweep(path, "InProcessLauncher", entries)
         return path
 
     def run(
@@ -149,7 +159,7 @@ class RunFactory:
         overrides = overrides if overrides is not None else (ANCHOR_OVERRIDES if is_anchor else [])
         (path / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
         run = {
-            "schema": 1, "cell_key": key, "cell": cell,
+            "schema": rundir.CONTRACT_VERSION, "cell_key": key, "cell": cell,
             "describe": f"tiny {cell['attention']} {cell['cache']['name']} {cell['scheduler']} {cell['steps']} steps",
             "anchor": {"cell_key": ANCHOR_KEY, "cell": ANCHOR_CELL, "overrides": ANCHOR_OVERRIDES,
                        "dir": f"anchors/tiny/{ANCHOR_KEY}"},
@@ -163,36 +173,34 @@ class RunFactory:
             "job": {"launcher": "slurm" if slurm_job_id else "inprocess", "slurm_job_id": slurm_job_id},
             "started_at": started_at,
         }
-        (path / "run.json").write_text(json.dumps(run, indent=1))
+        rundir.atomic_write_json(path / rundir.RUN_JSON, run)
         lines = []
         pairs = [(pid_, seed) for seed in seeds for pid_ in prompts]
         size = cell["height"]
         for i, (prompt_id, seed) in enumerate(pairs[:n_done] if n_done is not None else pairs):
             image = perturb(anchor_image(prompt_id, seed, size), prompt_id, seed)
-            rel = f"images/{prompt_id}__s{seed}.png"
-            Image.fromarray(image).save(path / rel)
-            if (prompt_id, seed) in corrupt:
-                data = (path / rel).read_bytes()
-                (path / rel).write_bytes(data[: len(data) // 2])
+            rel = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
+            buffer = io.BytesIO()
+            Image.fromarray(image).save(buffer, format="PNG")
+            png = buffer.getvalue()
+            rundir.atomic_write_bytes(path / rel, png[: len(png) // 2] if (prompt_id, seed) in corrupt else png)
             lat = latency * (1 + 0.01 * i)
-            lines.append({
-                "cell_key": key, "prompt_id": prompt_id, "prompt": prompts[prompt_id], "seed": seed,
-                "image": rel, "width": size, "height": size, "latency_s": lat, "warmup": i == 0,
-                "steps": cell["steps"], "s_per_step": lat / cell["steps"], "peak_mem_bytes": 1000 + i,
-                "mem_kind": "cpu-rss-hwm", "load_s": 1.5 if not reused_from else 0.0,
-                "reused_from": reused_from, "finished_at": "2026-11-30T10:04:14+00:00",
-            })
-        (path / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-        (path / "render.log").write_text("log\n")
+            record = rundir.SampleRecord(
+                cell_key=key, prompt_id=prompt_id, prompt=prompts[prompt_id], seed=seed, image=rel, width=size,
+                height=size, latency_s=lat, warmup=i == 0, steps=cell["steps"], s_per_step=lat / cell["steps"],
+                peak_mem_bytes=1000 + i, mem_kind="cpu-rss-hwm", load_s=1.5 if not reused_from else 0.0,
+                reused_from=reused_from, finished_at="2026-11-30T10:04:14+00:00", sha256=rundir.digest(png),
+                bytes=len(png), prompt_sha=rundir.text_hash(prompts[prompt_id]))
+            rundir.append_record(path / rundir.SAMPLES, record.as_dict())
+            lines.append(record)
+        (path / rundir.LOG).write_text("log\n")
         if terminal == "done":
-            done = {"finished_at": "2026-11-30T10:05:12+00:00", "n_samples": len(lines), "n_rendered": len(lines),
-                    "n_reused": 0, "wall_s": 60.0, "gpu_s": 1.0, "load_s": 1.5}
-            (path / "DONE.json").write_text(json.dumps(done))
+            rundir.write_done(path, n_samples=len(lines), n_rendered=len(lines), n_reused=0, wall_s=60.0, gpu_s=1.0)
+            _stamp(path / rundir.DONE, "finished_at")
         elif terminal == "failed":
-            failed = {"category": category, "message": f"{category} while rendering", "traceback": "Traceback ...",
-                      "failed_at": "2026-11-30T10:05:12+00:00", "sample": {"prompt_id": "smoke-001", "seed": 0},
-                      "n_samples_done": len(lines)}
-            (path / "FAILED.json").write_text(json.dumps(failed))
+            rundir.write_failed(path, category, f"{category} while rendering", "Traceback ...",
+                                sample={"prompt_id": "smoke-001", "seed": 0}, n_samples_done=len(lines))
+            _stamp(path / rundir.FAILED, "failed_at")
         return path
 
     def anchor(self, parent: Path, name: str = "0_anchor", **kwargs: Any) -> Path:

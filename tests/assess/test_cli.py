@@ -64,7 +64,7 @@ def test_status_plain_and_json(outputs: RunFactory) -> None:
     outputs.run(sweep, "0_steps=8", make_cell(steps=8), overrides=["steps=8"])
     plain = invoke("status", str(sweep))
     assert plain.exit_code == 0
-    assert plain.output.splitlines()[-1] == "2 cell(s): 1 done, 1 pending; samples 8/8"
+    assert plain.output.splitlines()[-1] == "2 cell(s): 1 done, 1 pending; samples 8/16"
     as_json = invoke("status", str(sweep), "--json")
     assert as_json.exit_code == 0
     rows = json.loads(as_json.output)

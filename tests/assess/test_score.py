@@ -13,7 +13,7 @@ from assess.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory
 from assess.index import Index
 from assess.metrics import fidelity
 from assess.metrics.fidelity import psnr_identical
-from assess.rundir import load_run
+from render.rundir import load_run
 from assess.score import render_command, score
 from tests.assess.conftest import ANCHOR_KEY, RunFactory, cell_key_of, expected_psnr_shift, make_cell, shift
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from assess.errors import NotARunDirectory
-from assess.status import format_plain, slurm_state, status
+from assess.status import format_plain, status
+from render.rundir import slurm_state
 from tests.assess.conftest import RunFactory, make_cell
 
 NOW = datetime(2026, 11, 30, 10, 6, 12, tzinfo=timezone.utc)  # two minutes after the runs started
@@ -99,7 +100,8 @@ def test_slurm_without_its_commands_is_unknown(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_a_sweep_without_runs_is_all_pending(outputs: RunFactory) -> None:
-    sweep = outputs.sweep(cells=[["steps=8"], ["steps=4"]])
+    sweep = outputs.sweep(cells=[{"num": n, "overrides": [f"steps={s}"], "subdir": f"{n}_steps={s}", "cell_key": "k",
+                                  "describe": "tiny", "expected_samples": 8} for n, s in enumerate((8, 4))])
     rows = status(sweep)
     assert [(r.name, r.state) for r in rows] == [("0_steps=8", "pending"), ("1_steps=4", "pending")]
 
@@ -127,8 +129,8 @@ def test_plain_format(outputs: RunFactory) -> None:
     lines = format_plain(status(sweep)).splitlines()
     assert lines[0].split() == ["cell", "cell", "key", "state", "samples", "elapsed", "eta", "detail"]
     assert lines[1].split()[2:5] == ["failed", "(timeout)", "8/8"]
-    assert lines[2].split() == ["1_steps=4", "-", "pending", "0/?", "-", "-"]
-    assert lines[-1] == "2 cell(s): 1 failed, 1 pending; samples 8/8"
+    assert lines[2].split() == ["1_steps=4", "k", "pending", "0/8", "-", "-"]
+    assert lines[-1] == "2 cell(s): 1 failed, 1 pending; samples 8/16"
 
 
 def test_durations() -> None:
@@ -146,4 +148,4 @@ def test_rich_table(outputs: RunFactory, capsys: pytest.CaptureFixture[str], mon
     print_table(status(sweep))
     out = capsys.readouterr().out
     assert "0_steps=8" in out and "failed (oom)" in out and "1_x=[a]" in out
-    assert "2 cell(s): 1 failed, 1 pending; samples 8/8" in out
+    assert "2 cell(s): 1 failed, 1 pending; samples 8/16" in out

@@ -1,33 +1,27 @@
-"""Read run directories (docs/run-directory.md, contract version 1).
+"""The records of a run directory, parsed: run.json, samples.jsonl, the terminal record, SWEEP.json.
 
-Everything `assess` knows about a run comes from its folder: `run.json`, `samples.jsonl`, the
-images and the terminal record (`DONE.json` or `FAILED.json`). Nothing here writes.
+One definition serves the writer (render) and every reader (assess, the launchers, the tests).
 """
 
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from assess.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory
-from render.rundir import DONE as DONE_JSON
-from render.rundir import FAILED as FAILED_JSON
-from render.rundir import FAILURE_CATEGORIES, RUN_JSON  # noqa: F401  (re-exported: the contract's names live in render.rundir)
-from render.rundir import SAMPLES as SAMPLES_JSONL
+from render.rundir.errors import InvalidRunDirectory, NotARunDirectory
+from render.rundir.files import CONTRACT_VERSION, DONE, FAILED, MULTIRUN_YAML, RUN_JSON, SAMPLES, SWEEP_JSON
 
-CONTRACT_VERSION = 1
-SWEEP_JSON = "SWEEP.json"
-MULTIRUN_YAML = "multirun.yaml"
-_SKIP_DIRS = {"images", ".hydra", "__pycache__", ".git"}
+READABLE_VERSIONS = (1, CONTRACT_VERSION)  # version 1 records carry no content hashes: they are not verified
+FAILURE_CATEGORIES = ("oom", "timeout", "backend-unavailable", "non-finite-output", "cancelled", "error")
+RUN_FIELDS = ("schema", "cell_key", "cell", "anchor", "is_anchor", "prompts", "seeds")  # required in run.json
 
 
 @dataclass(frozen=True)
 class SampleRecord:
-    """One line of samples.jsonl."""
+    """One line of samples.jsonl: a finished sample, its image's content hash and its measurements."""
 
     cell_key: str
     prompt_id: str
@@ -45,10 +39,20 @@ class SampleRecord:
     load_s: float | None
     reused_from: str | None
     finished_at: str | None
+    sha256: str | None = None  # of the image file; a file that does not match is not this sample
+    bytes: int | None = None  # the image file's size
+    prompt_sha: str | None = None  # render.rundir.keys.text_hash of the prompt text: part of the identity
 
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.cell_key, self.prompt_id, self.seed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+SAMPLE_FIELDS = tuple(f.name for f in fields(SampleRecord))
+_REQUIRED_SAMPLE = ("prompt_id", "seed", "image", "latency_s")
 
 
 @dataclass(frozen=True)
@@ -142,9 +146,7 @@ class RunDir:
     @property
     def sweep(self) -> Path | None:
         parent = self.path.parent
-        if (parent / SWEEP_JSON).exists() or (parent / MULTIRUN_YAML).exists():
-            return parent
-        return None
+        return parent if is_sweep_folder(parent) else None
 
     def image_path(self, sample: SampleRecord) -> Path:
         return self.path / sample.image
@@ -169,59 +171,44 @@ def _require(data: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
 
 def validate_run_json(run: dict[str, Any], path: Path) -> None:
     where = str(path / RUN_JSON)
-    _require(run, ("schema", "cell_key", "cell", "anchor", "is_anchor", "prompts", "seeds"), where)
-    if run["schema"] != CONTRACT_VERSION:
-        raise InvalidRunDirectory(
-            f"{where}: contract version {run['schema']!r}, this assess reads version {CONTRACT_VERSION}"
-        )
+    _require(run, RUN_FIELDS, where)
+    if run["schema"] not in READABLE_VERSIONS:
+        raise InvalidRunDirectory(f"{where}: contract version {run['schema']!r}; this hypergrid reads versions "
+                                  f"{', '.join(map(str, READABLE_VERSIONS))}")
     _require(run["anchor"], ("cell_key",), f"{where} [anchor]")
     _require(run["prompts"], ("name", "ids"), f"{where} [prompts]")
     if not isinstance(run["seeds"], list) or not isinstance(run["prompts"]["ids"], list):
         raise InvalidRunDirectory(f"{where}: 'seeds' and 'prompts.ids' must be lists")
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
 def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     """One samples.jsonl object -> SampleRecord; a missing required key raises KeyError."""
-    return SampleRecord(
-        cell_key=obj.get("cell_key") or cell_key,
-        prompt_id=str(obj["prompt_id"]),
-        seed=int(obj["seed"]),
-        prompt=obj.get("prompt"),
-        image=str(obj["image"]),
-        width=_opt_int(obj.get("width")),
-        height=_opt_int(obj.get("height")),
-        latency_s=_opt_float(obj["latency_s"]),
-        warmup=bool(obj.get("warmup", False)),
-        steps=_opt_int(obj.get("steps")),
-        s_per_step=_opt_float(obj.get("s_per_step")),
-        peak_mem_bytes=_opt_int(obj.get("peak_mem_bytes")),
-        mem_kind=obj.get("mem_kind"),
-        load_s=_opt_float(obj.get("load_s")),
-        reused_from=obj.get("reused_from"),
-        finished_at=obj.get("finished_at"),
-    )
+    for key in _REQUIRED_SAMPLE:
+        obj[key]  # noqa: B018 - a parser that misses an expected key raises
+    values = {name: obj.get(name) for name in SAMPLE_FIELDS}
+    values["cell_key"] = obj.get("cell_key") or cell_key
+    values["prompt_id"], values["seed"], values["image"] = str(obj["prompt_id"]), int(obj["seed"]), str(obj["image"])
+    values["warmup"] = bool(obj.get("warmup", False))
+    for name in ("width", "height", "steps", "peak_mem_bytes", "bytes"):
+        values[name] = None if values[name] is None else int(values[name])
+    for name in ("latency_s", "s_per_step", "load_s"):
+        values[name] = None if values[name] is None else float(values[name])
+    return SampleRecord(**values)
 
 
 def read_samples(path: Path, cell_key: str) -> tuple[list[SampleRecord], list[str]]:
-    """Parse samples.jsonl: (samples, problems). A later line for the same sample wins.
+    """Parse a run directory's samples.jsonl: (samples, problems). A later line for the same sample wins.
 
-    A line that does not parse is skipped and reported as a problem; a sample line that names
-    another cell key breaks the contract and raises.
+    A line that does not parse (a torn write) is skipped and reported as a problem; a sample line
+    that names another cell key breaks the contract and raises.
     """
-    file = path / SAMPLES_JSONL
-    if not file.exists():
+    file = path / SAMPLES
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
         return [], []
     by_key: dict[tuple[str, str, int], SampleRecord] = {}
     problems: list[str] = []
-    text = file.read_text(encoding="utf-8", errors="replace")
     lines = text.split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -229,20 +216,17 @@ def read_samples(path: Path, cell_key: str) -> tuple[list[SampleRecord], list[st
         try:
             sample = parse_sample(json.loads(line), cell_key)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-            partial = number == len(lines)  # no trailing newline: a write cut short
-            what = "unfinished last line" if partial else "unreadable line"
+            what = "unfinished last line" if number == len(lines) else "unreadable line"
             problems.append(f"{file}:{number}: {what} skipped ({type(exc).__name__}: {exc})")
             continue
         if sample.cell_key != cell_key:
-            raise InvalidRunDirectory(
-                f"{file}:{number}: sample of cell {sample.cell_key} in a run of cell {cell_key}"
-            )
+            raise InvalidRunDirectory(f"{file}:{number}: sample of cell {sample.cell_key} in a run of cell {cell_key}")
         by_key[sample.key] = sample
     return list(by_key.values()), problems
 
 
 def read_terminal(path: Path) -> Terminal | None:
-    done, failed = path / DONE_JSON, path / FAILED_JSON
+    done, failed = path / DONE, path / FAILED
     if done.exists() and failed.exists():
         raise InvalidRunDirectory(f"{path}: both DONE.json and FAILED.json (exactly one terminal record allowed)")
     if done.exists():
@@ -269,54 +253,6 @@ def is_sweep_folder(path: Path) -> bool:
     return (path / SWEEP_JSON).exists() or (path / MULTIRUN_YAML).exists()
 
 
-def find_run_dirs(path: Path | str) -> list[Path]:
-    """Run directories at or below `path` (a run, a sweep, or any folder such as outputs/).
-
-    Raises NotARunDirectory or NoRunsFound, with what to do, when there is none.
-    """
-    root = Path(path).resolve()
-    if not root.is_dir():
-        raise NotARunDirectory(f"{path}: no such folder")
-    if (root / RUN_JSON).is_file():
-        return [root]
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        if RUN_JSON in filenames:
-            found.append(Path(dirpath))
-            dirnames.clear()  # run directories do not nest
-            continue
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-    if found:
-        return sorted(found)
-    if is_sweep_folder(root):
-        raise NoRunsFound(f"sweep folder {path} has no run directories yet (no */{RUN_JSON}); nothing to score")
-    raise NotARunDirectory(f"{path} is not a run directory (no {RUN_JSON}) and holds no run directory below it")
-
-
-def load_runs(paths: list[Path | str], with_anchors: bool = False) -> list[RunDir]:
-    """Every run directory under `paths`, parsed; duplicates (same folder twice) collapse.
-
-    with_anchors: also the anchor runs that the runs' run.json name (anchor.dir under out_root),
-    when that folder exists: the renderer keeps them outside the sweep.
-    """
-    seen: dict[Path, RunDir] = {}
-    for path in paths:
-        for run_path in find_run_dirs(path):
-            if run_path not in seen:
-                seen[run_path] = load_run(run_path)
-    if with_anchors:
-        folders = {run.anchor_dir for run in seen.values() if not run.is_anchor and run.anchor_dir}
-        for folder in sorted(f for f in folders if f is not None and f.is_dir()):
-            try:
-                anchor_paths = find_run_dirs(folder)
-            except (NotARunDirectory, NoRunsFound):
-                continue
-            for run_path in anchor_paths:
-                if run_path not in seen:
-                    seen[run_path] = load_run(run_path)
-    return list(seen.values())
-
-
 @dataclass(frozen=True)
 class SweepCell:
     """One cell listed in SWEEP.json (whether or not its run directory exists yet)."""
@@ -326,6 +262,7 @@ class SweepCell:
     cell_key: str | None
     subdir: str | None
     n_expected: int | None
+    estimate_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -334,28 +271,25 @@ class SweepInfo:
     cells: list[SweepCell]
     launcher: str | None
     started_at: str | None
+    record: dict[str, Any] = field(default_factory=dict)  # the whole SWEEP.json (host, pid: who runs it)
 
 
 def _sweep_cell(entry: Any, index: int) -> SweepCell:
-    if isinstance(entry, list):
-        return SweepCell(index, tuple(str(o) for o in entry), None, None, None)
     if not isinstance(entry, dict):
-        raise TypeError(f"cell {index}: expected an object or a list of overrides")
-    n_expected = entry.get("expected_samples", entry.get("n_expected"))
-    if n_expected is None and "prompt_ids" in entry and "seeds" in entry:
-        n_expected = len(entry["prompt_ids"]) * len(entry["seeds"])
-    job_num = entry.get("num", entry.get("job_num", index))
+        raise TypeError(f"cell {index}: expected an object")
+    n_expected = entry.get("expected_samples")
     return SweepCell(
-        job_num=None if job_num is None else int(job_num),
+        job_num=int(entry.get("num", index)),
         overrides=tuple(str(o) for o in entry.get("overrides", [])),
         cell_key=entry.get("cell_key"),
-        subdir=entry.get("dir") or entry.get("subdir"),
+        subdir=entry.get("subdir"),
         n_expected=None if n_expected is None else int(n_expected),
+        estimate_s=entry.get("estimate_s"),
     )
 
 
 def load_sweep(path: Path | str) -> SweepInfo | None:
-    """SWEEP.json of a sweep folder, or None when the folder has none (it is optional)."""
+    """SWEEP.json of a sweep folder, or None when the folder has none (Hydra-only sweeps)."""
     path = Path(path).resolve()
     file = path / SWEEP_JSON
     if not file.exists():
@@ -368,10 +302,7 @@ def load_sweep(path: Path | str) -> SweepInfo | None:
         cells = [_sweep_cell(entry, i) for i, entry in enumerate(cells_raw)]
     except (TypeError, ValueError) as exc:
         raise InvalidRunDirectory(f"{file}: {exc}") from exc
-    launcher = data.get("launcher")
-    if isinstance(launcher, dict):
-        launcher = launcher.get("name") or json.dumps(launcher, sort_keys=True)
-    return SweepInfo(path=path, cells=cells, launcher=launcher, started_at=data.get("started_at"))
+    return SweepInfo(path=path, cells=cells, launcher=data.get("launcher"), started_at=data.get("started_at"), record=data)
 
 
 def parse_time(value: str | None) -> datetime | None:

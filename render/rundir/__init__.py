@@ -1,0 +1,28 @@
+"""The run-directory contract (docs/run-directory.md): one module that render, the launchers and assess
+all import. Nothing else names its files, parses its records, walks its folders or hashes its keys.
+
+    files     file names, atomic and verified writes, locks
+    keys      cell key, prompt content hash, the split rule, safe names
+    records   run.json / samples.jsonl / DONE / FAILED / SWEEP.json, parsed
+    walk      finding run directories, the registry of folders an output root wrote
+    liveness  is the writer of a record still running
+    store     skip-if-done with verified samples, claims between concurrent processes
+    terminal  DONE.json / FAILED.json, written last
+    sweep     SWEEP.json
+    watchdog  a running cell's projected time against its estimate
+"""
+
+from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError, ShortWrite, UnsafeName
+from render.rundir.files import (CONTRACT_VERSION, DONE, FAILED, IMAGES, JOBS_JSON, LOG, MULTIRUN_YAML, RUN_JSON,
+                                 SAMPLES, STATE_DIR, SWEEP_JSON, append_record, atomic_write_bytes, atomic_write_json,
+                                 digest, exclusive, file_digest, file_mode, now_iso)
+from render.rundir.keys import cell_key_of, check_name, image_name, inside, normalise_text, shared_texts, text_hash
+from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
+from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, SampleRecord, SweepCell, SweepInfo,
+                                   Terminal, is_sweep_folder, load_json, load_run, load_sweep, parse_override,
+                                   parse_sample, parse_time, read_samples, read_terminal)
+from render.rundir.store import ExistingSample, SampleStore, link_sample, verify
+from render.rundir.walk import Registry, find_run_dirs, iter_run_dirs, known_run_dirs, load_runs, register, scan_runs
+
+from render.rundir.sweep import sweep_cell, write_sweep
+from render.rundir.terminal import terminal_state, write_done, write_failed

@@ -1,0 +1,149 @@
+"""File names of the contract and the only ways the project writes them: atomic, verified, umask-honouring.
+
+A killed or starved writer leaves either the whole artefact or nothing: files are written to a
+temporary name, fsynced and renamed; records are appended with one checked write and fsynced, and
+a torn line can never merge with the next one.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from render.rundir.errors import ShortWrite
+
+CONTRACT_VERSION = 2
+RUN_JSON = "run.json"
+SAMPLES = "samples.jsonl"
+DONE = "DONE.json"
+FAILED = "FAILED.json"
+IMAGES = "images"
+LOG = "render.log"
+SWEEP_JSON = "SWEEP.json"
+JOBS_JSON = "JOBS.json"
+MULTIRUN_YAML = "multirun.yaml"
+STATE_DIR = ".hypergrid"  # under out_root: the registry of run folders and the claims on samples
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would race with other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """What open(2) would give a new file: 0644 under umask 022."""
+    return 0o666 & ~_umask()
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    """(sha256 hex, size in bytes) of a file's content."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until everything is stored; a write that stores nothing raises ShortWrite (ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise ShortWrite(errno.ENOSPC, f"stored 0 of {len(view)} remaining bytes")
+        view = view[written:]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary name in the same folder, fsync, rename: all of `data` or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".{os.getpid()}.tmp")
+    try:
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, file_mode())  # mkstemp creates 0600; colleagues on a shared filesystem must read it
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, payload: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(payload, indent=2, default=str) + "\n").encode())
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line with a checked O_APPEND write, then fsync.
+
+    A line is stored whole or taken back: a short write is truncated away (and raises ShortWrite).
+    Should a torn line still be there (a kill between write and truncate), the next append starts
+    on a new line, so the torn one stays a single unreadable line that readers skip.
+    """
+    line = (json.dumps(record, default=str) + "\n").encode()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        try:
+            written = os.write(fd, line)
+            if written != len(line):
+                raise ShortWrite(errno.ENOSPC, f"{path}: stored {written} of {len(line)} bytes of a record")
+            os.fsync(fd)
+        except OSError:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@contextmanager
+def exclusive(lock_file: Path, *, wait: bool) -> Iterator[bool]:
+    """An advisory lock (flock) between processes, released when its process dies; yields whether it was acquired."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

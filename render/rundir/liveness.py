@@ -1,0 +1,77 @@
+"""Is the process (or SLURM job) that wrote a run directory still there?"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from datetime import datetime
+from typing import Any
+
+SLURM_ACTIVE = {"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT"}
+
+
+def host_identity() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def pid_alive(pid: int, started_at: datetime | None = None) -> bool:
+    """The process exists, is not a zombie, and was started before `started_at` (not a reused pid)."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        created = process.create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return psutil.pid_exists(pid) if pid > 0 else False
+    return started_at is None or created <= started_at.timestamp() + 1.0
+
+
+def _slurm(cmd: list[str]) -> str | None:
+    """stdout of a SLURM command, or None when it is not installed or fails."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def slurm_state(job_id: str) -> tuple[str, str]:
+    """(running | crashed | unknown, detail) of a SLURM job, from squeue, then sacct."""
+    queued = _slurm(["squeue", "-h", "-j", job_id, "-o", "%T"])
+    if queued and queued.split():
+        state = queued.split()[0].upper()
+        if state in SLURM_ACTIVE:
+            return "running", f"slurm job {job_id} {state}"
+    accounted = _slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"])
+    if accounted and accounted.split():
+        state = accounted.split()[0].upper()
+        if state in SLURM_ACTIVE:
+            return "running", f"slurm job {job_id} {state}"
+        return "crashed", f"slurm job {job_id} {state}"
+    if queued is None and accounted is None:
+        return "unknown", f"slurm job {job_id}: squeue/sacct not available here"
+    return "crashed", f"slurm job {job_id} is not in squeue or sacct"
+
+
+def writer_state(record: dict[str, Any], *, ask_slurm: bool = True) -> tuple[str, str]:
+    """running / crashed / unknown for the process that wrote `record` (run.json or SWEEP.json: host, pid,
+    started_at, and job.slurm_job_id when it ran under SLURM)."""
+    from render.rundir.records import parse_time
+
+    job = record.get("job") or {}
+    if job.get("slurm_job_id"):
+        return slurm_state(str(job["slurm_job_id"])) if ask_slurm else ("unknown", "slurm job not asked")
+    host, pid = record.get("host"), record.get("pid")
+    if not isinstance(pid, int):
+        return "unknown", "no pid recorded"
+    if host != socket.gethostname():
+        return "running", f"on host {host} (pid {pid}, not checked from here)"
+    if pid_alive(pid, parse_time(record.get("started_at"))):
+        return "running", f"pid {pid}"
+    return "crashed", f"pid {pid} is gone"

@@ -1,0 +1,180 @@
+"""Skip-if-done: the finished samples known to an output root, verified before reuse, and the claims
+that let concurrent processes split work instead of doing it twice.
+
+A sample is (cell key, prompt id, prompt text, seed). It is reused only when its record's content
+hash matches its image file; a damaged or swapped file is logged and rendered again. Claims are
+flock(2) locks under `<out_root>/.hypergrid/claims/`, one per sample: they die with their process,
+so a claim of a killed process is simply taken over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterator
+
+from render.rundir.errors import InvalidRunDirectory
+from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, exclusive, file_digest, now_iso
+from render.rundir.keys import image_name, text_hash
+from render.rundir.liveness import writer_state
+from render.rundir.records import SampleRecord, load_json, read_samples
+from render.rundir.walk import Registry, known_run_dirs
+
+log = logging.getLogger("render")
+CLAIMS = "claims"
+
+
+@dataclass(frozen=True)
+class ExistingSample:
+    run_dir: Path
+    record: SampleRecord
+
+    @property
+    def image(self) -> Path:
+        return self.run_dir / self.record.image
+
+
+def verify(sample: ExistingSample) -> str | None:
+    """None when the image file is the one its record describes, else why not."""
+    record = sample.record
+    if record.sha256 is None or record.bytes is None:
+        return "its record carries no content hash (written before contract version 2)"
+    try:
+        size = sample.image.stat().st_size
+        if size != record.bytes:
+            return f"{sample.image} has {size} bytes, its record says {record.bytes}"
+        found, _ = file_digest(sample.image)
+    except OSError as error:
+        return f"{sample.image} cannot be read ({error.strerror or error})"
+    if found != record.sha256:
+        return f"{sample.image} has sha256 {found[:12]}..., its record says {record.sha256[:12]}..."
+    return None
+
+
+def same_text(record: SampleRecord, text: str) -> bool:
+    recorded = record.prompt_sha or (text_hash(record.prompt) if record.prompt is not None else None)
+    return recorded == text_hash(text)
+
+
+class SampleStore:
+    """Finished samples of every run directory known to an output root (walked and registered)."""
+
+    def __init__(self, out_root: Path) -> None:
+        self.out_root = out_root
+        self._registry = Registry(out_root)
+        self._by_cell: dict[str, dict[tuple[str, int], list[ExistingSample]]] | None = None
+        self._dirs: dict[str, set[Path]] = {}
+        self._checked: dict[tuple[Path, str], str | None] = {}  # (image, sha256) -> problem, once per process
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _load_dir(self, run_dir: Path) -> None:
+        try:
+            run = load_json(run_dir / RUN_JSON)
+            cell_key = run["cell_key"]
+            records, _ = read_samples(run_dir, cell_key)
+        except (InvalidRunDirectory, KeyError, TypeError):
+            return
+        if writer_state(run, ask_slurm=False)[0] == "crashed":
+            remove_stale_temporaries(run_dir)
+        self._dirs.setdefault(cell_key, set()).add(run_dir)
+        samples = self._by_cell.setdefault(cell_key, {})  # type: ignore[union-attr]
+        for record in records:
+            candidates = samples.setdefault((record.prompt_id, record.seed), [])
+            candidates[:] = [c for c in candidates if c.run_dir != run_dir]
+            candidates.append(ExistingSample(run_dir, record))
+
+    def _scan(self) -> dict[str, dict[tuple[str, int], list[ExistingSample]]]:
+        if self._by_cell is None:
+            self._by_cell, self._dirs = {}, {}
+            self._registry = Registry(self.out_root)
+            self._registry.update()
+            for run_dir in known_run_dirs(self.out_root):
+                self._load_dir(run_dir)
+        return self._by_cell
+
+    def refresh(self) -> None:
+        self._by_cell = None
+
+    def refresh_cell(self, cell_key: str) -> None:
+        """Re-read what other processes may have finished for one cell since the scan (cheap: registry tail)."""
+        self._scan()
+        for key, folder in self._registry.update():
+            self._dirs.setdefault(key, set()).add(folder)
+        for folder in sorted(self._dirs.get(cell_key, ())):
+            self._load_dir(folder)
+
+    # -- lookups ---------------------------------------------------------------------------------
+
+    def _problem(self, sample: ExistingSample) -> str | None:
+        key = (sample.image, sample.record.sha256 or "")
+        if key not in self._checked:
+            self._checked[key] = verify(sample)
+            if self._checked[key]:
+                log.warning("not reusing sample %s seed %d of cell %s: %s; it will be rendered again",
+                            sample.record.prompt_id, sample.record.seed, sample.record.cell_key, self._checked[key])
+        return self._checked[key]
+
+    def find(self, cell_key: str, prompt_id: str, text: str, seed: int) -> ExistingSample | None:
+        """A verified finished sample with this identity, or None."""
+        for sample in self._scan().get(cell_key, {}).get((prompt_id, seed), []):
+            if not same_text(sample.record, text):
+                log.warning("sample %s seed %d in %s has another prompt text than %r: a different sample, not reused",
+                            prompt_id, seed, sample.run_dir, text)
+                continue
+            if self._problem(sample) is None:
+                return sample
+        return None
+
+    def pending(self, cell_key: str, wanted: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+        """The (prompt id, text, seed) of `wanted` with no verified finished sample."""
+        return [w for w in wanted if self.find(cell_key, *w) is None]
+
+    def rendered(self, cell_key: str) -> list[SampleRecord]:
+        """Every record of this cell that a process rendered (not linked), each sample once."""
+        samples = self._scan().get(cell_key, {}).values()
+        return [c.record for candidates in samples for c in candidates[:1] if c.record.reused_from is None]
+
+    def add(self, run_dir: Path, record: SampleRecord) -> None:
+        if self._by_cell is not None:
+            self._dirs.setdefault(record.cell_key, set()).add(run_dir)
+            candidates = self._by_cell.setdefault(record.cell_key, {}).setdefault((record.prompt_id, record.seed), [])
+            candidates.insert(0, ExistingSample(run_dir, record))
+
+    # -- claims ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def claim(self, cell_key: str, prompt_id: str, seed: int, *, wait: bool) -> Iterator[bool]:
+        """Hold the right to render one sample; yields False (when not waiting) if another process holds it."""
+        lock = self.out_root / STATE_DIR / CLAIMS / cell_key / f"{image_name(prompt_id, seed)}.lock"
+        with exclusive(lock, wait=wait) as acquired:
+            yield acquired
+
+
+def link_sample(existing: ExistingSample, run_dir: Path, out_root: Path) -> SampleRecord:
+    """Make a verified finished sample part of `run_dir` without rendering it: hard link (or copy) its image."""
+    target = run_dir / existing.record.image
+    if target.resolve() != existing.image.resolve():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(existing.image, tmp)
+        except OSError:
+            shutil.copy2(existing.image, tmp)
+        os.replace(tmp, target)  # replaces a damaged file of the same name
+    try:
+        source = str(existing.run_dir.relative_to(out_root))
+    except ValueError:
+        source = str(existing.run_dir)
+    return replace(existing.record, reused_from=source, load_s=0.0, finished_at=now_iso())
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """A killed writer can leave its temporary file (never a truncated image: those are only renamed whole)."""
+    for tmp in list(run_dir.glob(".*.tmp")) + list((run_dir / IMAGES).glob(".*.tmp")):
+        tmp.unlink(missing_ok=True)

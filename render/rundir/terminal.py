@@ -1,0 +1,26 @@
+"""The terminal record of a run directory: exactly one of DONE.json or FAILED.json, written last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from render.rundir.files import DONE, FAILED, atomic_write_json, now_iso
+from render.rundir.records import FAILURE_CATEGORIES, read_terminal
+
+
+def terminal_state(run_dir: Path) -> str | None:
+    """"done", "failed" or None (running or crashed)."""
+    terminal = read_terminal(run_dir)
+    return None if terminal is None else terminal.kind
+
+
+def write_failed(run_dir: Path, category: str, message: str, traceback: str, **extra: Any) -> None:
+    if category not in FAILURE_CATEGORIES:
+        raise ValueError(f"failure category {category!r}: valid are {', '.join(FAILURE_CATEGORIES)}")
+    atomic_write_json(run_dir / FAILED, {"category": category, "message": message, "traceback": traceback,
+                                         "failed_at": now_iso(), **extra})
+
+
+def write_done(run_dir: Path, **summary: Any) -> None:
+    atomic_write_json(run_dir / DONE, {"finished_at": now_iso(), **summary})

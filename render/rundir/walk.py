@@ -1,0 +1,137 @@
+"""Finding run directories: under a folder, and wherever the project wrote for an output root.
+
+Every run directory registers itself in `<out_root>/.hypergrid/runs.jsonl` before its first sample,
+wherever Hydra put it (`hydra.sweep.dir` / `hydra.run.dir` may lie outside out_root). So the
+output root knows every folder written for it: skip-if-done, the budget and the climb see them all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Iterator
+
+from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory
+from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, append_record, now_iso
+from render.rundir.records import RunDir, is_sweep_folder, load_run
+
+log = logging.getLogger("render")
+REGISTRY = "runs.jsonl"
+_SKIP_DIRS = {IMAGES, ".hydra", "__pycache__", ".git", STATE_DIR}
+
+
+def iter_run_dirs(root: Path) -> Iterator[Path]:
+    """Every folder at or under `root` holding a run.json (run directories do not nest)."""
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        if RUN_JSON in filenames:
+            dirnames.clear()
+            yield Path(dirpath)
+            continue
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+
+
+def registry_path(out_root: Path) -> Path:
+    return out_root / STATE_DIR / REGISTRY
+
+
+def register(out_root: Path, run_dir: Path, cell_key: str) -> None:
+    """Record that `run_dir` holds samples of `cell_key` for this output root."""
+    path = registry_path(out_root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    append_record(path, {"cell_key": cell_key, "path": str(run_dir.resolve()), "registered_at": now_iso()})
+
+
+class Registry:
+    """The registry of an output root, read incrementally (it is append-only)."""
+
+    def __init__(self, out_root: Path) -> None:
+        self.path = registry_path(out_root)
+        self._offset = 0
+        self.by_cell: dict[str, list[Path]] = {}
+
+    def update(self) -> list[tuple[str, Path]]:
+        """Entries appended since the last call."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        new = []
+        for line in complete.decode(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+                item = (str(entry["cell_key"]), Path(entry["path"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn line: the next append started a new one
+            folders = self.by_cell.setdefault(item[0], [])
+            if item[1] not in folders:
+                folders.append(item[1])
+                new.append(item)
+        return new
+
+
+def known_run_dirs(out_root: Path) -> list[Path]:
+    """Run directories under `out_root` and those registered for it elsewhere, each once."""
+    seen: dict[Path, None] = {p.resolve(): None for p in iter_run_dirs(out_root)}
+    registry = Registry(out_root)
+    registry.update()
+    for folders in registry.by_cell.values():
+        for folder in folders:
+            if folder not in seen and (folder / RUN_JSON).is_file():
+                seen[folder] = None
+    return list(seen)
+
+
+def scan_runs(out_root: Path) -> list[RunDir]:
+    """Every readable run directory known to `out_root`; a broken one is logged and skipped."""
+    runs = []
+    for folder in known_run_dirs(out_root):
+        try:
+            runs.append(load_run(folder))
+        except (InvalidRunDirectory, NotARunDirectory) as error:
+            log.warning("skipping %s: %s", folder, error)
+    return runs
+
+
+def find_run_dirs(path: Path | str) -> list[Path]:
+    """Run directories at or below `path` (a run, a sweep, or any folder such as outputs/).
+
+    Raises NotARunDirectory or NoRunsFound, with what to do, when there is none.
+    """
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise NotARunDirectory(f"{path}: no such folder")
+    found = sorted(p.resolve() for p in iter_run_dirs(root))
+    if found:
+        return found
+    if is_sweep_folder(root):
+        raise NoRunsFound(f"sweep folder {path} has no run directories yet (no */{RUN_JSON}); nothing to score")
+    raise NotARunDirectory(f"{path} is not a run directory (no {RUN_JSON}) and holds no run directory below it")
+
+
+def load_runs(paths: list[Path | str], with_anchors: bool = False) -> list[RunDir]:
+    """Every run directory under `paths`, parsed; duplicates (same folder twice) collapse.
+
+    with_anchors: also the anchor runs that the runs' run.json name (anchor.dir under out_root),
+    when that folder exists: the renderer keeps them outside the sweep.
+    """
+    seen: dict[Path, RunDir] = {}
+    for path in paths:
+        for run_path in find_run_dirs(path):
+            if run_path not in seen:
+                seen[run_path] = load_run(run_path)
+    if with_anchors:
+        folders = {run.anchor_dir for run in seen.values() if not run.is_anchor and run.anchor_dir}
+        for folder in sorted(f for f in folders if f is not None and f.is_dir()):
+            for run_path in iter_run_dirs(folder):
+                run_path = run_path.resolve()
+                if run_path not in seen:
+                    seen[run_path] = load_run(run_path)
+    return list(seen.values())
