@@ -2,11 +2,15 @@
 
 States: done (DONE.json) · failed (FAILED.json, with its category) · running · crashed (no
 terminal record and the process or job is gone) · pending (listed in SWEEP.json, no run
-directory yet) · unknown (a SLURM job that neither squeue nor sacct can be asked about).
+directory yet) · aborted (pending, but the sweep's process is gone and no job was submitted for
+it: it will never start) · unknown (a SLURM job that neither squeue nor sacct can be asked about).
+A running cell whose projected time passes twice its estimate is flagged `slow` (the watchdog,
+render.rundir.watchdog); nothing is killed.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -14,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import NoRunsFound
-from render.rundir import (RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run, load_sweep,
-                           parse_time, writer_state)
+from render.rundir import (JOBS_JSON, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
+                           load_sweep, parse_time, writer_state)
+from render.rundir.watchdog import project
 
-STATES = ("done", "failed", "running", "crashed", "pending", "unknown")
+STATES = ("done", "failed", "running", "crashed", "pending", "aborted", "unknown")
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ class CellStatus:
     eta_s: float | None
     detail: str
     path: str | None
+    slow: bool = False  # the watchdog: projected time past twice the estimate
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,7 +55,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 def run_status(run: RunDir, now: datetime) -> CellStatus:
     started = parse_time(run.run.get("started_at"))
     done = sum(1 for s in run.samples if run.image_path(s).is_file())
-    terminal, category, eta = run.terminal, None, None
+    terminal, category, eta, slow = run.terminal, None, None, False
     if terminal is not None:
         state = terminal.kind
         category = terminal.category
@@ -61,6 +67,9 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
             elapsed = _seconds(started, now)
             if done and elapsed is not None:
                 eta = max(run.n_expected - done, 0) * elapsed / done
+            projection = project(run.run, run.samples, now)
+            if projection is not None and projection.overdue:
+                slow, detail = True, f"SLOW: {projection.message()}; {detail}"
         else:
             times = [t for t in (parse_time(s.finished_at) for s in run.samples) if t is not None]
             last = max(times, default=None)
@@ -68,7 +77,7 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
     if run.problems:
         detail = "; ".join(filter(None, [detail, f"{len(run.problems)} unreadable samples.jsonl line(s)"]))
     return CellStatus(run.path.name, state, run.cell_key, category, done, run.n_expected, elapsed, eta,
-                      detail.splitlines()[0] if detail else "", str(run.path))
+                      detail.splitlines()[0] if detail else "", str(run.path), slow)
 
 
 def _matches(cell: SweepCell, run: RunDir) -> bool:
@@ -81,9 +90,22 @@ def _matches(cell: SweepCell, run: RunDir) -> bool:
     return cell.job_num is not None and run.path.name.split("_", 1)[0] == str(cell.job_num)
 
 
-def _pending(cell: SweepCell, sweep: SweepInfo) -> CellStatus:
+def _submitted(sweep: SweepInfo) -> set[int]:
+    """Cell numbers that a launcher handed to a scheduler (JOBS.json): they may start without the sweep's process."""
+    try:
+        jobs = json.loads((sweep.path / JOBS_JSON).read_text())
+        return {int(cell["num"]) for job in jobs for cell in job.get("cells", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def _pending(cell: SweepCell, sweep: SweepInfo, submitted: set[int]) -> CellStatus:
     name = cell.subdir or (f"{cell.job_num}_" if cell.job_num is not None else "") + ",".join(cell.overrides)
-    return CellStatus(name, "pending", cell.cell_key, None, 0, cell.n_expected, None, None, "", None)
+    state, detail = "pending", ""
+    sweep_state, why = writer_state(sweep.record, ask_slurm=False)
+    if sweep_state == "crashed" and cell.job_num not in submitted:
+        state, detail = "aborted", f"the sweep's process ended before this cell started ({why})"
+    return CellStatus(name, state, cell.cell_key, None, 0, cell.n_expected, None, None, detail, None)
 
 
 def status(path: Path | str, now: datetime | None = None) -> list[CellStatus]:
@@ -99,7 +121,8 @@ def status(path: Path | str, now: datetime | None = None) -> list[CellStatus]:
         runs = []
     rows = [run_status(run, now) for run in runs]
     if sweep is not None:
-        rows += [_pending(cell, sweep) for cell in sweep.cells if not any(_matches(cell, r) for r in runs)]
+        submitted = _submitted(sweep)
+        rows += [_pending(cell, sweep, submitted) for cell in sweep.cells if not any(_matches(cell, r) for r in runs)]
     return rows
 
 
@@ -108,7 +131,9 @@ def summary_line(rows: list[CellStatus]) -> str:
     parts = [f"{counts[s]} {s}" for s in STATES if counts[s]]
     done = sum(r.n_done for r in rows)
     expected = sum(r.n_expected or 0 for r in rows)
-    return f"{len(rows)} cell(s): {', '.join(parts)}; samples {done}/{expected}"
+    slow = sum(r.slow for r in rows)
+    flag = f"; {slow} SLOW (projected past twice the estimate)" if slow else ""
+    return f"{len(rows)} cell(s): {', '.join(parts)}; samples {done}/{expected}{flag}"
 
 
 def format_duration(seconds: float | None) -> str:
@@ -151,7 +176,7 @@ def print_table(rows: list[CellStatus]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    colours = {"done": "green", "failed": "red", "crashed": "red", "running": "cyan", "pending": "dim",
+    colours = {"done": "green", "failed": "red", "crashed": "red", "running": "cyan", "pending": "dim", "aborted": "red",
                "unknown": "yellow"}
     table = Table(*HEADER, title=None)
     for row in rows:

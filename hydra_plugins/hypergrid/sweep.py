@@ -42,6 +42,27 @@ def preflight_sweep(job_overrides: Sequence[Sequence[str]], configs: list[DictCo
         exit_with(error)
 
 
+def preflight_launcher(config: DictConfig) -> None:
+    """A launcher that cannot start jobs from here fails before SWEEP.json exists, with one message (exit 2);
+    so does a sweep folder that cannot be written."""
+    from render.cell import ConfigError
+    from render.environment import check_writable_folder
+    from render.preflight import exit_with
+
+    try:
+        check_writable_folder(str(config.hydra.sweep.dir), "hydra.sweep.dir")
+    except ConfigError as error:
+        exit_with(error)
+    if str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
+        from hydra_plugins.hypergrid.slurm import controller_problem
+
+        problem = controller_problem()
+        if problem:
+            exit_with(RuntimeError(f"hydra/launcher=slurm: no SLURM controller can be reached ({problem}); nothing was "
+                                   "submitted. Run the sweep on a login node of the cluster, or use hydra/launcher=gpus "
+                                   "(one job per local GPU) or the default in-process launcher"))
+
+
 def write_sweep_record(sweep_dir: Path, launcher: str, job_overrides: Sequence[Sequence[str]], jobs: list[Any], configs: list[DictConfig]) -> None:
     from render.rundir import sweep_cell, write_sweep
 

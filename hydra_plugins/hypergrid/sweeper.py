@@ -25,6 +25,7 @@ class HypergridSweeper(BasicSweeper):
         job_overrides = [job for batch in self.overrides for job in batch]
         configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, 0)
         jobs = sweep.preflight_sweep(job_overrides, configs)  # exits 2, listing every bad cell, before any folder exists
+        sweep.preflight_launcher(self.config)
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
