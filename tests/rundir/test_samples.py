@@ -1,0 +1,159 @@
+"""Skip-if-done with verified samples, in-process on the tiny model: damaged, truncated, swapped and
+re-texted samples are rendered again, never linked; failures are recorded even on a full disk; the
+watchdog flags a render slowed on purpose."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from assess.status import status
+from render import runner, rundir
+from render.cell import build_job
+from render.pipeline import PipelineCache
+from tests.conftest import compose_cfg
+
+PIPELINES = PipelineCache()  # one tiny model load for the whole module
+
+
+def render(out_root: Path, name: str, *overrides: str, prompts_file: Path | None = None) -> runner.CellResult:
+    extra = [f"prompts.file={prompts_file}"] if prompts_file else []
+    job = build_job(compose_cfg("model=tiny", "steps=2", "prompts.limit=4", "render_anchor=false", *extra, *overrides,
+                                out_root=out_root))
+    (result,) = runner.run_job(job, out_root / "runs" / name, store=rundir.SampleStore(job.out_root), pipelines=PIPELINES,
+                               overrides=list(overrides))
+    return result
+
+
+@pytest.fixture
+def first(tiny_cache: Path, tmp_path: Path) -> Path:
+    result = render(tmp_path / "out", "first")
+    assert (result.status, result.n_rendered) == ("done", 4)
+    return result.run_dir
+
+
+def test_a_rerun_reuses_every_verified_sample(first: Path) -> None:
+    second = render(first.parents[1], "second")
+    assert (second.n_rendered, second.n_reused) == (0, 4)
+    assert (second.run_dir / "images" / "smoke-000__s0.png").stat().st_ino == (first / "images" / "smoke-000__s0.png").stat().st_ino
+
+
+def test_truncated_bitflipped_and_swapped_images_are_rendered_again(first: Path, caplog: pytest.LogCaptureFixture) -> None:
+    images = first / "images"
+    truncated, flipped, a, b = (images / f"smoke-00{i}__s0.png" for i in range(4))
+    truncated.write_bytes(truncated.read_bytes()[:100])
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    flipped.write_bytes(bytes(data))
+    swap = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    b.write_bytes(swap)
+    caplog.set_level(logging.WARNING, "render")
+    second = render(first.parents[1], "second")
+    assert (second.n_rendered, second.n_reused) == (4, 0), "a damaged or swapped file was linked"
+    assert caplog.text.count("not reusing sample") == 4
+    for record in rundir.read_samples(second.run_dir, second.cell_key)[0]:
+        assert rundir.verify(rundir.ExistingSample(second.run_dir, record)) is None
+
+
+def test_a_damaged_sample_in_a_resumed_folder_is_replaced_with_one_new_record(first: Path) -> None:
+    (first / "DONE.json").unlink()
+    (first / "images" / "smoke-002__s0.png").write_bytes(b"not a png")
+    again = render(first.parents[1], "first")
+    assert (again.n_rendered, again.n_reused) == (1, 0)
+    records, problems = rundir.read_samples(first, again.cell_key)
+    assert len(records) == 4 and not problems
+    assert all(rundir.verify(rundir.ExistingSample(first, r)) is None for r in records)
+
+
+def test_a_prompt_with_the_same_id_but_another_text_is_another_sample(first: Path, tmp_path: Path) -> None:
+    manifest = tmp_path / "edited.jsonl"
+    texts = ["a red circle in the centre", "something else entirely", "x", "y"]
+    manifest.write_text("".join(json.dumps({"id": f"smoke-00{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    original = {r.prompt_id: r.prompt for r in rundir.read_samples(first, json.loads((first / "run.json").read_text())["cell_key"])[0]}
+    second = render(first.parents[1], "second", prompts_file=manifest)
+    same = sum(original[f"smoke-00{i}"] == t for i, t in enumerate(texts))
+    assert (second.n_reused, second.n_rendered) == (same, 4 - same)
+
+
+def test_a_failure_is_recorded_with_its_sample_and_a_full_disk_does_not_stop_the_sweep(
+        tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"n": 0}
+    real = runner.render_sample
+
+    def fail_on_third(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("boom")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "render_sample", fail_on_third)
+    failed = render(tmp_path / "out", "a")
+    record = json.loads((failed.run_dir / "FAILED.json").read_text())
+    assert record["category"] == "error" and record["n_samples_done"] == 2
+    assert record["sample"] == {"prompt_id": "smoke-002", "seed": 0}
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    calls["n"] = 0
+    monkeypatch.setattr(rundir, "write_failed", no_space)
+    result = render(tmp_path / "out", "b", "steps=3")  # returns: the sweep's next cell still runs
+    assert result.status == "failed" and "FAILED.json could not be written" in result.message
+    assert "No space left on device" in result.message
+
+
+def test_a_short_write_of_a_record_fails_the_cell_and_leaves_no_torn_record(
+        tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = rundir.files.os.write
+    seen = {"records": 0}
+
+    def disk_fills(fd: int, data: bytes) -> int:
+        if b'"prompt_id"' in bytes(data):
+            seen["records"] += 1
+            if seen["records"] == 3:
+                return real_write(fd, bytes(data)[:40])
+        return real_write(fd, data)
+
+    monkeypatch.setattr(rundir.files.os, "write", disk_fills)
+    result = render(tmp_path / "out", "a")
+    assert result.status == "failed" and "ShortWrite" in result.message
+    records, problems = rundir.read_samples(result.run_dir, result.cell_key)
+    assert len(records) == 2 and not problems
+    monkeypatch.setattr(rundir.files.os, "write", real_write)
+    again = render(tmp_path / "out", "b")  # the next run keeps the two finished samples
+    assert (again.n_reused, again.n_rendered) == (2, 2)
+    done = json.loads((again.run_dir / "DONE.json").read_text())
+    records, problems = rundir.read_samples(again.run_dir, again.cell_key)
+    assert done["n_samples"] == len(records) == 4 and not problems
+
+
+def test_the_watchdog_flags_a_render_slowed_on_purpose(first: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    real = runner.render_sample
+    seen: list = []
+
+    run_dir = first.parents[1] / "runs" / "slow"
+
+    def slowed(loaded, job, prompt, seed):
+        png, latency, memory, kind = real(loaded, job, prompt, seed)
+        delay = 2 * json.loads((run_dir / "run.json").read_text())["estimate"]["s_per_sample"] + 2  # >2x, whatever the machine
+        time.sleep(delay)
+        if len(list((run_dir / "images").glob("*.png"))) == 2:  # mid-cell, as `assess status` would see it
+            seen.extend(status(run_dir, now=datetime.now(timezone.utc)))
+        return png, latency + delay, memory, kind
+
+    monkeypatch.setattr(runner, "render_sample", slowed)
+    caplog.set_level(logging.WARNING, "render")
+    result = render(first.parents[1], "slow", "seed=[1]")  # same cell, new samples: history gives the estimate
+    assert result.n_rendered == 4
+    assert "watchdog: cell" in caplog.text and "estimate from history" in caplog.text
+    (row,) = seen
+    assert row.state == "running" and row.slow and row.detail.startswith("SLOW")
+    assert not (result.run_dir / "FAILED.json").exists(), "the watchdog kills nothing"
