@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_sample_metrics
 from assess.metrics.speed import run_gpu_s
-from render.rundir import RunDir, SampleRecord, load_runs
+from render.rundir import ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,6 +48,14 @@ class ScoreSummary:
         out += [f"  flagged {line}" for line in self.flagged]
         out += [f"  {line}" for line in self.problems]
         return out
+
+
+def mismatch(run_path: Path, sample: SampleRecord) -> str | None:
+    """Why a sample's image file is not the one its record hashed (None when it is, or when a contract
+    version 1 record carries no hash to check)."""
+    if sample.sha256 is None:
+        return None
+    return verify(ExistingSample(run_path, sample))
 
 
 def read_image(path: Path) -> np.ndarray:
@@ -210,6 +218,8 @@ class _References:
         self.cache = cache
         missing = [s.seed for s in run.samples if (s.prompt_id, s.seed) not in self.rows]
         self.command = render_command(run, missing) if missing else ""
+        self.anchor_records: dict[Path, dict[tuple[str, int], SampleRecord]] = {}
+        self.anchor_problems: dict[Path, str] = {}
 
     def get(self, sample: SampleRecord) -> tuple[Any, str | None]:
         row = self.rows.get((sample.prompt_id, sample.seed))
@@ -218,8 +228,24 @@ class _References:
                 f"anchor sample missing (cell {self.run.anchor_cell_key}, prompt {sample.prompt_id}, "
                 f"seed {sample.seed}); render it with: {self.command}"
             )
+        problem = self._mismatch(Path(row["run_path"]), sample)
+        if problem:
+            return None, f"anchor image does not match its record: {problem}"
         found = self.cache.get(Path(row["run_path"]) / row["image"])
         return (None, found) if isinstance(found, str) else (found, None)
+
+    def _mismatch(self, run_path: Path, sample: SampleRecord) -> str | None:
+        """Why the anchor's file for this sample is not the one its record describes (content hash), if it is not."""
+        if run_path not in self.anchor_records:
+            try:
+                self.anchor_records[run_path] = {(r.prompt_id, r.seed): r for r in load_run(run_path).samples}
+            except RunDirError as exc:
+                self.anchor_records[run_path] = {}
+                self.anchor_problems[run_path] = str(exc)
+        record = self.anchor_records[run_path].get((sample.prompt_id, sample.seed))
+        if record is None:
+            return self.anchor_problems.get(run_path, f"{run_path} no longer records this sample")
+        return mismatch(run_path, record)
 
 
 def _load(run: RunDir, samples: list[SampleRecord], references: _References | None
@@ -229,6 +255,10 @@ def _load(run: RunDir, samples: list[SampleRecord], references: _References | No
     unreadable: dict[Key, str] = {}
     for sample in samples:
         key = (sample.prompt_id, sample.seed)
+        problem = mismatch(run.path, sample)
+        if problem:
+            unreadable[key] = f"image does not match its record: {problem}"
+            continue
         try:
             image = read_image(run.image_path(sample))
         except OSError as exc:

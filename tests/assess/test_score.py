@@ -93,7 +93,7 @@ def test_a_truncated_image_flags_its_sample_and_the_rest_is_scored(outputs: RunF
     key = cell_key_of(make_cell(steps=8))
     [flagged] = rows(db, "SELECT * FROM samples WHERE problem IS NOT NULL")
     assert (flagged["cell_key"], flagged["prompt_id"], flagged["seed"]) == (key, "smoke-002", 1)
-    assert flagged["problem"].startswith("image unreadable: ")
+    assert flagged["problem"].startswith("image does not match its record: ") and "bytes, its record says" in flagged["problem"]
     bad = rows(db, "SELECT * FROM scores WHERE prompt_id = 'smoke-002' AND seed = 1")
     assert {r["metric"] for r in bad} == {"psnr", "ssim"}
     assert all(r["value"] is None and r["unavailable_reason"] == flagged["problem"] for r in bad)
@@ -108,7 +108,21 @@ def test_a_corrupt_anchor_image_makes_the_reference_unavailable(outputs: RunFact
     outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=shift(10))
     score([sweep], db, metrics=["psnr"])
     [r] = rows(db, "SELECT * FROM scores WHERE prompt_id = 'smoke-000' AND seed = 0")
-    assert r["value"] is None and r["unavailable_reason"].startswith("anchor image unreadable (")
+    assert r["value"] is None and r["unavailable_reason"].startswith("anchor image does not match its record: ")
+
+
+def test_swapped_images_are_unavailable_never_scored(outputs: RunFactory, db: Path) -> None:
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    run = outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=shift(10))
+    a, b = run / "images" / "smoke-000__s0.png", run / "images" / "smoke-001__s0.png"
+    swap = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    b.write_bytes(swap)
+    score([sweep], db, metrics=["psnr"])
+    swapped = rows(db, "SELECT * FROM scores WHERE cell_key = ? AND seed = 0 AND prompt_id IN ('smoke-000', 'smoke-001')",
+                   (cell_key_of(make_cell(steps=8)),))
+    assert len(swapped) == 2 and all(r["value"] is None and "does not match its record" in r["unavailable_reason"] for r in swapped)
 
 
 @pytest.mark.parametrize("kind", ["plain folder", "sweep without runs", "missing"])
