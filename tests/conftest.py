@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import subprocess
 import sys
@@ -49,3 +50,16 @@ def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, t
     """`python -m render ...` in a real subprocess."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "render", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@functools.lru_cache(maxsize=None)
+def slurm_problem() -> str | None:
+    from hydra_plugins.hypergrid.slurm import controller_problem
+
+    return controller_problem()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A `slurm` test fails, never skips, without a cluster: CI must not report green SLURM tests it never ran."""
+    if item.get_closest_marker("slurm") and slurm_problem():
+        pytest.fail(f"no SLURM cluster ({slurm_problem()}): start one with .ci/slurm/up.sh", pytrace=False)
