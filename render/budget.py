@@ -3,39 +3,91 @@ cost (estimated from history before anything launches). Files are the source of 
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from render.rundir import scan_runs
+from render.rundir import RunDir, SampleRecord, scan_runs, text_hash
 
 
 class BudgetExceeded(ValueError):
     """The sweep's estimated cost does not fit in what is left of the budget."""
 
 
+def identity(record: SampleRecord) -> tuple[str, str | None, int]:
+    """A sample by content: (cell key, prompt text hash, seed)."""
+    return record.cell_key, record.prompt_sha or (text_hash(record.prompt) if record.prompt else record.prompt_id), record.seed
+
+
 @dataclass(frozen=True)
 class History:
-    """Past samples under an output root: (run.json, its rendered samples), read once."""
+    """Every run known to an output root (under it and registered elsewhere), read once."""
 
-    runs: list[tuple[dict[str, Any], list[dict[str, Any]]]]
+    runs: list[RunDir]
 
     @classmethod
     def scan(cls, out_root: Path) -> History:
-        return cls([(run.run, [s.as_dict() for s in run.samples if s.reused_from is None]) for run in scan_runs(out_root)])
+        return cls(scan_runs(out_root))
 
     def samples(self, match: Any) -> Iterable[dict[str, Any]]:
-        for meta, records in self.runs:
-            if match(meta):
-                yield from records
+        """The rendered (not linked) samples of the runs whose run.json `match` accepts."""
+        for run in self.runs:
+            if match(run.run):
+                yield from (s.as_dict() for s in run.samples if s.reused_from is None)
 
 
 def spent_gpu_seconds(out_root: Path, experiment: str, history: History | None = None) -> float:
-    """Latency plus load time of every sample rendered (not reused) by runs of this experiment."""
+    """The GPU time of every sample the experiment's runs use, each once, wherever and under whatever flags
+    it was rendered: a sample linked from a run outside the experiment costs what its rendering cost."""
     history = history or History.scan(out_root)
-    in_experiment = lambda meta: ((meta.get("config") or {}).get("experiment") or {}).get("name") == experiment  # noqa: E731
-    return sum(r["latency_s"] + r.get("load_s", 0.0) for r in history.samples(in_experiment))
+    cost: dict[tuple[str, str | None, int], float] = {}
+    used: set[tuple[str, str | None, int]] = set()
+    for run in history.runs:
+        mine = ((run.run.get("config") or {}).get("experiment") or {}).get("name") == experiment
+        for record in run.samples:
+            if record.reused_from is None:
+                cost.setdefault(identity(record), (record.latency_s or 0.0) + (record.load_s or 0.0))
+            if mine:
+                used.add(identity(record))
+    return sum(cost.get(i, 0.0) for i in used)
+
+
+RESERVATIONS = "reservations.jsonl"
+
+
+def reserved_seconds(folder: Path) -> float:
+    """What launches still running have reserved (a reservation ends with its release or its process)."""
+    from render.rundir import writer_state
+
+    entries, released = [], set()
+    try:
+        lines = (folder / RESERVATIONS).read_text().splitlines()
+    except FileNotFoundError:
+        return 0.0
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if "release" in entry:
+            released.add(entry["release"])
+        else:
+            entries.append(entry)
+    return sum(e["seconds"] for e in entries if e["id"] not in released and writer_state(e, ask_slurm=False)[0] == "running")
+
+
+def reserve(folder: Path, seconds: float) -> None:
+    """Reserve `seconds` of the budget for this process's launch; released when the process ends."""
+    import atexit
+    import secrets
+
+    from render.rundir import append_record, host_identity, now_iso
+
+    entry = {"id": secrets.token_hex(6), "seconds": seconds, **host_identity(), "started_at": now_iso()}
+    append_record(folder / RESERVATIONS, entry)
+    atexit.register(lambda: append_record(folder / RESERVATIONS, {"release": entry["id"], "released_at": now_iso()}))
 
 
 def seconds_per_sample(out_root: Path, model: str, height: int, width: int, device_kind: str, steps: int,

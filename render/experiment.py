@@ -1,20 +1,23 @@
-"""The render-side guards of an experiment (a named climb): the locked holdout, frozen anchors, the final.
+"""The render-side guards of an experiment (a named climb): the holdout locked by content, the anchor
+frozen by content, one final by evidence.
 
-`assess climb <name> --final` claims FINAL.json once; only then, and only with experiment.final=true,
-does the runner render the experiment's holdout prompts.
+`assess climb <name> --final` claims the final once (render.holdout keeps the evidence); only then, and
+only with the claim's token, does the runner render the experiment's holdout, for the final's cells.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from render.prompts import load_prompts
-from render.rundir import check_name, now_iso, shared_texts
+from render.holdout import FINAL, HoldoutLocked, final_claim, option_prompts, record_claim, user_state_dir
+from render.rundir import STATE_DIR, append_record, atomic_write_json, check_name, file_mode, now_iso, shared_texts
 
-FINAL = "FINAL.json"
+ANCHOR = "ANCHOR.json"
 
 
 class ExperimentGuard(ValueError):
@@ -30,29 +33,85 @@ def experiment_dir(out_root: Path, name: str) -> Path:
 
 
 def final_record(out_root: Path, name: str) -> dict[str, Any] | None:
+    """The experiment's claimed final: FINAL.json, or the copy kept in the registries when it was deleted."""
     path = experiment_dir(out_root, name) / FINAL
-    return json.loads(path.read_text()) if path.exists() else None
+    if path.exists():
+        return json.loads(path.read_text())
+    from render.holdout import FINALS, _read_lines, _registries
+
+    return next((e for folder in _registries(out_root) for e in _read_lines(folder / FINALS) if e.get("experiment") == name), None)
 
 
-def claim_final(out_root: Path, name: str, payload: dict[str, Any]) -> Path:
-    """Create FINAL.json exactly once (O_EXCL): a second final is refused with the date of the first."""
+def claim_final(out_root: Path, name: str, payload: dict[str, Any], holdout_content: str | None = None) -> dict[str, Any]:
+    """Claim the final exactly once: refused when any record of a claim survives (FINAL.json, the out_root's
+    or the user's registry); returns the claim with the token its commands must carry."""
+    first = final_claim(out_root, name, holdout_content) if holdout_content else final_record(out_root, name)
+    if first is not None:
+        raise FinalAlreadyClaimed(f"experiment {name}: the final holdout run was already claimed on "
+                                  f"{first.get('claimed_at', '?')}; the holdout is spent and cannot be rendered again")
+    claim = {"experiment": name, "claimed_at": now_iso(), "holdout_content": holdout_content,
+             "token": secrets.token_hex(8), **payload}
     path = experiment_dir(out_root, name) / FINAL
     path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".FINAL.", suffix=".tmp")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(claim, f, indent=2)
+            f.flush()
+            os.fchmod(f.fileno(), file_mode())
+            os.fsync(f.fileno())
+        os.link(tmp, path)  # exclusive and whole: fails when another claim got there first
     except FileExistsError:
-        first = final_record(out_root, name) or {}
-        raise FinalAlreadyClaimed(f"experiment {name}: the final holdout run was already made on {first.get('claimed_at', '?')} "
-                                  f"({path}); the holdout is spent and cannot be rendered again") from None
-    with os.fdopen(fd, "w") as f:
-        json.dump({"experiment": name, "claimed_at": now_iso(), **payload}, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    return path
+        raise FinalAlreadyClaimed(f"experiment {name}: the final holdout run was already claimed ({path}); "
+                                  "the holdout is spent and cannot be rendered again") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    record_claim(out_root, claim)
+    return claim
 
 
-def check_experiment(cfg: Any, overrides: Sequence[str]) -> None:
-    """Raise ExperimentGuard when this cell breaks its experiment's rules."""
+def frozen_anchor(out_root: Path, name: str) -> dict[str, Any] | None:
+    """The anchor cell the experiment recorded at its first launch (ANCHOR.json, or the registries' copy)."""
+    path = experiment_dir(out_root, name) / ANCHOR
+    if path.is_file():
+        return json.loads(path.read_text())
+    from render.holdout import _read_lines
+
+    for folder in (out_root / STATE_DIR, user_state_dir()):
+        for entry in _read_lines(folder / "anchors.jsonl"):
+            if entry.get("experiment") == name and entry.get("out_root") in (None, str(out_root)):
+                return entry
+    return None
+
+
+def check_anchor(out_root: Path, name: str, anchor: Any) -> None:
+    """The anchor is frozen by content: a cell whose anchor differs from the recorded one is refused."""
+    recorded = frozen_anchor(out_root, name)
+    if recorded is not None and recorded["cell_key"] != anchor.key:
+        raise ExperimentGuard(
+            f"experiment {name}: the anchor is frozen, and this run's differs (an edited model config, or a same-named "
+            f"option elsewhere on the search path).\n  recorded: {json.dumps(recorded['cell'], sort_keys=True)}\n"
+            f"  this run: {json.dumps(anchor.canonical(), sort_keys=True)}\nA different reference needs a new experiment")
+
+
+def record_anchor(out_root: Path, name: str, anchor: Any) -> None:
+    """At an experiment's first launch, freeze its anchor (in its folder and the registries)."""
+    if frozen_anchor(out_root, name) is not None:
+        return
+    entry = {"experiment": name, "out_root": str(out_root), "cell_key": anchor.key, "cell": anchor.canonical(),
+             "recorded_at": now_iso()}
+    atomic_write_json(experiment_dir(out_root, name) / ANCHOR, entry)
+    for folder in (out_root / STATE_DIR, user_state_dir()):
+        folder.mkdir(parents=True, exist_ok=True)
+        append_record(folder / "anchors.jsonl", entry)
+
+
+def check_experiment(cfg: Any, overrides: Sequence[str], job: Any) -> None:
+    """Raise ExperimentGuard (or HoldoutLocked) when this cell breaks its experiment's rules. The holdout lock
+    (render.holdout.check_holdout) holds for every render, with or without an experiment."""
+    from render.holdout import check_holdout
+
+    check_holdout(job, cfg)
     experiment = cfg.get("experiment")
     if experiment is None:
         return
@@ -61,17 +120,25 @@ def check_experiment(cfg: Any, overrides: Sequence[str]) -> None:
     if anchored:
         raise ExperimentGuard(f"experiment {name}: the anchor is frozen; remove {' '.join(anchored)} "
                               "(a different reference needs a new experiment)")
-    dev, holdout = load_prompts(f"{experiment.dev}.jsonl"), load_prompts(f"{experiment.holdout}.jsonl")
+    (dev_file, dev), (holdout_file, holdout) = option_prompts(experiment.dev), option_prompts(experiment.holdout)
     shared = shared_texts([(p.id, p.text) for p in dev], [(p.id, p.text) for p in holdout])
     if shared:
         dev_id, holdout_id, text = shared[0]
-        raise ExperimentGuard(f"experiment {name}: prompts {experiment.dev} and {experiment.holdout} share {len(shared)} "
-                              f"text(s), e.g. {dev_id} = {holdout_id} ({text!r})")
-    if cfg.prompts.name == experiment.holdout or cfg.prompts.split == "holdout":
-        out_root = Path(cfg.out_root).expanduser().resolve()
-        if not experiment.final:
-            raise ExperimentGuard(f"experiment {name}: prompts={cfg.prompts.name} is the locked holdout; "
-                                  f"only `assess climb {name} --final` renders it, once")
-        if final_record(out_root, name) is None:
-            raise ExperimentGuard(f"experiment {name}: experiment.final=true without a claimed final; "
-                                  f"run `assess climb {name} --final`")
+        raise ExperimentGuard(f"experiment {name}: prompts {experiment.dev} ({dev_file}) and {experiment.holdout} "
+                              f"({holdout_file}) share {len(shared)} text(s), e.g. {dev_id} = {holdout_id} ({text!r})")
+    check_anchor(job.out_root, name, job.anchor)
+
+
+def record_launch(jobs: Sequence[Any]) -> None:
+    """What an experiment's first launch fixes for good: its anchor, and its holdout's reservation."""
+    from render.holdout import register_holdout
+
+    for job in jobs:
+        experiment = job.config.get("experiment")
+        if experiment:
+            record_anchor(job.out_root, experiment["name"], job.anchor)
+            register_holdout(job.out_root, experiment["name"], experiment["holdout"])
+
+
+__all__ = ["ExperimentGuard", "FinalAlreadyClaimed", "HoldoutLocked", "check_experiment", "claim_final", "experiment_dir",
+           "final_record", "record_launch"]

@@ -18,12 +18,13 @@ from omegaconf import DictConfig
 from render.attention import BackendUnavailable, check_attention_usable
 from render.caches import check_cache_supported
 from render.environment import check_hub_model, check_writable_folder
-from render.budget import BudgetExceeded, History, check_budget, estimate_jobs, spent_gpu_seconds
+from render.budget import (BudgetExceeded, History, check_budget, estimate_jobs, reserve, reserved_seconds,
+                           spent_gpu_seconds)
 from render.cell import ConfigError, Job, anchor_job, build_job
-from render.experiment import ExperimentGuard, check_experiment
+from render.experiment import ExperimentGuard, check_experiment, experiment_dir, record_launch
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
 from render.prompts import PromptError
-from render.rundir import RunDirError
+from render.rundir import RunDirError, exclusive
 from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
 from render.schedulers import check_scheduler_supported
 
@@ -69,7 +70,7 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
         check_writable_folder(cfg.out_root, "out_root")
         job = build_job(cfg)
         check_job(job)
-        check_experiment(cfg, overrides)
+        check_experiment(cfg, overrides, job)
         if single:
             refuse_unused_cache_overrides(unused_cache_overrides(overrides, cfg), 1)
     except (ConfigError, PromptError, BackendUnavailable, ExperimentGuard, RunDirError, ValueError) as error:
@@ -97,6 +98,7 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
     except ConfigError as error:
         raise PreflightError(str(error)) from None
     preflight_budget(jobs)
+    record_launch(jobs)
     return jobs
 
 
@@ -118,10 +120,14 @@ def preflight_budget(jobs: list[Job]) -> None:
             for j in ([job, anchor_job(job)] if job.render_anchor and not job.is_anchor else [job]):
                 cells.setdefault(j.cell.key, j)
                 pending.setdefault(j.cell.key, set()).update(store.pending(j.cell.key, j.samples))
+        folder = experiment_dir(out_root, name)
         try:
             estimate = estimate_jobs(list(cells.values()), {k: len(v) for k, v in pending.items()}, out_root,
                                      measure=measure_one_sample, history=history)
-            check_budget(_experiment_conf(group[0]), spent_gpu_seconds(out_root, name, history), estimate)
+            with exclusive(folder / ".budget.lock", wait=True):  # admission: concurrent launches cannot pass together
+                spent = spent_gpu_seconds(out_root, name, History.scan(out_root)) + reserved_seconds(folder)
+                check_budget(_experiment_conf(group[0]), spent, estimate)
+                reserve(folder, estimate.seconds)
         except BudgetExceeded as error:
             raise PreflightError(str(error)) from None
         log.info("experiment %s: estimated %.1f s for this sweep (%d cells measured in preflight)", name, estimate.seconds, estimate.measured_cells)
@@ -173,6 +179,7 @@ class PreflightCallback(Callback):
             job = preflight_config(task, overrides, single=True)
             check_writable_folder(config.hydra.run.dir, "hydra.run.dir")
             preflight_budget([job])
+            record_launch([job])
         except ConfigError as error:
             exit_with(PreflightError(str(error)))
         except PreflightError as error:

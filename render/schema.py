@@ -94,6 +94,7 @@ class ExperimentConf:
     objective: str = "latency"  # minimised among cells at parity: latency (median warm s/image)
     budget: BudgetConf = field(default_factory=BudgetConf)
     final: bool = False  # set only by `assess climb --final`: unlocks the holdout split and the reserve
+    final_token: Optional[str] = None  # the token the final's claim issued: experiment.final works only with it
 
 
 @dataclass

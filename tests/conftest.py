@@ -18,6 +18,12 @@ CONF_DIR = str(Path(render.schema.__file__).parent / "conf")
 
 
 @pytest.fixture(autouse=True)
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own user-level record of holdouts and finals (render.holdout.user_state_dir)."""
+    monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "hypergrid-state"))
+
+
+@pytest.fixture(autouse=True)
 def hydra_singletons_restored():
     """Hydra's compose leaves process-wide singletons behind (its version base among them), which
     changes how later in-process Hydra runs behave (Hydra's launcher contract suite): restore them."""

@@ -41,10 +41,10 @@ def generation_commands(exp: Experiment, plan: Plan, proposals: Sequence[Proposa
     return out
 
 
-def final_command(exp: Experiment, cell: Sequence[str]) -> Command:
-    """A holdout render for the final: one cell, given as overrides."""
-    return Command((*exp.base_overrides(), "experiment.final=true", f"prompts={exp.holdout.option}",
-                    *exp.seed_overrides(), *cell))
+def final_command(exp: Experiment, cell: Sequence[str], token: str) -> Command:
+    """A holdout render for the final: one cell, given as overrides, carrying the claim's token."""
+    return Command((*exp.base_overrides(), "experiment.final=true", f"experiment.final_token={token}",
+                    f"prompts={exp.holdout.option}", *exp.seed_overrides(), *cell))
 
 
 class RenderRefused(AssessError):

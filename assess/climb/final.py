@@ -193,39 +193,88 @@ def _incumbent(exp: Experiment, index: Index, db: Path | None, force: bool, log:
     return observed, decision, len(history)
 
 
+def final_cells(exp: Experiment, commands_overrides: list[list[str]]) -> list[str]:
+    """The cell keys a final may render on the holdout: each command's cell and its anchor (composed as the
+    renderer will compose them)."""
+    from assess.experiment import compose
+    from render.cell import build_job
+
+    keys: list[str] = []
+    for overrides in commands_overrides:
+        job = build_job(compose([*exp.base_overrides(), *overrides]))
+        keys += [job.cell.key, job.anchor.key]
+    return sorted(set(keys))
+
+
+def holdout_evidence(exp: Experiment, index: Index) -> str | None:
+    """Why the holdout is no longer fresh (a claim in the index, or its samples already rendered), or None."""
+    from render.holdout import holdout_samples
+    from render.prompts import Prompt
+
+    row = next(iter(index.query("SELECT claimed_at FROM finals WHERE experiment = ?", (exp.name,))), None)
+    if row is not None:
+        return f"the index records its final as claimed on {row['claimed_at']}"
+    prompts = [Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)]
+    found = holdout_samples(exp.out_root, prompts)
+    if found:
+        return (f"the holdout is contaminated: {len(found)} run folder(s) already hold samples of its texts (e.g. "
+                f"{found[0]}), rendered before the final by an older version or by hand; a final on it would not "
+                "be an unseen test. Give the experiment a fresh holdout manifest")
+    return None
+
+
 def run_final(name: str, db: Path | None = None, out_root: Path | None = None, overrides: Sequence[str] = (),
               force: bool = False, log: Log = print) -> FinalResult:
+    """Claim the final once (by evidence: render.holdout), render the incumbent, the steps-only control and the
+    anchor on the holdout, and score them. A claimed final that did not finish is resumed, never repeated."""
+    import secrets
+
     from render.experiment import FinalAlreadyClaimed, claim_final, final_record
+    from render.holdout import content_hash, final_claim
+    from render.prompts import Prompt
 
     exp = load_experiment(name, overrides, out_root)
-    first = final_record(exp.out_root, name)
-    if first is not None:
-        raise FinalRefused(_already(exp, first))
+    content = content_hash([Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)])
+    first = final_claim(exp.out_root, name, content) or final_record(exp.out_root, name)
     with Index.open(db) as index:
-        observed, decision, generations = _incumbent(exp, index, db, force, log)
-        inc = decision.incumbent
-        steps = exp.steps_of(inc)
-        commands: list[Command] = [final_command(exp, exp.cell_overrides(inc)),
-                                   final_command(exp, control_overrides(exp, steps))]
-        payload = {
-            "generation": generations,
-            "incumbent": {"cell": exp.as_dict(inc), "overrides": exp.cell_overrides(inc), "steps": steps,
-                          "cell_key": observed.keys.get(inc), "status": decision.incumbent_status,
-                          "dev": _dev_summary(decision, inc)},
-            "control": {"overrides": control_overrides(exp, steps)},
-            "anchor": {"overrides": [f"{k}={v}" for k, v in exp.anchor.items()]},
-            "stop": decision.stop,
-            "commands": [c.text for c in commands],
-        }
-        try:
-            claim_final(exp.out_root, name, payload)
-        except FinalAlreadyClaimed:
-            raise FinalRefused(_already(exp, final_record(exp.out_root, name) or {})) from None
-        log(f"claimed the final of {name}: {exp.label(inc)} on {exp.holdout.option}")
+        if first is not None:
+            if (experiment_dir(exp.out_root, name) / RESULT).exists():
+                raise FinalRefused(_already(exp, first))
+            log(f"resuming the claimed final of {name} (claimed on {first.get('claimed_at', '?')}): finished samples are skipped")
+            commands = [Command(tuple(words)) for words in first.get("words", [])]
+            payload = first
+        else:
+            evidence = holdout_evidence(exp, index)
+            if evidence:
+                raise FinalRefused(f"experiment {name}: no final can be claimed: {evidence}")
+            observed, decision, generations = _incumbent(exp, index, db, force, log)
+            inc = decision.incumbent
+            steps = exp.steps_of(inc)
+            token = secrets.token_hex(8)
+            cells = [exp.cell_overrides(inc), control_overrides(exp, steps)]
+            commands = [final_command(exp, cell, token) for cell in cells]
+            payload = {
+                "generation": generations,
+                "incumbent": {"cell": exp.as_dict(inc), "overrides": exp.cell_overrides(inc), "steps": steps,
+                              "cell_key": observed.keys.get(inc), "status": decision.incumbent_status,
+                              "dev": _dev_summary(decision, inc)},
+                "control": {"overrides": control_overrides(exp, steps)},
+                "anchor": {"overrides": [f"{k}={v}" for k, v in exp.anchor.items()]},
+                "stop": decision.stop,
+                "token": token,
+                "cells": final_cells(exp, [[f"prompts={exp.holdout.option}", *cell] for cell in cells]),
+                "commands": [c.text for c in commands],
+                "words": [list(c.words) for c in commands],
+            }
+            try:
+                payload = claim_final(exp.out_root, name, payload, content)
+            except FinalAlreadyClaimed:
+                raise FinalRefused(_already(exp, final_record(exp.out_root, name) or {})) from None
+            log(f"claimed the final of {name}: {exp.label(inc)} on {exp.holdout.option}")
         sweeps, refused = run_and_score(commands, exp, db, log)
         if refused:
-            raise FinalRefused(f"{refused} The final is claimed: fix the cause, then rerun its commands (finished "
-                               f"samples are skipped) and score them: {'; '.join(c.text for c in commands)}")
+            raise FinalRefused(f"{refused} The final is claimed: fix the cause, then run `assess climb {name} --final` "
+                               "again to resume it (finished samples are skipped)")
         result = final_result(index, exp, final_record(exp.out_root, name) or payload)
     result.sweeps = [str(s) for s in sweeps]
     from render.rundir import atomic_write_json
@@ -241,11 +290,9 @@ def _dev_summary(decision: Any, coords: tuple[str, ...]) -> dict[str, Any] | Non
 
 
 def _already(exp: Experiment, first: dict[str, Any]) -> str:
-    commands = "; ".join(first.get("commands", []))
     return (f"experiment {exp.name}: the final was already claimed on {first.get('claimed_at', '?')} "
             f"({experiment_dir(exp.out_root, exp.name) / 'FINAL.json'}); the holdout is spent. See "
-            f"`assess report {exp.name}`. If its renders were interrupted, rerun its commands (finished samples are "
-            f"skipped) and score them: {commands}")
+            f"`assess report {exp.name}`.")
 
 
 # -- text -----------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 Each decided generation is one JSON file, `<out_root>/experiments/<name>/generations/g0001.json`,
 created exclusively (a concurrent climb that decided the same generation gets an error, not a
-duplicate). The index's `generations`, `generation_cells` and `finals` tables are rebuilt from
-these files and FINAL.json whenever the climb or the report reads them.
+duplicate). The index's `generations` and `generation_cells` tables are rebuilt from these files whenever the climb or
+the report reads them; its `finals` table keeps a claim even when FINAL.json is gone (evidence of a
+spent holdout, render.holdout).
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final
     with index.write() as conn:
         conn.execute("DELETE FROM generations WHERE experiment = ?", (name,))
         conn.execute("DELETE FROM generation_cells WHERE experiment = ?", (name,))
-        conn.execute("DELETE FROM finals WHERE experiment = ?", (name,))
         for g in generations:
             conn.execute(
                 "INSERT INTO generations (experiment, number, created_at, state, incumbent, incumbent_status, stop, "
@@ -86,7 +86,8 @@ def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(name, g["generation"], json_dumps(p["cell"]), p["rung"], p["kind"], p["reason"], p.get("est_s"))
                  for p in g.get("proposals", [])])
-        if final is not None:
+        if final is not None:  # a claim stays in the index for good: deleting FINAL.json does not reset it
+            conn.execute("DELETE FROM finals WHERE experiment = ?", (name,))
             conn.execute("INSERT INTO finals (experiment, claimed_at, incumbent, record) VALUES (?, ?, ?, ?)",
                          (name, final.get("claimed_at", ""), json_dumps(final.get("incumbent", {}).get("cell", {})),
                           str(final_path)))

@@ -201,11 +201,16 @@ def test_generations_are_rebuilt_into_a_new_index_from_the_files(runs: DemoRuns,
         assert [r["number"] for r in index.query("SELECT number FROM generations ORDER BY number")] == [1, 2]
 
 
-def test_a_second_final_is_refused_with_the_date_of_the_first(workdir: Path, db: Path) -> None:
+@pytest.mark.parametrize("removed", [(), ("FINAL.json",), ("FINAL.json", "index")])
+def test_a_second_final_is_refused_with_the_date_of_the_first(workdir: Path, db: Path, removed: tuple[str, ...]) -> None:
+    from assess.climb.final import RESULT
     from render.experiment import claim_final, final_record
 
     claim_final(Path("outputs"), "demo", {"incumbent": {"cell": {}}})
+    (workdir / "outputs/experiments/demo" / RESULT).write_text("{}")  # the final finished
     first = final_record(Path("outputs"), "demo")["claimed_at"]
+    for name in removed:  # a claim removed from disk (and the index rebuilt) does not reset it
+        (workdir / "outputs/experiments/demo/FINAL.json" if name == "FINAL.json" else db).unlink(missing_ok=True)
     result = climb(db, "--final")
     assert result.exit_code == 1
     assert f"the final was already claimed on {first}" in result.output
