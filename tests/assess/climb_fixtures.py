@@ -1,4 +1,5 @@
-"""Run directories of the demo experiment, written without the renderer (docs/run-directory.md).
+"""Run directories of the demo experiment, written through the contract module (render.rundir) with known
+pixels and the shipped manifests' texts.
 
 Each cell's images are a known perturbation of the anchor's (tests/assess/conftest.py), so SSIM,
 computed by the real metric when the test scores them, lands where the test wants it against the
@@ -8,6 +9,7 @@ demo's parity band (0.002): `shift(1)` or `shift(3)` is at parity, `noise(2)` is
 from __future__ import annotations
 
 import copy
+import io
 import json
 import socket
 from collections.abc import Iterator
@@ -19,7 +21,11 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from render import rundir
+from render.prompts import load_prompts
 from tests.assess.conftest import Perturb, anchor_image, cell_key_of, identity
+
+TEXTS = {p.id: p.text for p in load_prompts("dev.jsonl") + load_prompts("holdout.jsonl")}
 
 
 @contextmanager
@@ -87,7 +93,7 @@ class DemoRuns:
         path = parent / (name or f"{self.counter}_{key}")
         (path / "images").mkdir(parents=True, exist_ok=True)
         run = {
-            "schema": 1, "cell_key": key, "cell": cell, "describe": f"tiny {cell['steps']} steps",
+            "schema": rundir.CONTRACT_VERSION, "cell_key": key, "cell": cell, "describe": f"tiny {cell['steps']} steps",
             "anchor": {"cell_key": ANCHOR_KEY, "cell": ANCHOR_CELL, "overrides": ANCHOR_OVERRIDES,
                        "dir": f"anchors/tiny/{ANCHOR_KEY}"},
             "is_anchor": is_anchor, "out_root": str(self.root),
@@ -97,16 +103,23 @@ class DemoRuns:
             "versions": {}, "device": {"kind": "cpu"}, "git": {}, "host": socket.gethostname(), "pid": 999_999_999,
             "job": {"launcher": "inprocess", "slurm_job_id": None}, "started_at": "2026-11-30T10:00:00+00:00",
         }
-        (path / "run.json").write_text(json.dumps(run))
+        rundir.atomic_write_json(path / rundir.RUN_JSON, run)
         lines = []
         for i, prompt in enumerate(prompts):
             image = f"images/{prompt}__s0.png"
-            Image.fromarray(perturb(anchor_image(prompt, 0), prompt, 0)).save(path / image)
-            lines.append({"cell_key": key, "prompt_id": prompt, "prompt": f"prompt {prompt}", "seed": 0, "image": image,
-                          "width": 32, "height": 32, "latency_s": latency, "warmup": i == 0, "steps": cell["steps"],
-                          "s_per_step": latency / cell["steps"], "peak_mem_bytes": 1000, "mem_kind": "cpu-rss-hwm",
-                          "load_s": 0.0, "reused_from": None, "finished_at": "2026-11-30T10:00:01+00:00"})
-        (path / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+            buffer = io.BytesIO()
+            Image.fromarray(perturb(anchor_image(prompt, 0), prompt, 0)).save(buffer, format="PNG")
+            png = buffer.getvalue()
+            rundir.atomic_write_bytes(path / image, png)
+            text = TEXTS.get(prompt, f"prompt {prompt}")  # the shipped manifests' texts: identity is by content
+            record = rundir.SampleRecord(
+                cell_key=key, prompt_id=prompt, prompt=text, seed=0, image=image, width=32, height=32,
+                latency_s=latency, warmup=i == 0, steps=cell["steps"], s_per_step=latency / cell["steps"],
+                peak_mem_bytes=1000, mem_kind="cpu-rss-hwm", load_s=0.0, reused_from=None,
+                finished_at="2026-11-30T10:00:01+00:00", sha256=rundir.digest(png), bytes=len(png),
+                prompt_sha=rundir.text_hash(text))
+            rundir.append_record(path / rundir.SAMPLES, record.as_dict())
+            lines.append(record)
         if failed:
             (path / "FAILED.json").write_text(json.dumps({"category": failed, "message": f"{failed} here",
                                                           "traceback": "", "failed_at": "2026-11-30T10:00:02+00:00"}))

@@ -218,6 +218,16 @@ def test_a_second_final_is_refused_with_the_date_of_the_first(workdir: Path, db:
     assert after.exit_code == 1 and f"its final was claimed on {first}" in after.output
 
 
+def test_holdout_samples_found_before_the_final_make_it_refuse(runs: DemoRuns, db: Path, workdir: Path) -> None:
+    first_generation(runs, db)
+    sweep = runs.sweep()
+    runs.run(sweep, demo_cell(4), holdout_ids()[:3], split="holdout")  # rendered by an older version, or by hand
+    result = climb(db, "--final", "--force")
+    assert result.exit_code == 1
+    assert "the holdout is contaminated: 1 run folder(s) already hold samples of its texts" in result.output
+    assert not (workdir / "outputs/experiments/demo/FINAL.json").exists()
+
+
 def test_the_final_is_refused_while_the_climb_goes_on(runs: DemoRuns, db: Path, workdir: Path) -> None:
     first_generation(runs, db)
     result = climb(db, "--final")

@@ -1,0 +1,127 @@
+"""The climb's laws against every route that broke them: the holdout by content, one final by evidence, a
+frozen anchor, one budget admitted under a lock. Each test tries one route a careful but unlucky user took."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from render import rundir
+from render.budget import reserve, reserved_seconds, spent_gpu_seconds
+from render.cell import build_job
+from render.experiment import ExperimentGuard, check_anchor, claim_final, record_anchor
+from render.holdout import content_hash, option_prompts
+from tests.conftest import compose_cfg, run_render
+
+HOLDOUT = Path(__file__).parents[1] / "render" / "prompts" / "holdout.jsonl"
+
+
+def refused(tmp_path: Path, *args: str) -> str:
+    result = run_render(*args, "model=tiny", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert not (tmp_path / "outputs" / "runs").exists() and not (tmp_path / "outputs" / "multirun").exists()
+    return result.stderr
+
+
+def manifest(tmp_path: Path, lines: list[tuple[str, str]]) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in lines))
+    return path
+
+
+@pytest.mark.parametrize("route", ["plain option", "another option's file", "dev ids, holdout texts", "a trailing full stop"])
+def test_no_route_renders_a_holdout_text(tmp_path: Path, route: str) -> None:
+    texts = [json.loads(line)["text"] for line in HOLDOUT.read_text().splitlines()]
+    if route == "plain option":
+        args = ["prompts=holdout"]  # no experiment at all
+    elif route == "another option's file":
+        args = ["-m", "experiment=demo", "prompts=dev", f"prompts.file={HOLDOUT}"]
+    elif route == "dev ids, holdout texts":
+        args = ["-m", "experiment=demo", "prompts=dev", f"prompts.file={manifest(tmp_path, [('dev-000', texts[3])])}"]
+    else:
+        args = [f"prompts.file={manifest(tmp_path, [('mine-000', texts[5].upper() + '.')])}"]
+    assert "a locked holdout" in refused(tmp_path, *args)
+
+
+def test_a_registered_experiments_holdout_is_locked_for_every_render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from render.holdout import register_holdout, reserved
+
+    conf = tmp_path / "conf" / "prompts"
+    conf.mkdir(parents=True)
+    secret = manifest(tmp_path, [("secret-000", "an orange hexagon in the corner")])
+    (conf / "secret.yaml").write_text(f"defaults: [prompts_schema, _self_]\nname: secret\nsplit: holdout\nfile: {secret}\n")
+    monkeypatch.chdir(tmp_path)
+    register_holdout(tmp_path / "outputs", "mine", "secret")
+    owner = reserved(tmp_path / "outputs")[rundir.text_hash("An orange hexagon, in the corner!")]
+    assert owner == "experiment mine's holdout (secret)"
+    other = manifest(tmp_path, [("x-000", "an orange hexagon in the corner")])
+    assert "experiment mine's holdout (secret)" in refused(tmp_path, f"prompts.file={other}")
+
+
+def test_the_final_needs_its_claims_token_and_renders_only_its_cells(tmp_path: Path) -> None:
+    _, holdout = option_prompts("holdout")
+    out_root = tmp_path / "outputs"
+    incumbent = build_job(compose_cfg("model=tiny", "experiment=demo", "prompts=holdout", "steps=4", out_root=out_root))
+    claim = claim_final(out_root, "demo", {"cells": [incumbent.cell.key, incumbent.anchor.key]}, content_hash(holdout))
+    base = ["experiment=demo", "prompts=holdout", "experiment.final=true", "prompts.limit=1", "render_anchor=false"]
+    assert "only with the token of its claimed final" in refused(tmp_path, *base, "steps=4")
+    assert "only with the token" in refused(tmp_path, *base, "experiment.final_token=0000", "steps=4")
+    token = f"experiment.final_token={claim['token']}"
+    assert "is not one of its final's cells" in refused(tmp_path, *base, token, "steps=2")
+    ok = run_render(*base, token, "steps=4", "model=tiny", cwd=tmp_path, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_dev_sweep_cannot_spend_the_reserve_without_a_claim(tmp_path: Path) -> None:
+    assert "without a claimed final" in refused(tmp_path, "experiment=demo", "prompts=dev", "experiment.final=true")
+
+
+def test_the_anchor_is_frozen_by_content(tmp_path: Path) -> None:
+    first = build_job(compose_cfg("model=tiny", "experiment=demo", out_root=tmp_path))
+    record_anchor(tmp_path, "demo", first.anchor)
+    check_anchor(tmp_path, "demo", first.anchor)
+    edited = build_job(compose_cfg("model=tiny", "experiment=demo", "model.anchor.steps=2", out_root=tmp_path))
+    (tmp_path / "experiments" / "demo" / "ANCHOR.json").unlink()  # one deleted file does not unfreeze it
+    with pytest.raises(ExperimentGuard) as error:
+        check_anchor(tmp_path, "demo", edited.anchor)
+    assert '"steps": 16' in str(error.value) and '"steps": 2' in str(error.value)
+
+
+def test_concurrent_launches_are_admitted_under_one_lock(tmp_path: Path) -> None:
+    folder = tmp_path / "experiments" / "demo"
+    folder.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from render.budget import reserve; "
+                               f"reserve(Path({str(folder)!r}), 300.0); print('ok', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        assert reserved_seconds(folder) == 300.0  # what the other launch reserved counts against this one
+    finally:
+        holder.kill()
+        holder.wait()
+    assert reserved_seconds(folder) == 0.0  # a reservation ends with its process
+    reserve(folder, 5.0)
+    assert reserved_seconds(folder) == 5.0
+
+
+def test_spend_counts_every_sample_the_experiment_uses_wherever_it_was_rendered(tmp_path: Path) -> None:
+    def run(name: str, experiment: str | None, reused: bool) -> None:
+        path = tmp_path / name
+        rundir.atomic_write_json(path / "run.json", {
+            "schema": 2, "cell_key": "k", "cell": {}, "anchor": {"cell_key": "a"}, "is_anchor": False,
+            "prompts": {"name": "dev", "ids": ["dev-000"]}, "seeds": [0],
+            "config": {"experiment": {"name": experiment} if experiment else None}})
+        record = rundir.SampleRecord(cell_key="k", prompt_id="dev-000", seed=0, prompt="a red circle", image="images/x.png",
+                                     width=32, height=32, latency_s=0.0 if reused else 3.0, warmup=False, steps=2,
+                                     s_per_step=1.0, peak_mem_bytes=1, mem_kind="cpu-rss-hwm", load_s=0.0 if reused else 1.0,
+                                     reused_from="plain" if reused else None, finished_at=rundir.now_iso())
+        rundir.append_record(path / "samples.jsonl", record.as_dict())
+
+    run("plain", None, reused=False)  # rendered without experiment=
+    run("climb", "demo", reused=True)  # the climb linked it
+    run("climb-again", "demo", reused=True)  # and used it twice
+    assert spent_gpu_seconds(tmp_path, "demo") == 4.0
