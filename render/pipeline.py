@@ -10,35 +10,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from render.attention import apply_attention, reset_attention
 from render.caches import apply_cache, reset_cache
 from render.cell import Cell, ModelSpec
+from render.loading import BUILTIN_PREFIX, model_source, pipeline_class, quiet_libraries  # noqa: F401 (re-exported)
 from render.schedulers import apply_scheduler
 
-BUILTIN_PREFIX = "hypergrid:"
 log = logging.getLogger("render")
-
-
-def builtin_models() -> dict[str, Any]:
-    """Models the project builds itself: name -> function returning the saved folder."""
-    from render.models.shapes import shapes_model_dir
-    from render.models.tiny import ensure_tiny
-
-    return {"tiny": ensure_tiny, "shapes": shapes_model_dir}
-
-
-def model_source(model: ModelSpec) -> str:
-    """The folder or hub id that from_pretrained loads."""
-    if model.id.startswith(BUILTIN_PREFIX):
-        name = model.id[len(BUILTIN_PREFIX):]
-        builders = builtin_models()
-        if name not in builders:
-            raise ValueError(f"model.id={model.id}: no built-in model {name!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in builders)}")
-        return str(builders[name]())
-    return str(Path(model.id).expanduser()) if model.id.startswith((".", "/", "~")) else model.id
 
 
 @dataclass
@@ -65,29 +45,6 @@ class PipelineCache:
             self._loaded.clear()
             self._loaded[key] = load_pipeline(model, device)
         return self._loaded[key]
-
-
-def quiet_libraries() -> None:
-    """diffusers/transformers progress bars and INFO chatter would bury the cell's own progress."""
-    import diffusers
-    import transformers
-
-    diffusers.utils.logging.set_verbosity_error()
-    diffusers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
-def pipeline_class(name: str) -> type:
-    """`model.pipeline`: a dotted import path ("render.models.shapes.ShapesPipeline") or a diffusers class name."""
-    import importlib
-
-    import diffusers
-
-    if "." not in name:
-        return getattr(diffusers, name)
-    module, _, attribute = name.rpartition(".")
-    return getattr(importlib.import_module(module), attribute)
 
 
 def load_pipeline(model: ModelSpec, device: str) -> LoadedPipeline:
