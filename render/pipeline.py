@@ -47,6 +47,10 @@ class PipelineCache:
         return self._loaded[key]
 
 
+# Process-level: an in-process sweep (and preflight's timing of a sample) loads each model once.
+PIPELINES = PipelineCache()
+
+
 def load_pipeline(model: ModelSpec, device: str) -> LoadedPipeline:
     import torch
 

@@ -118,8 +118,7 @@ def _experiment_conf(job: Job) -> Any:
 def measure_one_sample(job: Job) -> float:
     """No history for this cell's model and setting: render one sample (after a warm-up) and time it.
     In-process sweeps keep the loaded pipeline for the cells that follow."""
-    from render.app import PIPELINES
-    from render.pipeline import configure
+    from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
     loaded = PIPELINES.get(job.cell.model, job.device)
