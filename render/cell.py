@@ -15,12 +15,13 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from render.caches import CACHES, cache_key_params
+from render.errors import RenderError
 from render.prompts import Prompt, load_prompts
 
 DTYPES = ("float32", "float16", "bfloat16")
 
 
-class ConfigError(ValueError):
+class ConfigError(RenderError, ValueError):
     """A config value that composes but cannot be rendered."""
 
 

@@ -11,17 +11,18 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from render.errors import RenderError
 from render.prompts import load_prompts
 from render.rundir import now_iso
 
 FINAL = "FINAL.json"
 
 
-class ExperimentGuard(ValueError):
+class ExperimentGuard(RenderError, ValueError):
     """A sweep the experiment's rules forbid; nothing was launched or written."""
 
 
-class FinalAlreadyClaimed(RuntimeError):
+class FinalAlreadyClaimed(RenderError, RuntimeError):
     """The experiment's final holdout run was already claimed."""
 
 

@@ -15,19 +15,19 @@ from typing import Any, NoReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from render.attention import BackendUnavailable, check_attention_usable
+from render.attention import check_attention_usable
 from render.caches import check_cache_supported
 from render.budget import BudgetExceeded, History, check_budget, estimate_jobs, spent_gpu_seconds
 from render.cell import ConfigError, Job, anchor_job, build_job
-from render.experiment import ExperimentGuard, check_experiment
+from render.errors import RenderError
+from render.experiment import check_experiment
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
-from render.prompts import PromptError
 from render.schedulers import check_scheduler_supported
 
 log = logging.getLogger("render")
 
 
-class PreflightError(ValueError):
+class PreflightError(RenderError, ValueError):
     """One or more cells cannot run; nothing was launched or written."""
 
 
@@ -62,7 +62,7 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
         job = build_job(cfg)
         check_job(job)
         check_experiment(cfg, overrides)
-    except (ConfigError, PromptError, BackendUnavailable, ExperimentGuard, ValueError) as error:
+    except RenderError as error:
         raise PreflightError(str(error)) from None
     return job
 

@@ -20,16 +20,17 @@ from typing import Any
 from render import provenance, rundir
 from render.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
+from render.errors import RenderError
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 
 log = logging.getLogger("render")
 
 
-class NonFiniteOutput(RuntimeError):
+class NonFiniteOutput(RenderError, RuntimeError):
     """The pipeline produced NaN or infinite pixels."""
 
 
-class Cancelled(RuntimeError):
+class Cancelled(RenderError, RuntimeError):
     """The job was asked to stop (SIGTERM, scancel)."""
 
 
