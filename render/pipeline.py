@@ -7,9 +7,11 @@ so a cell's images are the same whether it ran after another cell or alone.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from render.attention import apply_attention, reset_attention
@@ -29,7 +31,7 @@ class LoadedPipeline:
     fresh: bool = True  # nothing rendered with it yet: the next sample is a warm-up
     load_unrecorded: bool = True  # its load time is not yet on a sample record (the budget counts it once)
     configured_for: str | None = None  # cell key it is configured for
-    cache_record: dict[str, Any] = field(default_factory=dict)
+    cache_record: dict[str, Any] = field(default_factory=dict)  # what the cache derived (apply_cache's record)
 
 
 class PipelineCache:
@@ -72,19 +74,31 @@ def denoiser(pipe: Any) -> Any:
     return getattr(pipe, "transformer", None) or pipe.unet
 
 
-def configure(loaded: LoadedPipeline, cell: Cell, cache_conf: Any, calibrate: Any) -> None:
-    """Reset the pipeline to its loaded state, then apply the cell's attention, scheduler and cache."""
+def configure(loaded: LoadedPipeline, cell: Cell, cache_conf: Any, calibrate: Any, record_in: Path | None = None) -> None:
+    """Reset the pipeline to its loaded state, then apply the cell's attention, scheduler and cache.
+
+    `record_in`: the cell's run.json, which gets what the cache derived (`cache_record`: MagCache's
+    ratios in use and whether they were given or calibrated, FasterCache's is_guidance_distilled).
+    """
     pipe = loaded.pipe
-    if loaded.configured_for == cell.key:
-        return
-    model = denoiser(pipe)
-    reset_cache(pipe)
-    reset_attention(model)
-    apply_scheduler(pipe, cell.scheduler, cell.model.family, loaded.scheduler_config)
-    apply_attention(model, cell.attention)
-    loaded.cache_record = apply_cache(pipe, cache_conf, steps=cell.steps, calibrate=calibrate) or {}
-    loaded.configured_for = cell.key
-    loaded.fresh = True
+    if loaded.configured_for != cell.key:
+        model = denoiser(pipe)
+        reset_cache(pipe)
+        reset_attention(model)
+        apply_scheduler(pipe, cell.scheduler, cell.model.family, loaded.scheduler_config)
+        apply_attention(model, cell.attention)
+        loaded.cache_record = apply_cache(pipe, cache_conf, steps=cell.steps, calibrate=calibrate) or {}
+        loaded.configured_for = cell.key
+        loaded.fresh = True
+    if record_in is not None:
+        record_cache(record_in, loaded.cache_record)
+
+
+def record_cache(run_json: Path, cache_record: dict[str, Any]) -> None:
+    """Add `cache_record` to a run.json already written (atomically, like every run-directory write)."""
+    from render.rundir import atomic_write_json
+
+    atomic_write_json(run_json, {**json.loads(run_json.read_text()), "cache_record": cache_record})
 
 
 def call_kwargs(cell: Cell, prompt: str, seed: int) -> dict[str, Any]:

@@ -129,7 +129,7 @@ def _render_pending(job: Job, run_dir: Path, pending: list[tuple[str, int]], sto
         prompt_id, seed = job.sample_ids[0]
         loaded.pipe(**call_kwargs(job.cell, texts[prompt_id], seed))
 
-    configure(loaded, job.cell, job.cache_conf, calibrate)
+    configure(loaded, job.cell, job.cache_conf, calibrate, record_in=run_dir / rundir.RUN_JSON)
     rendered = 0
     for prompt_id, seed in pending:
         png, latency, memory, kind = render_sample(loaded, job, texts[prompt_id], seed)

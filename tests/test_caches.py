@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +224,19 @@ def test_importing_the_registry_imports_no_torch() -> None:
     code = "import sys, render.caches; sys.exit(bool({'torch', 'diffusers'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], cwd=Path(caches.__file__).parents[1])
     assert result.returncode == 0
+
+
+def test_the_cache_record_reaches_run_json(tiny_cache: Path, tmp_path: Path) -> None:
+    """MagCache's calibrated ratios are recorded in the run directory, as its docs say."""
+    from render.cell import build_job
+    from render.pipeline import PIPELINES
+    from render.rundir import SampleStore
+    from render.runner import run_job
+    from tests.conftest import compose_cfg
+
+    overrides = ["model=tiny", "device=cpu", "prompts.limit=1", f"steps={STEPS}", "render_anchor=false", "cache=magcache"]
+    job = build_job(compose_cfg(*overrides, out_root=tmp_path))
+    (result,) = run_job(job, tmp_path / "run", store=SampleStore(tmp_path), pipelines=PIPELINES, overrides=overrides)
+    assert result.status == "done", result.message
+    record = json.loads((tmp_path / "run" / "run.json").read_text())["cache_record"]
+    assert record["mag_ratios_source"] == "calibrated" and len(record["mag_ratios"]) == STEPS
