@@ -180,7 +180,9 @@ def compose(overrides: Sequence[str]) -> Any:
 
 
 def experiment_names() -> list[str]:
-    return sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
+    from render.confpath import group_options  # the package's experiments and those in ./conf/experiment
+
+    return group_options("experiment")
 
 
 def _compose_or_raise(overrides: Sequence[str], what: str) -> Any:
@@ -228,9 +230,10 @@ def _check_value(cfg: Any, axis: str, value: str) -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    group = conf_dir() / axis
-    if group.is_dir():
-        options = sorted(p.stem for p in group.glob("*.yaml"))
+    from render.confpath import group_options
+
+    options = group_options(axis)
+    if options:
         if value not in options:
             raise ExperimentError(f"experiment.axes.{axis}: {value}: no such option; valid options are "
                                   f"{', '.join(options)}")
@@ -343,9 +346,9 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     from omegaconf import OmegaConf
 
     names = experiment_names()
-    if not (conf_dir() / "experiment" / f"{name}.yaml").is_file() and not overrides:
+    if name not in names and not overrides:
         raise ExperimentError(f"no experiment {name!r}: valid experiments are {', '.join(names) or '(none)'} "
-                              f"(render/conf/experiment/<name>.yaml)")
+                              f"(render/conf/experiment/<name>.yaml, or conf/experiment/<name>.yaml here)")
     extra = tuple(overrides)
     cfg = _compose_or_raise([f"experiment={name}", *extra], f"experiment={name}")
     exp = cfg.experiment

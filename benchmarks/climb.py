@@ -208,7 +208,7 @@ def cost_benchmark(prompts: int) -> dict[str, object]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         out_root = Path(tmp) / "outputs"
-        common = ["prompts=dev", f"prompts.limit={prompts}"]
+        common = ["model=tiny", "prompts=dev", f"prompts.limit={prompts}"]
         render(out_root, *common, "steps=4,16")  # the history
         for target in (["steps=8,12"], ["steps=24"], ["steps=8", "cache=fbcache,taylorseer"]):
             history = History.scan(out_root)

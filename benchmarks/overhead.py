@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     steps = args.steps.split(",")
-    cell = ["prompts=dev", f"prompts.limit={args.prompts}", "render_anchor=false"]
+    cell = ["model=tiny", "prompts=dev", f"prompts.limit={args.prompts}", "render_anchor=false"]
     render = [sys.executable, "-m", "render", *cell]
     sweep = [sys.executable, "-m", "render", "-m", *cell]
     bare = [sys.executable, "-c", BARE]

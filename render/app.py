@@ -12,13 +12,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from render.pipeline import PipelineCache
+from render.pipeline import PIPELINES
 from render.preflight import preflight_config
 from render.rundir import SampleStore
 from render.runner import Cancelled, CellResult, run_job
 
-# Process-level state: an in-process sweep loads each model once and scans the output root once.
-PIPELINES = PipelineCache()
+# Process-level state: an in-process sweep scans the output root once.
 _STORES: dict[Path, SampleStore] = {}
 
 

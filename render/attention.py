@@ -6,8 +6,10 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
+from render.errors import RenderError
 
-class BackendUnavailable(RuntimeError):
+
+class BackendUnavailable(RenderError, RuntimeError):
     """An attention backend cannot run on this machine."""
 
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from render.errors import RenderError
 from render.rundir import RunDir, SampleRecord, scan_runs, text_hash
 
 
-class BudgetExceeded(ValueError):
+class BudgetExceeded(RenderError, ValueError):
     """The sweep's estimated cost does not fit in what is left of the budget."""
 
 

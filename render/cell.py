@@ -13,13 +13,14 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from render.caches import CACHES, cache_key_params
+from render.errors import RenderError
 from render.prompts import Prompt, load_prompts
 from render.rundir import cell_key_of, check_name
 
 DTYPES = ("float32", "float16", "bfloat16")
 
 
-class ConfigError(ValueError):
+class ConfigError(RenderError, ValueError):
     """A config value that composes but cannot be rendered."""
 
 

@@ -14,17 +14,18 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
+from render.errors import RenderError
 from render.holdout import FINAL, HoldoutLocked, final_claim, option_prompts, record_claim, user_state_dir
 from render.rundir import STATE_DIR, append_record, atomic_write_json, check_name, file_mode, now_iso, shared_texts
 
 ANCHOR = "ANCHOR.json"
 
 
-class ExperimentGuard(ValueError):
+class ExperimentGuard(RenderError, ValueError):
     """A sweep the experiment's rules forbid; nothing was launched or written."""
 
 
-class FinalAlreadyClaimed(RuntimeError):
+class FinalAlreadyClaimed(RenderError, RuntimeError):
     """The experiment's final holdout run was already claimed."""
 
 

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from omegaconf import OmegaConf
 
+from render.errors import RenderError
 from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
 from render.rundir import STATE_DIR, append_record, now_iso, scan_runs, text_hash
 
@@ -31,7 +32,7 @@ FINALS = "finals.jsonl"
 FINAL = "FINAL.json"
 
 
-class HoldoutLocked(ValueError):
+class HoldoutLocked(RenderError, ValueError):
     """A render that would spend a holdout outside its claimed final."""
 
 

@@ -7,6 +7,7 @@ so a cell's images are the same whether it ran after another cell or alone.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -16,29 +17,10 @@ from typing import Any
 from render.attention import apply_attention, reset_attention
 from render.caches import apply_cache, reset_cache
 from render.cell import Cell, ModelSpec
+from render.loading import BUILTIN_PREFIX, model_source, pipeline_class, quiet_libraries  # noqa: F401 (re-exported)
 from render.schedulers import apply_scheduler
 
-BUILTIN_PREFIX = "hypergrid:"
 log = logging.getLogger("render")
-
-
-def builtin_models() -> dict[str, Any]:
-    """Models the project builds itself: name -> function returning the saved folder."""
-    from render.models.shapes import shapes_model_dir
-    from render.models.tiny import ensure_tiny
-
-    return {"tiny": ensure_tiny, "shapes": shapes_model_dir}
-
-
-def model_source(model: ModelSpec) -> str:
-    """The folder or hub id that from_pretrained loads."""
-    if model.id.startswith(BUILTIN_PREFIX):
-        name = model.id[len(BUILTIN_PREFIX):]
-        builders = builtin_models()
-        if name not in builders:
-            raise ValueError(f"model.id={model.id}: no built-in model {name!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in builders)}")
-        return str(builders[name]())
-    return str(Path(model.id).expanduser()) if model.id.startswith((".", "/", "~")) else model.id
 
 
 @dataclass
@@ -49,7 +31,7 @@ class LoadedPipeline:
     fresh: bool = True  # nothing rendered with it yet: the next sample is a warm-up
     load_unrecorded: bool = True  # its load time is not yet on a sample record (the budget counts it once)
     configured_for: str | None = None  # cell key it is configured for
-    cache_record: dict[str, Any] = field(default_factory=dict)
+    cache_record: dict[str, Any] = field(default_factory=dict)  # what the cache derived (apply_cache's record)
 
 
 class PipelineCache:
@@ -67,27 +49,8 @@ class PipelineCache:
         return self._loaded[key]
 
 
-def quiet_libraries() -> None:
-    """diffusers/transformers progress bars and INFO chatter would bury the cell's own progress."""
-    import diffusers
-    import transformers
-
-    diffusers.utils.logging.set_verbosity_error()
-    diffusers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
-def pipeline_class(name: str) -> type:
-    """`model.pipeline`: a dotted import path ("render.models.shapes.ShapesPipeline") or a diffusers class name."""
-    import importlib
-
-    import diffusers
-
-    if "." not in name:
-        return getattr(diffusers, name)
-    module, _, attribute = name.rpartition(".")
-    return getattr(importlib.import_module(module), attribute)
+# Process-level: an in-process sweep (and preflight's timing of a sample) loads each model once.
+PIPELINES = PipelineCache()
 
 
 def load_pipeline(model: ModelSpec, device: str) -> LoadedPipeline:
@@ -111,19 +74,31 @@ def denoiser(pipe: Any) -> Any:
     return getattr(pipe, "transformer", None) or pipe.unet
 
 
-def configure(loaded: LoadedPipeline, cell: Cell, cache_conf: Any, calibrate: Any) -> None:
-    """Reset the pipeline to its loaded state, then apply the cell's attention, scheduler and cache."""
+def configure(loaded: LoadedPipeline, cell: Cell, cache_conf: Any, calibrate: Any, record_in: Path | None = None) -> None:
+    """Reset the pipeline to its loaded state, then apply the cell's attention, scheduler and cache.
+
+    `record_in`: the cell's run.json, which gets what the cache derived (`cache_record`: MagCache's
+    ratios in use and whether they were given or calibrated, FasterCache's is_guidance_distilled).
+    """
     pipe = loaded.pipe
-    if loaded.configured_for == cell.key:
-        return
-    model = denoiser(pipe)
-    reset_cache(pipe)
-    reset_attention(model)
-    apply_scheduler(pipe, cell.scheduler, cell.model.family, loaded.scheduler_config)
-    apply_attention(model, cell.attention)
-    loaded.cache_record = apply_cache(pipe, cache_conf, steps=cell.steps, calibrate=calibrate) or {}
-    loaded.configured_for = cell.key
-    loaded.fresh = True
+    if loaded.configured_for != cell.key:
+        model = denoiser(pipe)
+        reset_cache(pipe)
+        reset_attention(model)
+        apply_scheduler(pipe, cell.scheduler, cell.model.family, loaded.scheduler_config)
+        apply_attention(model, cell.attention)
+        loaded.cache_record = apply_cache(pipe, cache_conf, steps=cell.steps, calibrate=calibrate) or {}
+        loaded.configured_for = cell.key
+        loaded.fresh = True
+    if record_in is not None:
+        record_cache(record_in, loaded.cache_record)
+
+
+def record_cache(run_json: Path, cache_record: dict[str, Any]) -> None:
+    """Add `cache_record` to a run.json already written (atomically, like every run-directory write)."""
+    from render.rundir import atomic_write_json
+
+    atomic_write_json(run_json, {**json.loads(run_json.read_text()), "cache_record": cache_record})
 
 
 def call_kwargs(cell: Cell, prompt: str, seed: int) -> dict[str, Any]:

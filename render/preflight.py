@@ -15,23 +15,23 @@ from typing import Any, NoReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from render.attention import BackendUnavailable, check_attention_usable
+from render.attention import check_attention_usable
 from render.caches import check_cache_supported
 from render.environment import check_hub_model, check_writable_folder
 from render.budget import (BudgetExceeded, History, check_budget, estimate_jobs, reserve, reserved_seconds,
                            spent_gpu_seconds)
 from render.cell import ConfigError, Job, anchor_job, build_job
-from render.experiment import ExperimentGuard, check_experiment, experiment_dir, record_launch
+from render.errors import RenderError
+from render.experiment import check_experiment, experiment_dir, record_launch
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
-from render.prompts import PromptError
-from render.rundir import RunDirError, exclusive
+from render.rundir import exclusive
 from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
 from render.schedulers import check_scheduler_supported
 
 log = logging.getLogger("render")
 
 
-class PreflightError(ValueError):
+class PreflightError(RenderError, ValueError):
     """One or more cells cannot run; nothing was launched or written."""
 
 
@@ -73,7 +73,7 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
         check_experiment(cfg, overrides, job)
         if single:
             refuse_unused_cache_overrides(unused_cache_overrides(overrides, cfg), 1)
-    except (ConfigError, PromptError, BackendUnavailable, ExperimentGuard, RunDirError, ValueError) as error:
+    except RenderError as error:
         raise PreflightError(str(error)) from None
     return job
 
@@ -142,8 +142,7 @@ def _experiment_conf(job: Job) -> Any:
 def measure_one_sample(job: Job) -> float:
     """No history for this cell's model and setting: render one sample (after a warm-up) and time it.
     In-process sweeps keep the loaded pipeline for the cells that follow."""
-    from render.app import PIPELINES
-    from render.pipeline import configure
+    from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
     loaded = PIPELINES.get(job.cell.model, job.device)

@@ -6,12 +6,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from render.errors import RenderError
 from render.rundir import UnsafeName, check_name
 
 PACKAGE_PROMPTS = Path(__file__).parent / "prompts"
 
 
-class PromptError(ValueError):
+class PromptError(RenderError, ValueError):
     """A prompt manifest is missing or malformed."""
 
 

@@ -22,13 +22,14 @@ from typing import Any
 from render import provenance, rundir
 from render.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
+from render.errors import RenderError
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir.watchdog import project
 
 log = logging.getLogger("render")
 
 
-class NonFiniteOutput(RuntimeError):
+class NonFiniteOutput(RenderError, RuntimeError):
     """The pipeline produced NaN or infinite pixels."""
 
 
@@ -146,7 +147,7 @@ class CellWriter:
                 prompt_id, text, seed = job.samples[0]
                 loaded.pipe(**call_kwargs(job.cell, text, seed))
 
-            configure(loaded, job.cell, job.cache_conf, calibrate)
+            configure(loaded, job.cell, job.cache_conf, calibrate, record_in=self.run_dir / rundir.RUN_JSON)
             self.loaded = loaded
         return self.loaded
 

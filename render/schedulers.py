@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from render.errors import RenderError
+
+
+class SchedulerUnavailable(RenderError, ValueError):
+    """A scheduler option the model family does not have."""
+
 
 @dataclass(frozen=True)
 class SchedulerSpec:
@@ -46,7 +52,7 @@ def check_scheduler_supported(name: str, family: str) -> None:
     options = SCHEDULERS.get(family, {})
     if name not in options:
         valid = ", ".join(["default", *options])
-        raise ValueError(f"scheduler={name} is not available for the {family} model family; valid: {valid}")
+        raise SchedulerUnavailable(f"scheduler={name} is not available for the {family} model family; valid: {valid}")
 
 
 def apply_scheduler(pipe: Any, name: str, family: str, original_config: Any) -> None:

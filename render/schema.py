@@ -144,6 +144,13 @@ def register() -> None:
     # jobs of one sweep (in-process or submitted) agree on the sweep folder.
     OmegaConf.register_new_resolver("hg_uniq", lambda: secrets.token_hex(2), use_cache=True, replace=True)
     OmegaConf.register_new_resolver("hg_subdir", _sanitise_subdir, replace=True)
+    OmegaConf.register_new_resolver("hg_help_groups", _groups_help, replace=True)
+
+
+def _groups_help() -> str:
+    from render.help import groups_help
+
+    return groups_help()
 
 
 register()

@@ -23,7 +23,7 @@ CPU_BACKENDS = [name for name, spec in ATTENTION.items() if not spec.needs_cuda]
 
 
 def render_one(tmp_path: Path, *overrides: str) -> np.ndarray:
-    cfg = compose_cfg("device=cpu", "prompts.limit=1", "steps=4", "render_anchor=false", *overrides, out_root=tmp_path)
+    cfg = compose_cfg("model=tiny", "device=cpu", "prompts.limit=1", "steps=4", "render_anchor=false", *overrides, out_root=tmp_path)
     job = build_job(cfg)
     run_dir = tmp_path / "run"
     (result,) = run_job(job, run_dir, store=SampleStore(tmp_path), pipelines=PIPELINES, overrides=list(overrides))
@@ -43,7 +43,7 @@ def test_cpu_attention_backends_render(backend: str, tiny_cache: Path, tmp_path:
 @pytest.mark.parametrize("backend", [n for n, s in ATTENTION.items() if s.needs_cuda])
 def test_gpu_only_backends_fail_in_preflight(backend: str) -> None:
     with pytest.raises(PreflightError, match=f"attention={backend} needs a CUDA GPU.*usable here: native, math, flex"):
-        preflight_config(compose_cfg("device=cpu", f"attention={backend}"))
+        preflight_config(compose_cfg("model=tiny", "device=cpu", f"attention={backend}"))
 
 
 @pytest.mark.parametrize("scheduler", sorted(SCHEDULERS["flux"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from omegaconf.errors import ConfigAttributeError
 import render.caches as caches
 from render.caches import (
     CACHES,
+    CacheConfigError,
+    CacheSchema,
     FasterCacheConf,
     FBCacheConf,
     MagCacheConf,
@@ -28,11 +31,12 @@ from render.caches import (
     check_cache_supported,
     reset_cache,
 )
+from render.caches._support import leftover_hooks
 from render.models.tiny import TINY_CALL_KWARGS, tiny_model_dir
 
 STEPS = 8
 METHODS = [name for name in CACHES if name != "none"]
-CONF_DIR = Path(caches.__file__).parent / "conf" / "cache"
+CONF_DIR = Path(caches.__file__).parents[1] / "conf" / "cache"
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +71,15 @@ def enable(pipe, conf) -> dict:
 
 @pytest.mark.parametrize("name", METHODS)
 def test_method_changes_the_image_and_reset_restores_it(pipe, baseline: np.ndarray, name: str) -> None:
-    enable(pipe, CACHES[name][0]())
+    schema = CACHES[name][0]
+    enable(pipe, schema())
+    assert leftover_hooks(pipe.transformer, set(schema.HOOKS)) == sorted(schema.HOOKS), "hook names out of date"
     cached = render(pipe)
     assert np.isfinite(cached).all()
     assert np.abs(cached - baseline).mean() > 1e-4, f"{name} left the image unchanged"
     assert np.array_equal(cached, render(pipe)), "cache state leaked from one render into the next"
     reset_cache(pipe)
+    assert leftover_hooks(pipe.transformer, set(schema.HOOKS)) == []
     assert np.array_equal(render(pipe), baseline)
 
 
@@ -157,23 +164,42 @@ def test_none_accepts_every_parameter_of_every_method() -> None:
         node.thresold = 0.05
 
 
-@pytest.mark.parametrize(
-    "conf,match",
-    [
-        (FBCacheConf(threshold=-0.1), "threshold=-0.1"),
-        (FBCacheConf(threshold="high"), "threshold='high'"),
-        (PABConf(spatial_attention_block_skip_range=None), "at least one"),
-        (PABConf(spatial_attention_timestep_skip_range=[800, 100]), "lo < hi"),
-        (TaylorSeerConf(taylor_factors_dtype="int8"), "bfloat16"),
-        (TaylorSeerConf(cache_interval=0), "cache_interval=0"),
-        (FasterCacheConf(tensor_format="BSC"), "BCHW"),
-        (MagCacheConf(retention_ratio=2.0), "retention_ratio"),
-        (NoCacheConf(name="turbo"), "valid methods: none, fbcache"),
-    ],
-)
-def test_bad_values_name_the_key_and_the_valid_choices(conf, match: str) -> None:
+BAD_VALUES = [
+    (FBCacheConf, {"threshold": -0.1}, "threshold=-0.1"),
+    (FBCacheConf, {"threshold": "high"}, "threshold='high'"),
+    (PABConf, {"spatial_attention_block_skip_range": None}, "at least one"),
+    (PABConf, {"spatial_attention_timestep_skip_range": [800, 100]}, "lo < hi"),
+    (PABConf, {"cross_attention_block_skip_range": 0}, "cross_attention_block_skip_range=0"),
+    (TaylorSeerConf, {"taylor_factors_dtype": "int8"}, "bfloat16"),
+    (TaylorSeerConf, {"cache_interval": 0}, "cache_interval=0"),
+    (FasterCacheConf, {"tensor_format": "BSC"}, "BCHW"),
+    (FasterCacheConf, {"unconditional_batch_timestep_skip_range": [5]}, "lo < hi"),
+    (MagCacheConf, {"retention_ratio": 2.0}, "retention_ratio"),
+    (MagCacheConf, {"mag_ratios": []}, "mag_ratios"),
+]
+
+
+@pytest.mark.parametrize("schema,values,match", BAD_VALUES)
+def test_bad_values_name_the_key_and_the_valid_choices(schema, values: dict, match: str) -> None:
+    with pytest.raises(CacheConfigError, match=match):
+        schema(**values)
+    # A config node with the same values (as a composed, untyped config would hold) fails the same way.
+    node = OmegaConf.create({**dataclasses.asdict(schema()), **values})
     with pytest.raises(ValueError, match=match):
-        check_cache_supported("FluxPipeline", conf)
+        check_cache_supported("FluxPipeline", node)
+
+
+def test_an_unknown_method_lists_the_valid_ones() -> None:
+    with pytest.raises(CacheConfigError, match="cache=turbo: unknown cache method; valid methods: none, fastercache"):
+        check_cache_supported("FluxPipeline", NoCacheConf(name="turbo"))
+
+
+def test_every_public_module_is_a_registered_method() -> None:
+    modules = {p.stem for p in Path(caches.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
+    assert modules == set(CACHES) - {"none"}
+    for name, (schema, apply) in CACHES.items():
+        assert issubclass(schema, CacheSchema) and schema.name == name and callable(apply)
+        assert name == "none" or schema.HOOKS, f"{name} declares no hook names"
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -188,20 +214,29 @@ def test_support_check(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(CACHES))
-def test_option_file_mirrors_its_schema(name: str) -> None:
-    path = CONF_DIR / f"{name}.yaml"
-    text = path.read_text()
+def test_option_file_holds_no_second_copy_of_the_defaults(name: str) -> None:
+    text = (CONF_DIR / f"{name}.yaml").read_text()
     assert text.startswith("# ")
-    values = yaml.safe_load(text)
-    assert values.pop("defaults") == [f"{name}_schema", "_self_"]
-    schema = CACHES[name][0]
-    if name == "none":
-        assert values == {"name": "none"}
-    else:
-        assert values == dataclasses.asdict(schema())
+    assert yaml.safe_load(text) == {"defaults": [f"{name}_schema", "_self_"]}
 
 
 def test_importing_the_registry_imports_no_torch() -> None:
     code = "import sys, render.caches; sys.exit(bool({'torch', 'diffusers'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], cwd=Path(caches.__file__).parents[1])
     assert result.returncode == 0
+
+
+def test_the_cache_record_reaches_run_json(tiny_cache: Path, tmp_path: Path) -> None:
+    """MagCache's calibrated ratios are recorded in the run directory, as its docs say."""
+    from render.cell import build_job
+    from render.pipeline import PIPELINES
+    from render.rundir import SampleStore
+    from render.runner import run_job
+    from tests.conftest import compose_cfg
+
+    overrides = ["model=tiny", "device=cpu", "prompts.limit=1", f"steps={STEPS}", "render_anchor=false", "cache=magcache"]
+    job = build_job(compose_cfg(*overrides, out_root=tmp_path))
+    (result,) = run_job(job, tmp_path / "run", store=SampleStore(tmp_path), pipelines=PIPELINES, overrides=overrides)
+    assert result.status == "done", result.message
+    record = json.loads((tmp_path / "run" / "run.json").read_text())["cache_record"]
+    assert record["mag_ratios_source"] == "calibrated" and len(record["mag_ratios"]) == STEPS

@@ -39,9 +39,9 @@ def test_no_route_renders_a_holdout_text(tmp_path: Path, route: str) -> None:
     if route == "plain option":
         args = ["prompts=holdout"]  # no experiment at all
     elif route == "another option's file":
-        args = ["-m", "experiment=demo", "prompts=dev", f"prompts.file={HOLDOUT}"]
+        args = ["-m", "experiment=tiny-demo", "prompts=dev", f"prompts.file={HOLDOUT}"]
     elif route == "dev ids, holdout texts":
-        args = ["-m", "experiment=demo", "prompts=dev", f"prompts.file={manifest(tmp_path, [('dev-000', texts[3])])}"]
+        args = ["-m", "experiment=tiny-demo", "prompts=dev", f"prompts.file={manifest(tmp_path, [('dev-000', texts[3])])}"]
     else:
         args = [f"prompts.file={manifest(tmp_path, [('mine-000', texts[5].upper() + '.')])}"]
     assert "a locked holdout" in refused(tmp_path, *args)
@@ -65,9 +65,9 @@ def test_a_registered_experiments_holdout_is_locked_for_every_render(tmp_path: P
 def test_the_final_needs_its_claims_token_and_renders_only_its_cells(tmp_path: Path) -> None:
     _, holdout = option_prompts("holdout")
     out_root = tmp_path / "outputs"
-    incumbent = build_job(compose_cfg("model=tiny", "experiment=demo", "prompts=holdout", "steps=4", out_root=out_root))
-    claim = claim_final(out_root, "demo", {"cells": [incumbent.cell.key, incumbent.anchor.key]}, content_hash(holdout))
-    base = ["experiment=demo", "prompts=holdout", "experiment.final=true", "prompts.limit=1", "render_anchor=false"]
+    incumbent = build_job(compose_cfg("model=tiny", "experiment=tiny-demo", "prompts=holdout", "steps=4", out_root=out_root))
+    claim = claim_final(out_root, "tiny-demo", {"cells": [incumbent.cell.key, incumbent.anchor.key]}, content_hash(holdout))
+    base = ["experiment=tiny-demo", "prompts=holdout", "experiment.final=true", "prompts.limit=1", "render_anchor=false"]
     assert "only with the token of its claimed final" in refused(tmp_path, *base, "steps=4")
     assert "only with the token" in refused(tmp_path, *base, "experiment.final_token=0000", "steps=4")
     token = f"experiment.final_token={claim['token']}"
@@ -77,22 +77,22 @@ def test_the_final_needs_its_claims_token_and_renders_only_its_cells(tmp_path: P
 
 
 def test_a_dev_sweep_cannot_spend_the_reserve_without_a_claim(tmp_path: Path) -> None:
-    assert "without a claimed final" in refused(tmp_path, "experiment=demo", "prompts=dev", "experiment.final=true")
+    assert "without a claimed final" in refused(tmp_path, "experiment=tiny-demo", "prompts=dev", "experiment.final=true")
 
 
 def test_the_anchor_is_frozen_by_content(tmp_path: Path) -> None:
-    first = build_job(compose_cfg("model=tiny", "experiment=demo", out_root=tmp_path))
-    record_anchor(tmp_path, "demo", first.anchor)
-    check_anchor(tmp_path, "demo", first.anchor)
-    edited = build_job(compose_cfg("model=tiny", "experiment=demo", "model.anchor.steps=2", out_root=tmp_path))
-    (tmp_path / "experiments" / "demo" / "ANCHOR.json").unlink()  # one deleted file does not unfreeze it
+    first = build_job(compose_cfg("model=tiny", "experiment=tiny-demo", out_root=tmp_path))
+    record_anchor(tmp_path, "tiny-demo", first.anchor)
+    check_anchor(tmp_path, "tiny-demo", first.anchor)
+    edited = build_job(compose_cfg("model=tiny", "experiment=tiny-demo", "model.anchor.steps=2", out_root=tmp_path))
+    (tmp_path / "experiments" / "tiny-demo" / "ANCHOR.json").unlink()  # one deleted file does not unfreeze it
     with pytest.raises(ExperimentGuard) as error:
-        check_anchor(tmp_path, "demo", edited.anchor)
+        check_anchor(tmp_path, "tiny-demo", edited.anchor)
     assert '"steps": 16' in str(error.value) and '"steps": 2' in str(error.value)
 
 
 def test_concurrent_launches_are_admitted_under_one_lock(tmp_path: Path) -> None:
-    folder = tmp_path / "experiments" / "demo"
+    folder = tmp_path / "experiments" / "tiny-demo"
     folder.mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from render.budget import reserve; "
                                f"reserve(Path({str(folder)!r}), 300.0); print('ok', flush=True); time.sleep(60)"],
@@ -122,6 +122,6 @@ def test_spend_counts_every_sample_the_experiment_uses_wherever_it_was_rendered(
         rundir.append_record(path / "samples.jsonl", record.as_dict())
 
     run("plain", None, reused=False)  # rendered without experiment=
-    run("climb", "demo", reused=True)  # the climb linked it
-    run("climb-again", "demo", reused=True)  # and used it twice
-    assert spent_gpu_seconds(tmp_path, "demo") == 4.0
+    run("climb", "tiny-demo", reused=True)  # the climb linked it
+    run("climb-again", "tiny-demo", reused=True)  # and used it twice
+    assert spent_gpu_seconds(tmp_path, "tiny-demo") == 4.0

@@ -14,22 +14,22 @@ from tests.conftest import compose_cfg, run_render
 
 
 def test_holdout_is_refused_outside_the_final(tmp_path: Path) -> None:
-    result = run_render("experiment=demo", "prompts=holdout", cwd=tmp_path, timeout=120)
+    result = run_render("experiment=tiny-demo", "prompts=holdout", cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "locked holdout" in result.stderr and not (tmp_path / "outputs").exists()
 
 
 def test_final_flag_without_a_claimed_final_is_refused(tmp_path: Path) -> None:
-    result = run_render("experiment=demo", "prompts=holdout", "experiment.final=true", cwd=tmp_path, timeout=120)
-    assert result.returncode == 2 and "assess climb demo --final" in result.stderr
+    result = run_render("experiment=tiny-demo", "prompts=holdout", "experiment.final=true", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and "assess climb tiny-demo --final" in result.stderr
 
 
 def test_anchor_override_is_refused(tmp_path: Path) -> None:
-    result = run_render("-m", "experiment=demo", "model.anchor.steps=4,8", cwd=tmp_path, timeout=120)
+    result = run_render("-m", "experiment=tiny-demo", "model.anchor.steps=4,8", cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "the anchor is frozen" in result.stderr and not (tmp_path / "outputs").exists()
 
 
 def test_over_budget_sweep_is_refused_before_anything_is_written(tiny_cache: Path, tmp_path: Path) -> None:
-    result = run_render("-m", "experiment=demo", "steps=2,4", "prompts=dev", "experiment.budget.gpu_hours=0.00001",
+    result = run_render("-m", "experiment=tiny-demo", "steps=2,4", "prompts=dev", "experiment.budget.gpu_hours=0.00001",
                         "experiment.budget.reserve_gpu_hours=0", cwd=tmp_path, timeout=120)
     assert result.returncode == 2
     assert "GPU-hours" in result.stderr and "left" in result.stderr and "spent" in result.stderr
@@ -37,7 +37,7 @@ def test_over_budget_sweep_is_refused_before_anything_is_written(tiny_cache: Pat
 
 
 def test_the_reserve_is_only_for_the_final() -> None:
-    experiment = compose_cfg("experiment=demo", "experiment.budget.gpu_hours=1.0", "experiment.budget.reserve_gpu_hours=0.5").experiment
+    experiment = compose_cfg("experiment=tiny-demo", "experiment.budget.gpu_hours=1.0", "experiment.budget.reserve_gpu_hours=0.5").experiment
     needs_0_7_h = Estimate(seconds=0.7 * 3600, measured_cells=0)
     with pytest.raises(ValueError, match="reserve 0.5000 h kept for the final"):
         check_budget(experiment, spent_s=0.0, estimate=needs_0_7_h)
@@ -46,10 +46,10 @@ def test_the_reserve_is_only_for_the_final() -> None:
 
 
 def test_a_second_final_is_refused_with_the_date_of_the_first(tmp_path: Path) -> None:
-    claim_final(tmp_path, "demo", {"cells": []})
-    first = final_record(tmp_path, "demo")["claimed_at"]
+    claim_final(tmp_path, "tiny-demo", {"cells": []})
+    first = final_record(tmp_path, "tiny-demo")["claimed_at"]
     with pytest.raises(FinalAlreadyClaimed, match=re.escape(first)):
-        claim_final(tmp_path, "demo", {"cells": []})
+        claim_final(tmp_path, "tiny-demo", {"cells": []})
 
 
 def write_run(root: Path, name: str, cell_key: str, steps: int, latencies: list[float]) -> None:
@@ -59,7 +59,7 @@ def write_run(root: Path, name: str, cell_key: str, steps: int, latencies: list[
     ids = [f"p{i}" for i in range(len(latencies))]
     (run / "run.json").write_text(json.dumps({"schema": 2, "cell_key": cell_key, "cell": cell, "anchor": {"cell_key": "a"},
                                               "is_anchor": False, "prompts": {"name": "dev", "ids": ids}, "seeds": [0],
-                                              "config": {"experiment": {"name": "demo"}}}))
+                                              "config": {"experiment": {"name": "tiny-demo"}}}))
     lines = [{"prompt_id": i, "seed": 0, "image": f"images/{i}__s0.png", "steps": steps, "latency_s": t, "warmup": n == 0,
               "reused_from": None, "load_s": 0.0} for n, (i, t) in enumerate(zip(ids, latencies))]
     (run / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,10 +21,11 @@ def records(run_dir: Path) -> list[dict]:
 
 
 def test_single_run_writes_a_complete_run_directory(tiny_cache: Path, tmp_path: Path) -> None:
-    result = run_render("steps=2", "render_anchor=false", cwd=tmp_path)
+    result = run_render("model=tiny", "steps=2", "render_anchor=false", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = run_dirs(tmp_path / "outputs")
-    assert run.parent.parent.name == "runs" or run.parents[1].name == "runs"
+    assert run.parents[1] == (tmp_path / "outputs" / "runs").resolve()  # outputs/runs/<day>/<time>-<4 hex>
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", run.parent.name) and re.fullmatch(r"\d{2}-\d{2}-\d{2}-[0-9a-f]{4}", run.name)
     meta = json.loads((run / "run.json").read_text())
     assert meta["cell"]["steps"] == 2 and meta["overrides"] == ["steps=2", "render_anchor=false"]
     assert set(meta["versions"]) >= {"torch", "diffusers", "python"} and "revision" in meta["git"]
@@ -37,7 +39,7 @@ def test_single_run_writes_a_complete_run_directory(tiny_cache: Path, tmp_path: 
 
 
 def test_sweep_renders_one_cell_per_combination_and_the_anchor(tiny_cache: Path, tmp_path: Path) -> None:
-    result = run_render("-m", "steps=1,2", "cache=none,fbcache", "seed=42", "prompts.limit=2", cwd=tmp_path)
+    result = run_render("model=tiny", "-m", "steps=1,2", "cache=none,fbcache", "seed=42", "prompts.limit=2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (sweep,) = list((tmp_path / "outputs" / "multirun").glob("*/*"))
     cells = sorted(p.name for p in sweep.iterdir() if p.is_dir())
@@ -50,7 +52,7 @@ def test_sweep_renders_one_cell_per_combination_and_the_anchor(tiny_cache: Path,
 
 
 def test_rerun_renders_nothing_and_loads_no_model(tiny_cache: Path, tmp_path: Path) -> None:
-    args = ("-m", "steps=1,2", "prompts.limit=2")
+    args = ("-m", "model=tiny", "steps=1,2", "prompts.limit=2")
     assert run_render(*args, cwd=tmp_path).returncode == 0
     again = run_render(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
@@ -63,8 +65,8 @@ def test_rerun_renders_nothing_and_loads_no_model(tiny_cache: Path, tmp_path: Pa
 
 
 def test_larger_prompt_set_renders_only_the_new_prompts(tiny_cache: Path, tmp_path: Path) -> None:
-    assert run_render("steps=1", "prompts.limit=2", "render_anchor=false", cwd=tmp_path).returncode == 0
-    assert run_render("steps=1", "prompts.limit=4", "render_anchor=false", cwd=tmp_path).returncode == 0
+    assert run_render("model=tiny", "steps=1", "prompts.limit=2", "render_anchor=false", cwd=tmp_path).returncode == 0
+    assert run_render("model=tiny", "steps=1", "prompts.limit=4", "render_anchor=false", cwd=tmp_path).returncode == 0
     second = run_dirs(tmp_path / "outputs")[-1]
     done = json.loads((second / "DONE.json").read_text())
     assert (done["n_rendered"], done["n_reused"], done["n_samples"]) == (2, 2, 4)
@@ -72,9 +74,9 @@ def test_larger_prompt_set_renders_only_the_new_prompts(tiny_cache: Path, tmp_pa
 
 def test_cell_images_do_not_depend_on_the_cells_before_it(tiny_cache: Path, tmp_path: Path) -> None:
     """In-process sweeps reuse the pipeline; resetting attention, cache and scheduler must be exact."""
-    swept = run_render("-m", "cache=taylorseer,none", "scheduler=dpmpp-2m,default", "attention=math,native", "steps=6", "prompts.limit=1",
+    swept = run_render("model=tiny", "-m", "cache=taylorseer,none", "scheduler=dpmpp-2m,default", "attention=math,native", "steps=6", "prompts.limit=1",
                        "render_anchor=false", "out_root=a", cwd=tmp_path)
-    alone = run_render("cache=none", "scheduler=default", "steps=6", "prompts.limit=1", "render_anchor=false", "out_root=b", cwd=tmp_path)
+    alone = run_render("model=tiny", "cache=none", "scheduler=default", "steps=6", "prompts.limit=1", "render_anchor=false", "out_root=b", cwd=tmp_path)
     assert swept.returncode == 0 and alone.returncode == 0, swept.stderr + alone.stderr
     last = run_dirs(tmp_path / "a" / "multirun")[-1]
     assert last.name.startswith("7_") and json.loads((last / "run.json").read_text())["cell"]["attention"] == "native"
@@ -109,7 +111,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[" ".join(a) for a, _ in BAD_INPUTS])
 def test_bad_input_fails_clearly_and_writes_nothing(case: int, tmp_path: Path) -> None:
     args, message = BAD_INPUTS[case]
-    result = run_render(*args, cwd=tmp_path, timeout=120)
+    result = run_render("model=tiny", *args, cwd=tmp_path, timeout=120)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
@@ -118,7 +120,7 @@ def test_bad_input_fails_clearly_and_writes_nothing(case: int, tmp_path: Path) -
 
 def test_malformed_prompt_manifest_names_the_line(tmp_path: Path) -> None:
     (tmp_path / "mine.jsonl").write_text('{"id": "a", "text": "a cat"}\n{"id": "b"}\n')
-    result = run_render("prompts.file=mine.jsonl", cwd=tmp_path, timeout=120)
+    result = run_render("model=tiny", "prompts.file=mine.jsonl", cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "mine.jsonl:2" in result.stderr and not (tmp_path / "outputs").exists()
 
 
@@ -127,7 +129,7 @@ def test_two_sweeps_started_in_the_same_second_never_share_a_folder(tiny_cache: 
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "render", "-m", "steps=1", "prompts.limit=1", "render_anchor=false"]
+    command = [sys.executable, "-m", "render", "model=tiny", "-m", "steps=1", "prompts.limit=1", "render_anchor=false"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     processes = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
     assert all(p.wait(timeout=300) == 0 for p in processes)

@@ -1,1 +1,2 @@
-"""hypergrid's Hydra launchers: in-process (default), one job per GPU, SLURM."""
+"""hypergrid's Hydra plugins: the sweeper with preflight, the launchers (in-process, one job per GPU, SLURM), and
+the search path plugin that adds the working directory's conf/."""

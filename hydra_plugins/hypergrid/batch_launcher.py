@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from hydra_plugins.hypergrid import sweep
 from hydra_plugins.hypergrid.batches import CellSpec, cell_spec, seconds_per_step, timeout_minutes
+from hydra_plugins.hypergrid.progress import watch
 from hydra_plugins.hypergrid.worker import CellBatch, collect
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ class BatchLauncher(BaseSubmititLauncher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         submitted = self.submit(cells)
         record_jobs(sweep_dir, submitted)
-        if not self.params.get("wait", True):
+        if not self.params.get("wait", True):  # only slurm has the option: the gpus launcher always waits
             return detached(submitted, sweep_dir)
+        watch(submitted)
         return collect(submitted)
 
     def batch(self, cells: Sequence[CellSpec]) -> CellBatch:
@@ -50,7 +52,7 @@ class BatchLauncher(BaseSubmititLauncher):
 
     def timeout_min(self, batches: Sequence[Sequence[CellSpec]]) -> int:
         """The configured time limit, else one derived from the costliest job's cells."""
-        if self.params.get("timeout_min"):
+        if self.params["timeout_min"]:
             return int(self.params["timeout_min"])
         models = {c.model for b in batches for c in b}
         s_per_step = max(seconds_per_step(self.out_root, m) for m in models)
@@ -60,7 +62,7 @@ class BatchLauncher(BaseSubmititLauncher):
 
 
 def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
-    """JOBS.json: which scheduler job runs which cells, so status works from the folders alone."""
+    """JOBS.json: which scheduler job runs which cells (for a person, or scancel, to map job ids to cells)."""
     from render.rundir import atomic_write_json, now_iso
 
     path = sweep_dir / "JOBS.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -56,15 +57,22 @@ def _count_prompts(config: DictConfig) -> int:
 
 
 def plan_batches(cells: Sequence[CellSpec], n_jobs: int) -> list[list[CellSpec]]:
-    """At most `n_jobs` non-empty batches: the costliest cell first to the least-loaded batch, preferring
-    a batch that already loads its model when that keeps the load within one cell of the lightest."""
+    """At most `n_jobs` non-empty batches, balanced by cost, each loading as few models as it can.
+
+    Models are placed in order of their total cost, each model's cells costliest first. A cell joins
+    a batch that already loads its model while that batch stays within an even share of the total
+    cost; otherwise it goes to the least-loaded batch (an idle GPU before a second model load).
+    """
     batches: list[list[CellSpec]] = [[] for _ in range(max(1, min(n_jobs, len(cells))))]
     loads = [0] * len(batches)
-    for cell in sorted(cells, key=lambda c: (-c.cost, c.model, c.num)):
-        lightest = min(range(len(batches)), key=lambda i: loads[i])
-        same_model = [i for i in range(len(batches)) if any(c.model == cell.model for c in batches[i])]
-        near = [i for i in same_model if loads[i] <= loads[lightest] + cell.cost]
-        target = min(near, key=lambda i: loads[i]) if near else lightest
+    share = sum(c.cost for c in cells) / len(batches)
+    totals = Counter()
+    for cell in cells:
+        totals[cell.model] += cell.cost
+    for cell in sorted(cells, key=lambda c: (-totals[c.model], c.model, -c.cost, c.num)):
+        with_model = [i for i, batch in enumerate(batches)
+                      if any(c.model == cell.model for c in batch) and loads[i] + cell.cost <= share]
+        target = min(with_model or range(len(batches)), key=lambda i: loads[i])
         batches[target].append(cell)
         loads[target] += cell.cost
     return [sorted(b, key=lambda c: (c.model, c.num)) for b in batches if b]

@@ -30,24 +30,31 @@ ConfigStore.instance().store(group="hydra/sweeper", name="hypergrid", node=Hyper
 
 
 @dataclass
-class GpusLauncherConf:
+class BatchQueueConf:
+    """What the gpus and slurm launchers share (as hydra-submitit-launcher's BaseQueueConf): cells
+    spread over submitit jobs, each running its cells in one process. Defaults live here only."""
+
+    submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"  # submitit's job files (pickles, scripts, stdout/stderr)
+    timeout_min: Optional[int] = None  # per job; null: derived from the cells' cost (steps x samples x s/step history)
+    signal_delay_s: int = 60  # how long before the time limit the job is told to checkpoint
+    max_num_timeout: int = 3  # how many times a job that hits its time limit (or is preempted) restarts where it left off
+
+
+@dataclass
+class GpusLauncherConf(BatchQueueConf):
     """One machine, several GPUs: at most one job per GPU, each job sees only its own GPU
     (CUDA_VISIBLE_DEVICES) and runs its cells one after another, loading each model once."""
 
     _target_: str = "hydra_plugins.hypergrid.gpus.GpusLauncher"
-    submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"  # submitit's job files (pickles, stdout/stderr)
     gpus: Optional[List[int]] = None  # GPU indices to use; null: every GPU found (torch.cuda.device_count())
-    timeout_min: Optional[int] = None  # per job; null: derived from the cells' cost (steps x samples x s/step history)
-    signal_delay_s: int = 60  # how long before the time limit the job is told to checkpoint
-    max_num_timeout: int = 3  # how many times a job that hits its time limit is restarted where it left off
 
 
 @dataclass
-class SlurmLauncherConf:
+class SlurmLauncherConf(BatchQueueConf):
     """SLURM through submitit: one GPU per job, a job array with at most `gpus` jobs running at once."""
 
     _target_: str = "hydra_plugins.hypergrid.slurm.SlurmLauncher"
-    submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"  # submitit's job files (pickles, sbatch scripts, logs)
+    signal_delay_s: int = 120  # longer than on one machine: SLURM checks time limits only every ~30 s
     gpus: int = 1  # the most GPUs (= jobs) used at once: the array's parallelism
     cells_per_job: Optional[int] = None  # null: the cells are spread over `gpus` jobs; N: jobs of at most N cells
     partition: Optional[str] = None  # sbatch --partition
@@ -55,12 +62,9 @@ class SlurmLauncherConf:
     qos: Optional[str] = None  # sbatch --qos
     constraint: Optional[str] = None  # sbatch --constraint, e.g. the GPU type: h100|a100
     exclude: Optional[str] = None  # sbatch --exclude: nodes to avoid
-    timeout_min: Optional[int] = None  # per job; null: derived from the cells' cost (steps x samples x s/step history)
     cpus_per_task: Optional[int] = None  # CPUs per job
     mem_gb: Optional[int] = None  # memory per job in GB; null: the partition's default
     setup: Optional[List[str]] = None  # shell lines run before the job, e.g. ["module load cuda/12.4", "source venv/bin/activate"]
-    max_num_timeout: int = 3  # how many times a job that hits its time limit (or is preempted) is requeued
-    signal_delay_s: int = 120  # how long before the time limit the job is told to checkpoint and requeue
     wait: bool = True  # false: submit, print the job ids and the `assess status` command, and return
     additional_parameters: Dict[str, Any] = field(default_factory=dict)  # any other sbatch option, e.g. {"mail-type": "END"}
     name: str = "${hydra.job.name}"  # the job name in squeue

@@ -26,18 +26,16 @@ def visible_gpus(configured: list[int] | None) -> list[int]:
 
 
 class GpusLauncher(BatchLauncher):
-    _EXECUTOR = "local"
-
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import submitit
 
-        gpus = visible_gpus(self.params.get("gpus"))
+        gpus = visible_gpus(self.params["gpus"])
         batches = plan_batches(cells, len(gpus))
         timeout = self.timeout_min(batches)
         submitted: Submitted = []
         for gpu, batch in zip(gpus, batches):
-            executor = submitit.LocalExecutor(folder=self.params["submitit_folder"], max_num_timeout=self.params.get("max_num_timeout", 3))
+            executor = submitit.LocalExecutor(folder=self.params["submitit_folder"], max_num_timeout=self.params["max_num_timeout"])
             executor.update_parameters(visible_gpus=(gpu,), gpus_per_node=1, timeout_min=timeout,
-                                       signal_delay_s=self.params.get("signal_delay_s", 60))
+                                       signal_delay_s=self.params["signal_delay_s"])
             submitted.append((executor.submit(self.batch(batch)), batch))
         return submitted

@@ -41,27 +41,25 @@ def controller_problem(timeout_s: float = 15) -> str | None:
 
 
 class SlurmLauncher(BatchLauncher):
-    _EXECUTOR = "slurm"
-
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import submitit
 
         p = self.params
-        gpus = int(p.get("gpus", 1))
-        batches = chunk_batches(plan_batches(cells, gpus), p.get("cells_per_job"))
-        executor = submitit.AutoExecutor(folder=p["submitit_folder"], cluster="slurm", slurm_max_num_timeout=p.get("max_num_timeout", 3))
+        gpus = int(p["gpus"])
+        batches = chunk_batches(plan_batches(cells, gpus), p["cells_per_job"])
+        executor = submitit.AutoExecutor(folder=p["submitit_folder"], cluster="slurm", slurm_max_num_timeout=p["max_num_timeout"])
         executor.update_parameters(
-            name=p.get("name", "render"), timeout_min=self.timeout_min(batches), gpus_per_node=1, tasks_per_node=1, nodes=1,
-            cpus_per_task=p.get("cpus_per_task"), mem_gb=p.get("mem_gb"), slurm_array_parallelism=gpus,
-            slurm_signal_delay_s=p.get("signal_delay_s", 120), slurm_setup=p.get("setup") or [],
-            **{f"slurm_{k}": p[k] for k in SBATCH_KEYS if p.get(k)},
+            name=p["name"], timeout_min=self.timeout_min(batches), gpus_per_node=1, tasks_per_node=1, nodes=1,
+            cpus_per_task=p["cpus_per_task"], mem_gb=p["mem_gb"], slurm_array_parallelism=gpus,
+            slurm_signal_delay_s=p["signal_delay_s"], slurm_setup=p["setup"] or [],
+            **{f"slurm_{k}": p[k] for k in SBATCH_KEYS if p[k]},
         )
         size = max_array_size()
         submitted: Submitted = []
         previous: str | None = None
         for start in range(0, len(batches), size):
             part = batches[start:start + size]
-            extra = dict(p.get("additional_parameters") or {})
+            extra = dict(p["additional_parameters"])
             if previous:
                 extra["dependency"] = f"afterany:{previous}"
             executor.update_parameters(slurm_additional_parameters=extra)

@@ -1,4 +1,4 @@
-"""What every hypergrid launcher does around its jobs: preflight all cells, record the sweep, summarise."""
+"""What every hypergrid launcher does around its jobs: preflight all cells, record the sweep (summary.py ends it)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra.types import HydraContext
 from omegaconf import DictConfig, open_dict
 
@@ -70,23 +69,3 @@ def write_sweep_record(sweep_dir: Path, launcher: str, job_overrides: Sequence[S
                                                  j.cell.describe(), len(j.sample_ids))
                                       for o, c, j in zip(job_overrides, configs, jobs)])
 
-
-def summarise(returns: Sequence[JobReturn], sweep_dir: Path) -> None:
-    """Print one line per failed cell; exit 1 when any failed (each has its FAILED.json)."""
-    failed = []
-    for ret in returns:
-        if ret.status == JobStatus.FAILED:
-            failed.append(f"  {' '.join(filter_overrides(ret.overrides))}: crashed: {ret._return_value!r}")
-            continue
-        results = ret.return_value if isinstance(ret.return_value, list) else []
-        for result in results:
-            if isinstance(result, dict) and result.get("status") == "failed":
-                failed.append(f"  {result['describe']}: {result['category']}: {result['message']}\n"
-                              f"      see {Path(result['run_dir']) / 'FAILED.json'}")
-    done = len(returns) - len(failed)
-    print(f"sweep {sweep_dir}: {done} of {len(returns)} cells done"
-          + (f"; status: assess status {sweep_dir}" if not failed else ""))
-    if failed:
-        from render.preflight import exit_with
-
-        exit_with(RuntimeError(f"{len(failed)} of {len(returns)} cells failed:\n" + "\n".join(failed)), code=1)

@@ -10,7 +10,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from hydra_plugins.hypergrid import sweep
+from hydra_plugins.hypergrid import summary, sweep
 
 
 class HypergridSweeper(BasicSweeper):
@@ -38,5 +38,5 @@ class HypergridSweeper(BasicSweeper):
             batch = self.get_job_batch()
             returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
             initial_job_idx += len(batch)
-        sweep.summarise([r for batch in returns for r in batch], sweep_dir)
+        summary.summarise([r for batch in returns for r in batch], sweep_dir)
         return returns

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from render.errors import RenderError
 
-class RunDirError(Exception):
+
+class RunDirError(RenderError):
     """Base class of the contract's errors."""
 
 

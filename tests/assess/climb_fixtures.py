@@ -74,7 +74,7 @@ def holdout_ids(n: int = 30) -> list[str]:
 
 @dataclass
 class DemoRuns:
-    """Writes runs of experiment `demo` under an output root."""
+    """Writes runs of experiment `tiny-demo` under an output root."""
 
     root: Path
     counter: int = 0
@@ -99,7 +99,7 @@ class DemoRuns:
             "is_anchor": is_anchor, "out_root": str(self.root),
             "prompts": {"name": split, "split": split, "file": f"{split}.jsonl", "ids": prompts},
             "seeds": [0], "overrides": [], "tag": "",
-            "config": {"experiment": {"name": "demo", "final": final}},
+            "config": {"experiment": {"name": "tiny-demo", "final": final}},
             "versions": {}, "device": {"kind": "cpu"}, "git": {}, "host": socket.gethostname(), "pid": 999_999_999,
             "job": {"launcher": "inprocess", "slurm_job_id": None}, "started_at": "2026-11-30T10:00:00+00:00",
         }

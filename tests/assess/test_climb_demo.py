@@ -23,15 +23,15 @@ def assess(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.Completed
 
 
 def test_the_demo_climbs_stops_runs_its_final_once_and_reports(tiny_cache: Path, tmp_path: Path) -> None:
-    first = assess("climb", "demo", cwd=tmp_path)
+    first = assess("climb", "tiny-demo", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=4,8,12 cache=none " \
+    assert "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=4 steps=4,8,12 cache=none " \
            "scheduler=default" in first.stdout
 
-    climb = assess("climb", "demo", "--apply", "--generations", "12", cwd=tmp_path)
+    climb = assess("climb", "tiny-demo", "--apply", "--generations", "12", cwd=tmp_path)
     assert climb.returncode == 0, climb.stdout[-3000:] + climb.stderr[-3000:]
     assert "decision: STOP: " in climb.stdout
-    records = sorted((tmp_path / "outputs/experiments/demo/generations").glob("g*.json"))
+    records = sorted((tmp_path / "outputs/experiments/tiny-demo/generations").glob("g*.json"))
     generations = [json.loads(p.read_text()) for p in records]
     assert len(generations) >= 3
     kinds = {p["kind"] for g in generations for p in g["proposals"]}
@@ -39,21 +39,23 @@ def test_the_demo_climbs_stops_runs_its_final_once_and_reports(tiny_cache: Path,
     assert generations[-1]["stop"] and not generations[-1]["proposals"]
     assert all("prompts=holdout" not in c for g in generations for c in g["commands"])  # dev only before the final
 
-    final = assess("climb", "demo", "--final", "--json", cwd=tmp_path)
+    final = assess("climb", "tiny-demo", "--final", "--json", cwd=tmp_path)
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
     result = json.loads(final.stdout)
     incumbent, control, anchor = result["arms"]
     assert (incumbent["role"], control["role"], anchor["role"]) == ("incumbent", "control", "anchor")
     assert incumbent["n_samples"] == 30 and anchor["n_samples"] == 30
     assert incumbent["speedup"]["value"] > 0 and incumbent["quality"]["n"] == 30
-    assert result["parity"] in ("parity", "undecided", "out")
+    quality = incumbent["quality"]  # one pre-planned TOST at alpha on the holdout decides the verdict
+    expected = "parity" if quality["tost_p"] < result["alpha"] else "out" if quality["out_p"] < result["alpha"] else "undecided"
+    assert result["parity"] == quality["verdict"] == expected
 
-    again = assess("climb", "demo", "--final", cwd=tmp_path)
+    again = assess("climb", "tiny-demo", "--final", cwd=tmp_path)
     assert again.returncode == 1 and "the final was already claimed on" in again.stderr
-    after = assess("climb", "demo", cwd=tmp_path)
+    after = assess("climb", "tiny-demo", cwd=tmp_path)
     assert after.returncode == 1 and "is over: its final was claimed on" in after.stderr
 
-    report = assess("report", "demo", cwd=tmp_path)
+    report = assess("report", "tiny-demo", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     html = Path(report.stdout.strip()).read_text()
     assert f"Winner: <b>{result['incumbent_line']}</b>" in html

@@ -43,7 +43,7 @@ def invoke(*args: str):
 
 
 def climb(db: Path, *extra: str):
-    return invoke("climb", "demo", "--db", str(db), *extra)
+    return invoke("climb", "tiny-demo", "--db", str(db), *extra)
 
 
 def commands(output: str) -> list[str]:
@@ -68,12 +68,12 @@ def test_the_first_generation_on_an_empty_index(workdir: Path, db: Path) -> None
     result = climb(db)
     assert result.exit_code == 0, result.output
     assert commands(result.output) == [
-        "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=4,8,12 cache=none scheduler=default",
-        "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=8 cache=fbcache,taylorseer scheduler=default",
-        "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=8 cache=none scheduler=dpmpp-2m",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=4 steps=4,8,12 cache=none scheduler=default",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=4 steps=8 cache=fbcache,taylorseer scheduler=default",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=4 steps=8 cache=none scheduler=dpmpp-2m",
     ]
-    assert "generation 1 (recorded in outputs/experiments/demo/generations/g0001.json)" in result.output
-    record = json.loads((workdir / "outputs/experiments/demo/generations/g0001.json").read_text())
+    assert "generation 1 (recorded in outputs/experiments/tiny-demo/generations/g0001.json)" in result.output
+    record = json.loads((workdir / "outputs/experiments/tiny-demo/generations/g0001.json").read_text())
     assert record["incumbent"]["cell"] == {"steps": "8", "cache": "none", "scheduler": "default"}
     assert record["note"].startswith("g1: incumbent steps=8 cache=none scheduler=default (start); start; sweep")
     with Index.open(db) as index:
@@ -83,7 +83,7 @@ def test_the_first_generation_on_an_empty_index(workdir: Path, db: Path) -> None
     again = climb(db)  # nothing rendered since: the same generation, not a new one
     assert "generation 1 (already recorded, not rendered yet" in again.output
     assert commands(again.output) == commands(result.output)
-    assert not (workdir / "outputs/experiments/demo/generations/g0002.json").exists()
+    assert not (workdir / "outputs/experiments/tiny-demo/generations/g0002.json").exists()
 
 
 def test_the_second_generation_promotes_and_sweeps_around_the_incumbent(runs: DemoRuns, db: Path) -> None:
@@ -95,11 +95,11 @@ def test_the_second_generation_promotes_and_sweeps_around_the_incumbent(runs: De
     assert "incumbent (parity at rung 4): steps=4 cache=none scheduler=default" in out
     assert re.search(r"steps=8 cache=fbcache scheduler=default\s+4\s+4\s+-0\.0\d+ .* out ", out)
     assert commands(out) == [
-        "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=4 cache=fbcache,taylorseer scheduler=default",
-        "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=2 cache=none scheduler=default",
-        "python -m render -m experiment=demo prompts=dev prompts.limit=4 steps=4 cache=none scheduler=dpmpp-2m",
-        "python -m render -m experiment=demo prompts=dev prompts.limit=12 steps=4 cache=none scheduler=default",
-        "python -m render -m experiment=demo prompts=dev prompts.limit=12 steps=8 cache=taylorseer scheduler=default",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=4 steps=4 cache=fbcache,taylorseer scheduler=default",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=4 steps=2 cache=none scheduler=default",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=4 steps=4 cache=none scheduler=dpmpp-2m",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=12 steps=4 cache=none scheduler=default",
+        "python -m render -m experiment=tiny-demo prompts=dev prompts.limit=12 steps=8 cache=taylorseer scheduler=default",
     ]
     assert "  incumbent  steps=4 cache=none scheduler=default -> rung 12: the incumbent (parity) climbs" in out
     assert "promoted: rank 2 of 6 at rung 4 (top 2)" in out  # the anchor's own cell is no candidate
@@ -111,7 +111,7 @@ def test_unscored_samples_are_named_with_the_command_that_scores_them(runs: Demo
     runs.anchor(dev_ids(4))
     result = climb(db)
     assert result.exit_code == 1
-    assert result.output == (f"Error: experiment demo: cells have samples without ssim scores; run `assess score "
+    assert result.output == (f"Error: experiment tiny-demo: cells have samples without ssim scores; run `assess score "
                              f"{sweep} --metrics ssim` (or climb with --apply)\n")
 
 
@@ -121,7 +121,7 @@ def test_holdout_samples_never_reach_the_navigation(runs: DemoRuns, db: Path) ->
     runs.run(sweep, demo_cell(4), holdout_ids(), perturb=noise(5), split="holdout")  # much worse on the holdout
     runs.anchor(holdout_ids(), split="holdout")
     score([sweep], db, metrics=["ssim"])
-    exp = load_experiment("demo")
+    exp = load_experiment("tiny-demo")
     with Index.open(db) as index:
         sync_run_experiments(index)
         observed = observe(index, exp)
@@ -160,7 +160,7 @@ def test_the_climb_stops_at_the_reserve(runs: DemoRuns, db: Path) -> None:
                    "--set", "experiment.budget.reserve_gpu_hours=0.003")
     assert result.exit_code == 0, result.output
     assert "decision: STOP: budget: " in result.output
-    assert "next: assess climb demo --final" in result.output
+    assert "next: assess climb tiny-demo --final" in result.output
 
 
 def test_an_unknown_experiment_lists_the_valid_ones(workdir: Path, db: Path) -> None:
@@ -206,11 +206,11 @@ def test_a_second_final_is_refused_with_the_date_of_the_first(workdir: Path, db:
     from assess.climb.final import RESULT
     from render.experiment import claim_final, final_record
 
-    claim_final(Path("outputs"), "demo", {"incumbent": {"cell": {}}})
-    (workdir / "outputs/experiments/demo" / RESULT).write_text("{}")  # the final finished
-    first = final_record(Path("outputs"), "demo")["claimed_at"]
+    claim_final(Path("outputs"), "tiny-demo", {"incumbent": {"cell": {}}})
+    (workdir / "outputs/experiments/tiny-demo" / RESULT).write_text("{}")  # the final finished
+    first = final_record(Path("outputs"), "tiny-demo")["claimed_at"]
     for name in removed:  # a claim removed from disk (and the index rebuilt) does not reset it
-        (workdir / "outputs/experiments/demo/FINAL.json" if name == "FINAL.json" else db).unlink(missing_ok=True)
+        (workdir / "outputs/experiments/tiny-demo/FINAL.json" if name == "FINAL.json" else db).unlink(missing_ok=True)
     result = climb(db, "--final")
     assert result.exit_code == 1
     assert f"the final was already claimed on {first}" in result.output
@@ -225,7 +225,7 @@ def test_holdout_samples_found_before_the_final_make_it_refuse(runs: DemoRuns, d
     result = climb(db, "--final", "--force")
     assert result.exit_code == 1
     assert "the holdout is contaminated: 1 run folder(s) already hold samples of its texts" in result.output
-    assert not (workdir / "outputs/experiments/demo/FINAL.json").exists()
+    assert not (workdir / "outputs/experiments/tiny-demo/FINAL.json").exists()
 
 
 def test_the_final_is_refused_while_the_climb_goes_on(runs: DemoRuns, db: Path, workdir: Path) -> None:
@@ -233,7 +233,7 @@ def test_the_final_is_refused_while_the_climb_goes_on(runs: DemoRuns, db: Path, 
     result = climb(db, "--final")
     assert result.exit_code == 1
     assert "the climb has not stopped (incumbent steps=4 cache=none scheduler=default, parity)" in result.output
-    assert not (workdir / "outputs/experiments/demo/FINAL.json").exists()
+    assert not (workdir / "outputs/experiments/tiny-demo/FINAL.json").exists()
 
 
 def test_the_final_is_refused_when_its_cost_does_not_fit(runs: DemoRuns, db: Path, workdir: Path) -> None:
@@ -242,7 +242,7 @@ def test_the_final_is_refused_when_its_cost_does_not_fit(runs: DemoRuns, db: Pat
                    "--set", "experiment.budget.reserve_gpu_hours=0.001")
     assert result.exit_code == 1
     assert "the final needs an estimated" in result.output and "nothing was claimed" in result.output
-    assert not (workdir / "outputs/experiments/demo/FINAL.json").exists()
+    assert not (workdir / "outputs/experiments/tiny-demo/FINAL.json").exists()
 
 
 def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db: Path, workdir: Path) -> None:
@@ -250,7 +250,7 @@ def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db:
 
     assert climb(db).exit_code == 0
     first_generation(runs, db)
-    claim_final(Path("outputs"), "demo", {
+    claim_final(Path("outputs"), "tiny-demo", {
         "incumbent": {"cell": {"steps": "4", "cache": "none", "scheduler": "default"}, "steps": 4,
                       "overrides": ["steps=4", "cache=none", "scheduler=default"], "cell_key": None},
         "control": {"overrides": ["steps=4", "cache=none", "attention=native", "scheduler=default"]},
@@ -261,10 +261,10 @@ def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db:
     runs.run(sweep, demo_cell(4), hold, perturb=shift(3), latency=0.15, split="holdout", final=True)
     runs.anchor(hold, split="holdout", final=True)
     score([sweep], db, metrics=["ssim"])
-    result = invoke("report", "demo", "--db", str(db))
+    result = invoke("report", "tiny-demo", "--db", str(db))
     assert result.exit_code == 0, result.output
     page = Path(result.output.strip())
-    assert page == (workdir / "outputs/experiments/demo/report/index.html").resolve()
+    assert page == (workdir / "outputs/experiments/tiny-demo/report/index.html").resolve()
     html = page.read_text()
     assert "Winner: <b>steps=4 cache=none scheduler=default</b>" in html
     assert "python -m render model=tiny steps=4 cache=none scheduler=default" in html
@@ -273,7 +273,7 @@ def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db:
     assert (page.parent / "frontier.png").stat().st_size > 0
     assert html.count("<tr><td class=\"num\">") == 1  # one generation recorded (the report records none)
     with Index.open(db) as index:
-        assert index.query("SELECT experiment FROM finals") == [{"experiment": "demo"}]
+        assert index.query("SELECT experiment FROM finals") == [{"experiment": "tiny-demo"}]
 
 
 def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:

@@ -1,0 +1,148 @@
+"""The cache axis: one module per diffusers cache method, collected into the `CACHES` registry.
+
+A method module (e.g. `fbcache.py`) holds its schema (a `CacheSchema` dataclass whose fields carry
+the names of the diffusers config it maps onto, defaults included, validated in `__post_init__`),
+its `apply(pipe, conf, context) -> record`, the names of the diffusers hooks it registers, and
+`METHOD = CacheMethod(schema, apply)`. Every public module of this package is a method: adding one
+means adding its module and its option file `render/conf/cache/<name>.yaml`
+(`defaults: [<name>_schema, _self_]`; the defaults live in the dataclass only).
+
+Undoing a method is shared: diffusers' `disable_cache` removes whichever is enabled, and
+`reset_cache` then checks that none of the methods' hooks is left behind.
+
+A `conf` is either a schema instance or the Hydra config node of the same shape. This package
+imports no torch or diffusers at import time, so config composition stays fast.
+"""
+
+import dataclasses
+import importlib
+import pkgutil
+from dataclasses import field
+from typing import Any, Callable, Dict, Optional
+
+from render.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema, Record
+from render.caches._support import UNKNOWN, check_denoiser, declared_transformer, leftover_hooks
+
+__all__ = [
+    "CACHES", "ApplyContext", "CacheConfigError", "CacheMethod", "CacheSchema", "NoCacheConf", "apply_cache",
+    "cache_key_params", "cache_name", "check_cache_supported", "reset_cache", "typed",
+    "FBCacheConf", "PABConf", "FasterCacheConf", "TaylorSeerConf", "MagCacheConf",
+    "runs_branches_separately", "calibrate_mag_ratios",
+]
+
+
+def _method_modules() -> Dict[str, CacheMethod]:
+    methods = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        method = importlib.import_module(f"{__name__}.{info.name}").METHOD
+        if method.schema.name != info.name:
+            raise ImportError(f"render/caches/{info.name}.py: its schema's name is {method.schema.name!r}; "
+                              f"it must be the module's name, {info.name!r} (the option name)")
+        methods[info.name] = method
+    return methods
+
+
+_METHODS = _method_modules()
+
+
+def _fields_of_every_method() -> list:
+    names: Dict[str, None] = {}
+    for method in _METHODS.values():
+        names.update((f.name, None) for f in dataclasses.fields(method.schema) if f.name != "name")
+    # Every parameter of every other method, typed Any and ignored: a sweep such as
+    # `cache=none,fbcache cache.threshold=0.05,0.1` sets `threshold` on the `none` node too, and
+    # Hydra's struct mode rejects a key the schema lacks. cache_key_params ignores them all, so
+    # those `none` cells are one cell.
+    return [("name", str, field(default="none"))] + [(n, Optional[Any], field(default=None)) for n in names]
+
+
+NoCacheConf = dataclasses.make_dataclass("NoCacheConf", _fields_of_every_method(), bases=(CacheSchema,))
+NoCacheConf.__module__ = __name__  # so it pickles (submitit ships configs to jobs)
+NoCacheConf.__doc__ = "No cache. Accepts, and ignores, every parameter of every other method."
+
+
+def _apply_none(pipe: Any, conf: Any, ctx: ApplyContext) -> Record:
+    return {}
+
+
+CACHES: Dict[str, CacheMethod] = {"none": CacheMethod(NoCacheConf, _apply_none), **_METHODS}
+
+# The method modules' public names, for `from render.caches import ...`.
+from render.caches.fastercache import FasterCacheConf, runs_branches_separately  # noqa: E402
+from render.caches.fbcache import FBCacheConf  # noqa: E402
+from render.caches.magcache import MagCacheConf, calibrate_mag_ratios  # noqa: E402
+from render.caches.pab import PABConf  # noqa: E402
+from render.caches.taylorseer import TaylorSeerConf  # noqa: E402
+
+
+def cache_name(conf: Any) -> str:
+    """The method `conf` names; CacheConfigError listing the valid ones when it is unknown."""
+    name = getattr(conf, "name", None)
+    if name not in CACHES:
+        raise CacheConfigError(f"cache={name}: unknown cache method; valid methods: {', '.join(CACHES)}")
+    return name
+
+
+def typed(conf: Any) -> CacheSchema:
+    """`conf` as a validated instance of its method's schema."""
+    return CACHES[cache_name(conf)].schema.from_conf(conf)
+
+
+def apply_cache(
+    pipe: Any, conf: Any, *, steps: Optional[int] = None, calibrate: Optional[Callable[[], None]] = None
+) -> Record:
+    """Enable the cache `conf` names on `pipe.transformer`; return a JSON-able record of what was derived.
+
+    `steps` is the cell's num_inference_steps. `calibrate` renders once with the cell's settings
+    (output discarded); only magcache without `mag_ratios` calls it, once, before enabling itself.
+    The record holds e.g. magcache's ratios and fastercache's resolved is_guidance_distilled.
+    Raises CacheConfigError when a cache is already enabled: call `reset_cache(pipe)` first.
+    """
+    name = cache_name(conf)
+    transformer = getattr(pipe, "transformer", None)
+    if getattr(transformer, "is_cache_enabled", False):
+        raise CacheConfigError(
+            f"cache {name}: {type(transformer).__name__} already has a cache enabled "
+            f"({type(transformer._cache_config).__name__}); call reset_cache(pipe) first"
+        )
+    method = CACHES[name]
+    values = method.schema.from_conf(conf)
+    if name != "none":
+        check_denoiser(method.schema, type(pipe).__name__, None if transformer is None else type(transformer))
+    return method.apply(pipe, values, ApplyContext(steps=steps, calibrate=calibrate))
+
+
+def reset_cache(pipe: Any) -> None:
+    """Disable whatever cache is enabled on `pipe.transformer`; a no-op when there is none."""
+    transformer = getattr(pipe, "transformer", None)
+    if not getattr(transformer, "is_cache_enabled", False):
+        return
+    transformer.disable_cache()
+    left = leftover_hooks(transformer, {hook for m in CACHES.values() for hook in m.schema.HOOKS})
+    if left:
+        raise RuntimeError(f"reset_cache: diffusers' disable_cache left the hooks {', '.join(left)} registered; "
+                           "this diffusers version undoes caches differently, so cells would leak into each other")
+
+
+def cache_key_params(conf: Any) -> Dict[str, Any]:
+    """The canonical parameters that enter the cell key: every field, typed; {"name": "none"} for none."""
+    if cache_name(conf) == "none":
+        return {"name": "none"}
+    return dataclasses.asdict(typed(conf))
+
+
+def check_cache_supported(pipe_class_name: str, conf: Any) -> None:
+    """Raise CacheConfigError, naming the method and why, when `conf` cannot run on this pipeline class.
+
+    Checks the values (types, ranges) and that the pipeline's denoiser is a diffusers transformer
+    that takes cache hooks (a UNet pipeline such as StableDiffusionXLPipeline does not).
+    """
+    name = cache_name(conf)
+    if name == "none":
+        return
+    schema = type(typed(conf))
+    declared = declared_transformer(pipe_class_name, name)
+    if declared is not UNKNOWN:
+        check_denoiser(schema, pipe_class_name, declared)

@@ -1,0 +1,68 @@
+"""Whether a pipeline's denoiser can take a cache method's hooks (diffusers' CacheMixin, block metadata)."""
+
+from typing import Any, Optional
+
+from render.caches._base import CacheConfigError
+from render.loading import pipeline_class
+
+UNKNOWN = object()  # the pipeline declares its transformer as a union or an unresolvable name
+
+
+def check_denoiser(schema: type, pipe_class_name: str, transformer_cls: Optional[type]) -> None:
+    """CacheConfigError when method `schema` cannot hook this pipeline's transformer class (None: it has none)."""
+    from diffusers.models.cache_utils import CacheMixin
+
+    name = schema.name
+    if transformer_cls is None:
+        raise CacheConfigError(
+            f"cache {name}: {pipe_class_name} has no transformer (it denoises with a UNet or similar), and "
+            "diffusers' cache methods hook transformer blocks only; use cache=none for this model"
+        )
+    if not issubclass(transformer_cls, CacheMixin):
+        raise CacheConfigError(
+            f"cache {name}: {pipe_class_name}'s {transformer_cls.__name__} takes no diffusers cache hooks; use cache=none"
+        )
+    if schema.needs_block_metadata and not _has_block_metadata(transformer_cls):
+        raise CacheConfigError(
+            f"cache {name}: diffusers has no block metadata for {transformer_cls.__name__} ({pipe_class_name}), "
+            "which this method needs to skip whole blocks; try cache=pab, fastercache or taylorseer, or cache=none"
+        )
+
+
+def declared_transformer(pipe_class_name: str, name: str) -> Any:
+    """The transformer class `pipe_class_name` declares; None without one, UNKNOWN if not a plain class."""
+    import inspect
+
+    import diffusers
+
+    try:
+        pipeline_cls = pipeline_class(pipe_class_name)
+    except (ImportError, AttributeError, ValueError):
+        pipeline_cls = None
+    if pipeline_cls is None:
+        raise CacheConfigError(f"cache {name}: diffusers {diffusers.__version__} has no pipeline class {pipe_class_name}")
+    parameter = inspect.signature(pipeline_cls.__init__).parameters.get("transformer")
+    if parameter is None:
+        return None
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        annotation = getattr(diffusers, annotation, None)
+    # A union or an unresolvable name is checked on the loaded transformer, in apply_cache.
+    return annotation if isinstance(annotation, type) else UNKNOWN
+
+
+def _has_block_metadata(transformer_cls: type) -> bool:
+    from diffusers.hooks._helpers import TransformerBlockRegistry
+
+    TransformerBlockRegistry._register()
+    return any(block.__module__ == transformer_cls.__module__ for block in TransformerBlockRegistry._registry)
+
+
+def leftover_hooks(transformer: Any, names: set) -> list:
+    """Names of the given diffusers hooks still registered on any module of `transformer`."""
+    left = set()
+    for module in transformer.modules():
+        registry = getattr(module, "_diffusers_hook", None)
+        if registry is not None:
+            left.update(n for n in names if registry.get_hook(n) is not None)
+    return sorted(left)
