@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -55,3 +56,17 @@ def check_hub_model(model: Any) -> None:
         f"model.id={model.id}: not in the local Hugging Face cache, and the hub cannot be reached from here. "
         f"Download it where the hub is reachable (`hf download {model.id}`; HF_HOME sets the cache folder), "
         f"or point the model at a local folder written by save_pretrained: model.id=/path/to/{model.id.split('/')[-1]}")
+
+
+def slurm_controller_problem(timeout_s: float = 15) -> str | None:
+    """Why no job can be submitted from here (no SLURM commands, controller down), or None when it answers."""
+    try:
+        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        return "the SLURM commands (scontrol, sbatch) are not installed on this machine"
+    except subprocess.TimeoutExpired:
+        return f"`scontrol ping` did not answer within {timeout_s:.0f} s"
+    answer = (ping.stdout + ping.stderr).strip()
+    if ping.returncode != 0 or "UP" not in answer:
+        return f"`scontrol ping` says: {answer.splitlines()[0] if answer else f'exit {ping.returncode}'}"
+    return None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from render.errors import RenderError
-from render.holdout import FINAL, HoldoutLocked, final_claim, option_prompts, record_claim, user_state_dir
+from render.holdout import FINAL, HoldoutLocked, experiment_dir, final_claim, option_prompts, record_claim, user_state_dir
 from render.rundir import STATE_DIR, append_record, atomic_write_json, check_name, file_mode, now_iso, shared_texts
 
 ANCHOR = "ANCHOR.json"
@@ -27,10 +27,6 @@ class ExperimentGuard(RenderError, ValueError):
 
 class FinalAlreadyClaimed(RenderError, RuntimeError):
     """The experiment's final holdout run was already claimed."""
-
-
-def experiment_dir(out_root: Path, name: str) -> Path:
-    return out_root / "experiments" / check_name(name, "experiment.name")
 
 
 def final_record(out_root: Path, name: str) -> dict[str, Any] | None:

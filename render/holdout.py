@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from render.errors import RenderError
 from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
-from render.rundir import STATE_DIR, append_record, now_iso, scan_runs, text_hash
+from render.rundir import STATE_DIR, append_record, check_name, now_iso, scan_runs, text_hash
 
 SHIPPED_HOLDOUT = "holdout.jsonl"
 HOLDOUTS = "holdouts.jsonl"
@@ -34,6 +34,11 @@ FINAL = "FINAL.json"
 
 class HoldoutLocked(RenderError, ValueError):
     """A render that would spend a holdout outside its claimed final."""
+
+
+def experiment_dir(out_root: Path, name: str) -> Path:
+    """An experiment's folder under the output root: its claim, frozen anchor, generations, budget."""
+    return out_root / "experiments" / check_name(name, "experiment.name")
 
 
 def user_state_dir() -> Path:
@@ -104,8 +109,6 @@ def reserved(out_root: Path) -> dict[str, str]:
 
 def final_claim(out_root: Path, experiment: str, content: str) -> dict[str, Any] | None:
     """The claim of this experiment's final on this holdout, from whichever record survives."""
-    from render.experiment import experiment_dir
-
     path = experiment_dir(out_root, experiment) / FINAL
     if path.is_file():
         claim = json.loads(path.read_text())

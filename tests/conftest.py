@@ -60,9 +60,9 @@ def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, t
 
 @functools.lru_cache(maxsize=None)
 def slurm_problem() -> str | None:
-    from hydra_plugins.hypergrid.slurm import controller_problem
+    from render.environment import slurm_controller_problem
 
-    return controller_problem()
+    return slurm_controller_problem()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -26,20 +26,6 @@ def max_array_size(default: int = 1001) -> int:
     return int(match.group(1)) if match else default
 
 
-def controller_problem(timeout_s: float = 15) -> str | None:
-    """Why no job can be submitted from here (no SLURM commands, controller down), or None when it answers."""
-    try:
-        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=timeout_s)
-    except FileNotFoundError:
-        return "the SLURM commands (scontrol, sbatch) are not installed on this machine"
-    except subprocess.TimeoutExpired:
-        return f"`scontrol ping` did not answer within {timeout_s:.0f} s"
-    answer = (ping.stdout + ping.stderr).strip()
-    if ping.returncode != 0 or "UP" not in answer:
-        return f"`scontrol ping` says: {answer.splitlines()[0] if answer else f'exit {ping.returncode}'}"
-    return None
-
-
 class SlurmLauncher(BatchLauncher):
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import submitit

@@ -53,9 +53,9 @@ def preflight_launcher(config: DictConfig) -> None:
     except ConfigError as error:
         exit_with(error)
     if str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
-        from hydra_plugins.hypergrid.slurm import controller_problem
+        from render.environment import slurm_controller_problem
 
-        problem = controller_problem()
+        problem = slurm_controller_problem()
         if problem:
             exit_with(RuntimeError(f"hydra/launcher=slurm: no SLURM controller can be reached ({problem}); nothing was "
                                    "submitted. Run the sweep on a login node of the cluster, or use hydra/launcher=gpus "
