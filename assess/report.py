@@ -21,10 +21,10 @@ from typing import Any
 from assess.errors import NotScored
 from assess.index import Index
 from assess.metrics import SPECS
+from assess.metrics.registry import leaderboard_specs, quality_metric_names
 from assess.rundir import find_run_dirs, load_run, parse_override
 from assess.stats import CellComparison, Estimate, compare_cell
 
-QUALITY_METRICS = ("ssim", "psnr", "lpips", "clip_score")
 MAX_PROMPTS = 8
 
 
@@ -142,17 +142,24 @@ def _rank(view: CellView) -> tuple[Any, ...]:
 
 # -- leaderboard ----------------------------------------------------------------------------
 
-LEADERBOARD_COLUMNS = [
-    ("psnr", "PSNR (dB)"), ("ssim", "SSIM"), ("lpips", "LPIPS"), ("clip_score", "CLIP score (Δ vs anchor)"),
-    ("latency_median_s", "median latency (s)"), ("speedup", "speed-up vs anchor"), ("images_per_s", "images/s"),
-    ("peak_mem_bytes", "peak memory"), ("gpu_s", "GPU-s spent"),
-]
+SPEEDUP = "speedup"  # not a stored metric: the anchor's median warm latency / the cell's, with its interval
+
+
+def leaderboard_columns() -> list[tuple[str, str]]:
+    """(metric, title) of the leaderboard's metric columns, from the registry; speed-up after median latency."""
+    columns = []
+    for spec in leaderboard_specs():
+        delta = spec.level == "sample" and not spec.needs_reference
+        columns.append((spec.name, f"{spec.title} (Δ vs anchor)" if delta else spec.title))
+        if spec.name == "latency_median_s":
+            columns.append((SPEEDUP, "speed-up vs anchor"))
+    return columns
 
 
 def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
     """Text, tooltip and css class of one leaderboard cell."""
     comparison = view.comparison
-    if metric == "speedup":
+    if metric == SPEEDUP:
         if view.is_anchor:
             return {"text": "1 (anchor)", "title": "", "cls": "anchor"}
         if comparison is None or comparison.speedup is None:
@@ -165,7 +172,7 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
         if spec.needs_reference and view.is_anchor:
             return {"text": "reference", "title": "the anchor is the reference", "cls": "anchor"}
         return {"text": "n/a", "title": reason, "cls": "na"}
-    if metric == "peak_mem_bytes":
+    if spec.display == "bytes":
         return {"text": _bytes(value), "title": "", "cls": ""}
     estimate = comparison.metrics.get(metric) if comparison else None
     if estimate is None:
@@ -182,7 +189,7 @@ def leaderboard_rows(views: list[CellView]) -> list[dict[str, Any]]:
         {
             "label": v.label, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
             "status": v.status, "samples": f"{v.n_samples}/{v.n_expected}",
-            "metrics": [_metric_cell(v, m) for m, _ in LEADERBOARD_COLUMNS],
+            "metrics": [_metric_cell(v, m) for m, _ in leaderboard_columns()],
         }
         for v in views
     ]
@@ -192,13 +199,15 @@ def leaderboard_rows(views: list[CellView]) -> list[dict[str, Any]]:
 
 
 def _quality(view: CellView, metric: str) -> float | None:
-    from assess.metrics.fidelity import psnr_identical
+    from assess.metrics.fidelity import PSNR, psnr_identical
 
-    if view.is_anchor and SPECS[metric].needs_reference:
-        identity = {"ssim": 1.0, "lpips": 0.0}
-        if metric == "psnr":
+    spec = SPECS[metric]
+    if view.is_anchor and spec.needs_reference:
+        if spec.identity is not None:
+            return spec.identity
+        if metric == PSNR.name:  # identical images: a ceiling that depends on the image size
             return psnr_identical(view.n_values) if view.n_values else None
-        return identity.get(metric)
+        return None
     return view.values.get(metric)
 
 
@@ -364,16 +373,17 @@ def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
 
 
 def _quality_metric(views: list[CellView], requested: str | None) -> str:
+    valid = quality_metric_names()
     if requested:
-        if requested not in QUALITY_METRICS:
+        if requested not in valid:
             from assess.errors import UnknownMetric
 
-            raise UnknownMetric(f"unknown quality metric {requested!r}. Valid: {', '.join(QUALITY_METRICS)}")
+            raise UnknownMetric(f"unknown quality metric {requested!r}. Valid: {', '.join(valid)}")
         return requested
-    for metric in QUALITY_METRICS:
+    for metric in valid:
         if any(v.values.get(metric) is not None for v in views if not v.is_anchor):
             return metric
-    return QUALITY_METRICS[0]
+    return valid[0]
 
 
 def _render_html(context: dict[str, Any]) -> str:
@@ -406,7 +416,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "sweeps": [str(p) for p in sweep_paths],
         "index_path": str(Path(index.path).resolve()),
-        "columns": [title for _, title in LEADERBOARD_COLUMNS],
+        "columns": [title for _, title in leaderboard_columns()],
         "leaderboard": leaderboard_rows(views),
         "quality_metric": metric,
         "pareto": None if pareto_problem else "pareto.png",

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import os
 
-from assess.metrics.base import MetricSpec, Outcome, SampleInput, SampleMetric
+from assess.metrics.base import Outcome, SampleInput, SampleMetric
+from assess.metrics.registry import CLIP_SCORE
 
 DEFAULT_CLIP_MODEL = "openai/clip-vit-large-patch14"
 CLIP_MODEL_ENV = "HYPERGRID_CLIP_MODEL"
 _BATCH = 32
-
-CLIP_SCORE = MetricSpec(
-    name="clip_score", version=1, family="alignment", level="sample", direction="higher", needs_reference=False,
-    unit="", description="CLIP score, 100 * max(cos(image, prompt), 0); the CLIP model is in scores.config",
-)
 
 _LOADED: dict[str, object] = {}
 
@@ -53,6 +49,10 @@ class CLIPScoreMetric(SampleMetric):
 
     def __init__(self, model: str | None = None) -> None:
         self.model_name = clip_model_name(model)
+
+    @classmethod
+    def from_options(cls, clip_model: str | None = None) -> CLIPScoreMetric:
+        return cls(clip_model)
 
     @property
     def config(self) -> str:

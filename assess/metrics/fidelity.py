@@ -12,7 +12,8 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from assess.metrics.base import MetricSpec, Outcome, SampleInput, SampleMetric
+from assess.metrics.base import Outcome, SampleInput, SampleMetric
+from assess.metrics.registry import LPIPS, PSNR, SSIM
 
 if TYPE_CHECKING:
     import torch
@@ -20,18 +21,6 @@ if TYPE_CHECKING:
 SSIM_WINDOW = 11
 _BATCH = 64
 
-PSNR = MetricSpec(
-    name="psnr", version=1, family="fidelity", level="sample", direction="higher", needs_reference=True,
-    unit="dB", description="PSNR vs the anchor's sample (8-bit RGB); identical images: the size's ceiling + 3.01 dB",
-)
-SSIM = MetricSpec(
-    name="ssim", version=1, family="fidelity", level="sample", direction="higher", needs_reference=True,
-    unit="", description="SSIM vs the anchor's sample (torchmetrics, Gaussian 11x11 window, RGB in [0, 1])",
-)
-LPIPS = MetricSpec(
-    name="lpips", version=1, family="fidelity", level="sample", direction="lower", needs_reference=True,
-    unit="", description="LPIPS (AlexNet) vs the anchor's sample; unavailable when its weights are not at hand",
-)
 
 
 def psnr_identical(n_values: int) -> float:

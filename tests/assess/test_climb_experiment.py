@@ -39,7 +39,7 @@ def test_the_demo_composes_with_its_grid_splits_and_anchor(demo) -> None:
     ("experiment.eta=1", "experiment.eta=1: the halving factor must be >= 2"),
     ("experiment.quality.metric=psnr",
      "experiment.quality.metric=psnr: parity is a band around the anchor's own value"),
-    ("experiment.quality.metric=fid", "experiment.quality.metric=fid: valid metrics are psnr, ssim, lpips, clip_score"),
+    ("experiment.quality.metric=fid", "experiment.quality.metric=fid: valid metrics are ssim, lpips, clip_score, shapes, shapes_fit"),
     ("experiment.budget.reserve_gpu_hours=1", "experiment.budget.reserve_gpu_hours=1.0: must be >= 0 and below"),
     ("experiment.holdout=dev", "experiment.dev=dev and experiment.holdout=dev are both split 'dev'"),
     ("experiment.start.steps=3", "experiment demo: the start value steps=3 (from experiment.start) is not among"),

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from assess.errors import UnknownMetric
-from assess.metrics import SAMPLE_METRICS, SPECS, Outcome, SampleInput, build_sample_metrics
+from assess.metrics import SPECS, Outcome, SampleInput, build_sample_metrics
+from assess.metrics.registry import sample_metric_names
 from assess.metrics.alignment import CLIPScoreMetric
 from assess.metrics.fidelity import LPIPSMetric, PSNRMetric, SSIMMetric, psnr_identical
 from assess.metrics.speed import cell_speed, percentile, run_gpu_s
@@ -114,7 +115,7 @@ def test_outcome_refuses_stand_ins(bad: dict) -> None:
 def test_unknown_metric_lists_the_valid_ones() -> None:
     with pytest.raises(UnknownMetric) as err:
         build_sample_metrics(["psnr", "fid"])
-    assert str(err.value) == f"unknown metric(s): fid. Valid metrics are: {', '.join(SAMPLE_METRICS)}"
+    assert str(err.value) == f"unknown metric(s): fid. Valid metrics are: {', '.join(sample_metric_names())}"
 
 
 def test_clip_score_with_a_tiny_local_model(tiny_clip: Path) -> None:
