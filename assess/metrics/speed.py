@@ -12,7 +12,7 @@ from typing import Any
 
 from assess.metrics.base import Outcome
 from assess.metrics.registry import (
-    GPU_S, IMAGES_PER_S, LATENCY_MEDIAN, LATENCY_P90, LOAD_S, PEAK_MEM, S_PER_STEP, SPEED_SPECS,
+    GPU_S, IMAGES_PER_S, LATENCY_MEDIAN, LATENCY_P90, LOAD_S, PEAK_MEM, S_PER_STEP,
 )
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from assess.errors import NotScored
-from assess.report import pareto_front, write_report
+from assess.report import write_report
+from assess.stats import pareto_front
 from assess.score import score
 from tests.assess.conftest import ANCHOR_KEY, RunFactory, make_cell, noise, shift
 
@@ -122,8 +123,10 @@ def test_rewriting_a_report_replaces_it(report: Path, grid: Path, db: Path) -> N
 
 def test_pareto_front() -> None:
     points = [(1.0, 0.9), (2.0, 0.8), (3.0, 0.5), (2.5, 0.4), (0.5, 0.95), (1.5, 0.7)]
-    assert sorted(pareto_front(points, higher_is_better=True)) == [0, 1, 2, 4]
-    assert sorted(pareto_front([(1.0, 0.1), (2.0, 0.3), (0.5, 0.05)], higher_is_better=False)) == [0, 1, 2]
+    assert pareto_front(points) == [0, 1, 2, 4]
+    assert pareto_front([(1.0, 0.1), (2.0, 0.3), (0.5, 0.05)], maximize=(True, False)) == [0, 1, 2]
+    assert pareto_front([(1.0, 0.5), (1.0, 0.5), (0.5, 0.4)]) == [0, 1]  # equal points are both kept
+    assert pareto_front([(0.2, 0.1), (0.1, 0.1)], maximize=(False, True)) == [1]  # lower latency wins
 
 
 @pytest.mark.browser
