@@ -23,7 +23,7 @@ from assess.index import Index
 from assess.metrics import SPECS
 from assess.metrics.registry import leaderboard_specs, quality_metric_names
 from assess.rundir import find_run_dirs, load_run, parse_override
-from assess.stats import CellComparison, Estimate, compare_cell
+from assess.stats import CellComparison, Estimate, compare_cell, pareto_front
 
 MAX_PROMPTS = 8
 
@@ -211,19 +211,6 @@ def _quality(view: CellView, metric: str) -> float | None:
     return view.values.get(metric)
 
 
-def pareto_front(points: list[tuple[float, float]], higher_is_better: bool) -> list[int]:
-    """Indices of the non-dominated points: x higher is better, y in the given direction."""
-    sign = -1.0 if higher_is_better else 1.0
-    order = sorted(range(len(points)), key=lambda i: (-points[i][0], sign * points[i][1]))
-    front, best = [], None
-    for i in order:
-        y = points[i][1]
-        if best is None or (y > best if higher_is_better else y < best):
-            front.append(i)
-            best = y
-    return front
-
-
 def pareto_plot(views: list[CellView], metric: str, path: Path) -> str | None:
     """Write the plot; returns why it could not be drawn, or None."""
     import matplotlib
@@ -242,7 +229,8 @@ def pareto_plot(views: list[CellView], metric: str, path: Path) -> str | None:
         marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
         ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
         ax.annotate(view.label[:40], (x, y), textcoords="offset points", xytext=(5, 5), fontsize=7)
-    front = pareto_front([(x, y) for _, x, y in pts], spec.direction == "higher")
+    front = sorted(pareto_front([(x, y) for _, x, y in pts], maximize=(True, spec.direction == "higher")),
+                   key=lambda i: pts[i][1])
     fx = [pts[i][1] for i in front]
     fy = [pts[i][2] for i in front]
     ax.step(fx, fy, where="post", color="tab:green", lw=1.5, label="Pareto frontier", zorder=2)
