@@ -242,7 +242,8 @@ class CellComparison:
     speedup: Estimate | None
 
 
-def _sample_values(index: Any, cell_key: str, split: str) -> dict[str, dict[tuple[str, int], float]]:
+def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None
+                   ) -> dict[str, dict[tuple[str, int], float]]:
     rows = index.query(
         "SELECT s.metric, s.prompt_id, s.seed, s.value FROM scores s JOIN samples p USING (cell_key, prompt_id, seed) "
         "WHERE s.cell_key = ? AND p.split = ? AND s.value IS NOT NULL",
@@ -250,24 +251,29 @@ def _sample_values(index: Any, cell_key: str, split: str) -> dict[str, dict[tupl
     )
     out: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
     for r in rows:
-        out[r["metric"]][(r["prompt_id"], r["seed"])] = r["value"]
+        if keys is None or (r["prompt_id"], r["seed"]) in keys:
+            out[r["metric"]][(r["prompt_id"], r["seed"])] = r["value"]
     return out
 
 
-def _warm_latencies(index: Any, cell_key: str, split: str) -> list[float]:
+def _warm_latencies(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None) -> list[float]:
     rows = index.query(
-        "SELECT latency_s FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 AND latency_s IS NOT NULL",
+        "SELECT prompt_id, seed, latency_s FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 "
+        "AND latency_s IS NOT NULL",
         (cell_key, split),
     )
-    return [r["latency_s"] for r in rows]
+    return [r["latency_s"] for r in rows if keys is None or (r["prompt_id"], r["seed"]) in keys]
 
 
-def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str) -> CellComparison:
-    """Every statistic of one cell against its anchor, from the index."""
+def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
+                 keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
+                 ) -> CellComparison:
+    """Every statistic of one cell against its anchor, from the index; keys (and anchor_keys) limit each side
+    to the (prompt_id, seed) pairs of a report's scope (assess.scope)."""
     from assess.metrics import SPECS
 
-    cell = _sample_values(index, cell_key, split)
-    anchor = _sample_values(index, anchor_cell_key, split)
+    cell = _sample_values(index, cell_key, split, keys)
+    anchor = _sample_values(index, anchor_cell_key, split, anchor_keys)
     metrics: dict[str, Estimate] = {}
     kinds: dict[str, str] = {}
     for name, values in cell.items():
@@ -280,5 +286,6 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str) ->
             estimate, kind = paired_delta(values, anchor.get(name, {})), "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
-    speed = speedup(_warm_latencies(index, anchor_cell_key, split), _warm_latencies(index, cell_key, split))
+    speed = speedup(_warm_latencies(index, anchor_cell_key, split, anchor_keys),
+                    _warm_latencies(index, cell_key, split, keys))
     return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed)

@@ -134,7 +134,7 @@ def test_pareto_front() -> None:
 def test_report_loads_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900", "--virtual-time-budget=10000"]
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900", "--virtual-time-budget=10000"]
     dom = subprocess.run([*flags, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r"<body([^>]*)>", dom.stdout)
@@ -144,6 +144,7 @@ def test_report_loads_in_a_headless_browser(report: Path, tmp_path: Path) -> Non
     assert attrs["data-errors"] == "0", attrs["data-error-list"]
     assert int(attrs["data-images"]) == len(parse(report).images) > 10
     assert attrs["data-images-loaded"] == attrs["data-images"]
+    assert int(attrs["data-page-width"]) <= 1280, "the page is wider than a 1280-px window (the leaderboard scrolls inside)"
     shot = tmp_path / "report.png"
     run = subprocess.run([*flags, f"--screenshot={shot}", report.as_uri()], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and shot.stat().st_size > 10_000
