@@ -118,21 +118,33 @@ def _status(runs: list[dict[str, Any]]) -> str:
     return "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
 
 
-def render_line(overrides: list[str], prompts_name: str | None, keys: set[tuple[str, int]]) -> str:
-    """`python -m render ...` that renders these samples of the cell (its overrides, the prompts, the seeds)."""
-    kept = [o for o in overrides if (parse_override(o) or ("", ""))[0] not in ("seed", "prompts", "prompts.limit")]
+def _is_prompts(override: str) -> bool:
+    key = (parse_override(override) or ("", ""))[0]
+    return key == "prompts" or key.startswith("prompts.")
+
+
+def render_line(overrides: list[str], prompts: list[str], keys: set[tuple[str, int]]) -> str:
+    """`python -m render ...` that renders these samples of the cell: its overrides (seed aside), the prompt
+    overrides of the run that asked for them (prompts=<name>, prompts.limit=...), and the seeds."""
+    kept = [o for o in overrides if (parse_override(o) or ("", ""))[0] != "seed" and not _is_prompts(o)]
     seeds = sorted({seed for _, seed in keys})
     seed = str(seeds[0]) if len(seeds) == 1 else f"[{','.join(map(str, seeds))}]"
-    words = ["python", "-m", "render", *kept, *([f"prompts={prompts_name}"] if prompts_name else []),
-             *([f"seed={seed}"] if seeds else [])]
+    words = ["python", "-m", "render", *kept, *prompts, *([f"seed={seed}"] if seeds else [])]
     return " ".join(shlex.quote(w) for w in words)
+
+
+def _prompt_overrides(run: dict[str, Any]) -> list[str]:
+    """The run's prompt overrides, with prompts=<name> first when the run did not choose its prompts by override."""
+    own = [o for o in json.loads(run["overrides"] or "[]") if _is_prompts(o)]
+    named = any((parse_override(o) or ("", ""))[0] == "prompts" for o in own)
+    return own if named else [f"prompts={run['prompts_name']}", *own]
 
 
 def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView], Scope]:
     """The scope's cells (assess.scope): numbers over the pairs the runs asked for, and their anchors on the same."""
     scope = scope_of(runs)
-    prompts_names = {(r["cell_key"], r["split"]): r["prompts_name"] for r in runs}
-    prompts_names |= {(r["anchor_cell_key"], r["split"]): r["prompts_name"] for r in runs}
+    prompts = {(r["anchor_cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
+    prompts |= {(r["cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
     views = []
     for (cell_key, split), cell in sorted(scope.cells.items()):
         rows = index.query("SELECT status, height, width, overrides FROM cells WHERE cell_key = ? AND split = ?",
@@ -149,7 +161,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
             label=_label(overrides, cell_key, cell.is_anchor),
             n_values=row["height"] * row["width"] * 3 if row["height"] and row["width"] else None,
             keys=cell.keys, reused=scoped.reused_elsewhere, groups=sorted(cell.groups),
-            command=render_line(overrides, prompts_names.get((cell_key, split)), cell.keys),
+            command=render_line(overrides, prompts.get((cell_key, split), []), cell.keys),
         )
         if not view.is_anchor:
             anchor = scope.cells.get((cell.anchor_cell_key, split))

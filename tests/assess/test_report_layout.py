@@ -31,6 +31,7 @@ def test_pareto_labels_do_not_overlap_when_cells_sit_close_together() -> None:
 
 
 def test_every_row_has_the_line_that_renders_its_samples() -> None:
-    line = render_line(["model=tiny", "steps=4", "seed=42", "tag=a b"], "smoke", {("smoke-000", 42), ("smoke-001", 42)})
-    assert line == "python -m render model=tiny steps=4 'tag=a b' prompts=smoke seed=42"
-    assert render_line(["steps=8"], "dev", {("p", 0), ("p", 1)}).endswith("prompts=dev 'seed=[0,1]'")
+    line = render_line(["model=tiny", "steps=4", "seed=42", "prompts.limit=2", "tag=a b"],
+                       ["prompts=smoke", "prompts.limit=2"], {("smoke-000", 42), ("smoke-001", 42)})
+    assert line == "python -m render model=tiny steps=4 'tag=a b' prompts=smoke prompts.limit=2 seed=42"
+    assert render_line(["steps=8"], ["prompts=dev"], {("p", 0), ("p", 1)}).endswith("prompts=dev 'seed=[0,1]'")
