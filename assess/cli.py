@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from assess.errors import AssessError, RunDirError
+from assess.metrics.registry import quality_metric_names, sample_metric_names
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -43,7 +44,7 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
 @click.option("--metrics", "metrics", default=None, metavar="NAMES",
-              help="comma-separated sample metrics (default: all: psnr,ssim,lpips,clip_score)")
+              help=f"comma-separated sample metrics (default: all: {','.join(sample_metric_names())})")
 @click.option("--clip-model", default=None, envvar="HYPERGRID_CLIP_MODEL", metavar="ID_OR_FOLDER",
               help="CLIP model for clip_score: hub id or local folder (default: openai/clip-vit-large-patch14)")
 @click.option("--force", is_flag=True, help="recompute scores that are already current")
@@ -85,7 +86,8 @@ def status(path: Path, as_json: bool) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="report folder (default: <first sweep>/report, or <out_root>/experiments/<name>/report)")
 @click.option("--quality-metric", default=None, metavar="NAME",
-              help="quality axis of the Pareto plot: ssim, psnr, lpips or clip_score (default: first available)")
+              help=f"quality axis of the Pareto plot: {', '.join(quality_metric_names())} (default: the first "
+                   "of these that the cells have)")
 @click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="for an experiment: the output root of its renders (default: the experiment config's out_root)")
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,

@@ -26,8 +26,6 @@ Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's ax
 RESERVED_AXES = ("experiment", "prompts", "seed", "out_root", "tag", "render_anchor", "device", "hydra")
 # Override key -> where the cell (run.json "cell") keeps it, when not at the same dotted path.
 CELL_PATHS = {"dtype": "model.dtype", "model": "model.name"}
-# The value of a reference metric for the anchor itself (its sample compared with itself).
-REFERENCE_IDENTITY = {"ssim": 1.0, "lpips": 0.0}
 OBJECTIVES = ("latency",)
 
 
@@ -293,17 +291,16 @@ def _start(exp: Any, axes: dict[str, tuple[str, ...]], anchor: dict[str, str], c
 
 
 def _quality(exp: Any) -> Quality:
-    from assess.metrics import SAMPLE_METRICS, SPECS
+    from assess.metrics.registry import SPECS, climb_metric_names
 
     metric = str(exp.quality.metric)
-    if metric not in SAMPLE_METRICS:
-        raise ExperimentError(f"experiment.quality.metric={metric}: valid metrics are {', '.join(SAMPLE_METRICS)}")
+    valid = climb_metric_names()
+    if metric not in valid:
+        why = (f"parity is a band around the anchor's own value, and {metric} of the anchor against itself has "
+               "none; " if metric in SPECS and SPECS[metric].is_quality else "")
+        raise ExperimentError(f"experiment.quality.metric={metric}: {why}valid metrics are {', '.join(valid)}")
     spec = SPECS[metric]
-    identity = REFERENCE_IDENTITY.get(metric)
-    if spec.needs_reference and identity is None:
-        raise ExperimentError(f"experiment.quality.metric={metric}: parity is a band around the anchor's own "
-                              f"value, and {metric} of the anchor against itself has none; use "
-                              f"{', '.join(REFERENCE_IDENTITY)} or a metric without reference")
+    identity = spec.identity
     band, alpha = float(exp.quality.band), float(exp.quality.alpha)
     if band <= 0:
         raise ExperimentError(f"experiment.quality.band={band}: must be > 0 (in {metric} units)")

@@ -41,15 +41,16 @@ import sqlite_utils
 
 from assess.errors import IndexSchemaError, NotScored
 from assess.metrics import SPECS, MetricSpec, Outcome
-from assess.metrics.speed import SPEED_SPECS, cell_speed
+from assess.metrics.registry import SPEED_SPECS, delta_metric_names
+from assess.metrics.speed import cell_speed
 
 INDEX_ENV = "HYPERGRID_INDEX"
 DEFAULT_INDEX = Path("outputs") / "index.db"
 BUSY_TIMEOUT_S = 120.0
 
-# The metric columns of cell_summary and the `cells` view (cell_scores pivoted).
-PIVOT_METRICS = ("psnr", "ssim", "lpips", "clip_score", "latency_median_s", "latency_p90_s", "s_per_step",
-                 "images_per_s", "peak_mem_bytes", "load_s", "gpu_s")
+# The metric columns of cell_summary and the `cells` view (cell_scores pivoted): every registered metric.
+# An index made before a metric was registered gains its column when opened (`Index.sync_metric_columns`).
+PIVOT_METRICS = tuple(SPECS)
 
 SCHEMA_0001 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -173,27 +174,35 @@ CREATE TABLE cell_summary (           -- maintained with cell_scores, in the sam
 )"""
 
 
-CELLS_VIEW = f"""
+def cells_view_sql(metrics: Iterable[str] = PIVOT_METRICS) -> str:
+    return f"""
 CREATE VIEW cells AS
 SELECT s.cell_key, s.split, r.describe, s.anchor_cell_key, s.is_anchor, s.status, s.n_runs, s.n_samples,
   s.n_flagged, s.n_expected, r.model, r.attention, r.cache, r.scheduler, r.steps, r.guidance, r.height, r.width, r.device_kind,
   r.overrides, r.sweep, s.latest_run,
-  {", ".join("s." + m for m in PIVOT_METRICS)}
+  {", ".join("s." + m for m in metrics)}
 FROM cell_summary s JOIN runs r ON r.path = s.latest_run
 """
 
-LEADERBOARD_VIEW = """
+
+def leaderboard_view_sql(metrics: Iterable[str] = PIVOT_METRICS) -> str:
+    """Cells vs their anchor: sample metrics (and, for those without a reference, the difference to the
+    anchor), speed-up, and the speed columns of the registry's leaderboard."""
+    sample = [m for m in metrics if SPECS[m].level == "sample"]
+    deltas = [m for m in delta_metric_names() if m in sample]
+    speed = [m for m in metrics if SPECS[m].level == "cell" and SPECS[m].leaderboard and m != "latency_median_s"]
+    columns = [f"c.{m}" for m in sample] + [f"c.{m} - a.{m} AS {m}_delta" for m in deltas]
+    columns += ["c.latency_median_s", "a.latency_median_s / c.latency_median_s AS speedup"]
+    columns += [f"c.{m}" for m in speed]
+    return f"""
 CREATE VIEW leaderboard AS
 SELECT c.cell_key, c.split, c.describe, c.is_anchor, c.status, c.overrides, c.n_samples, c.n_expected,
-  c.psnr, c.ssim, c.lpips, c.clip_score,
-  c.clip_score - a.clip_score AS clip_score_delta,
-  c.latency_median_s,
-  a.latency_median_s / c.latency_median_s AS speedup,
-  c.images_per_s, c.peak_mem_bytes, c.gpu_s,
+  {", ".join(columns)},
   c.anchor_cell_key, a.latency_median_s AS anchor_latency_median_s
 FROM cells c
 LEFT JOIN cell_summary a ON a.cell_key = c.anchor_cell_key AND a.split = c.split
 """
+
 
 FAILURES_VIEW = """
 CREATE VIEW failures AS
@@ -244,7 +253,7 @@ CREATE TABLE finals (
 """
 
 MIGRATIONS: list[tuple[str, list[str]]] = [
-    ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), CELLS_VIEW, LEADERBOARD_VIEW, FAILURES_VIEW]),
+    ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -347,6 +356,7 @@ class Index:
 
     def migrate(self) -> None:
         if self._check_version() == SCHEMA_VERSION:
+            self.sync_metric_columns()
             return
         with self.write() as conn:
             current = self._check_version()  # again, under the write lock: another process may have migrated
@@ -361,6 +371,7 @@ class Index:
                 (str(SCHEMA_VERSION),),
             )
             self._write_metric_catalogue(conn)
+        self.sync_metric_columns()
 
     def _check_version(self) -> int:
         version = self.schema_version()
@@ -389,6 +400,29 @@ class Index:
         if rows != {s.name: s.version for s in SPECS.values()}:
             with self.write() as conn:
                 self._write_metric_catalogue(conn)
+
+    def _summary_columns(self) -> set[str]:
+        return {r["name"] for r in self.conn.execute("PRAGMA table_info(cell_summary)")}
+
+    def sync_metric_columns(self) -> None:
+        """Give cell_summary a column for every registered metric (filled from cell_scores) and rebuild the
+        `cells` and `leaderboard` views over them: an index made before a metric existed shows it too."""
+        if not set(PIVOT_METRICS) - self._summary_columns():
+            return
+        with self.write() as conn:
+            missing = [m for m in PIVOT_METRICS if m not in self._summary_columns()]  # again, under the lock
+            if not missing:
+                return
+            for metric in missing:
+                conn.execute(f"ALTER TABLE cell_summary ADD COLUMN {metric} REAL")
+                conn.execute(
+                    f"UPDATE cell_summary SET {metric} = (SELECT c.value FROM cell_scores c WHERE c.cell_key = "
+                    "cell_summary.cell_key AND c.split = cell_summary.split AND c.metric = ? "
+                    "ORDER BY c.metric_version DESC LIMIT 1)", (metric,))
+            conn.execute("DROP VIEW IF EXISTS leaderboard")
+            conn.execute("DROP VIEW IF EXISTS cells")
+            conn.execute(cells_view_sql().strip())
+            conn.execute(leaderboard_view_sql().strip())
 
     # -- writes -----------------------------------------------------------------------------
 

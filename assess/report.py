@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,10 +22,11 @@ from typing import Any
 from assess.errors import NotScored
 from assess.index import Index
 from assess.metrics import SPECS
+from assess.metrics.registry import leaderboard_specs, quality_metric_names
 from render.rundir import find_run_dirs, load_run, parse_override
-from assess.stats import CellComparison, Estimate, compare_cell
+from assess.scope import Scope, scope_of, scoped_cell
+from assess.stats import CellComparison, Estimate, compare_cell, pareto_front
 
-QUALITY_METRICS = ("ssim", "psnr", "lpips", "clip_score")
 MAX_PROMPTS = 8
 
 
@@ -38,11 +40,16 @@ class CellView:
     n_samples: int
     n_expected: int
     overrides: list[str]
-    values: dict[str, float | None]  # cells view metric columns
-    reasons: dict[str, str]  # metric -> unavailable reason (cell_scores)
+    values: dict[str, float | None]  # metric -> its value over the scope's samples (assess.scope)
+    reasons: dict[str, str]  # metric -> unavailable reason
     comparison: CellComparison | None = None
     label: str = ""
     n_values: int | None = None  # height x width x 3 of its images, when known
+    keys: set[tuple[str, int]] = field(default_factory=set)  # the scope's (prompt_id, seed) pairs of this cell
+    reused: int = 0  # samples of the scope rendered by a run outside it (their latency: as measured there)
+    groups: list[str] = field(default_factory=list)  # the sweep folders its samples come from (a union: several)
+    command: str = ""  # the runnable line that renders the row's samples
+    mark: str = ""  # short name on the Pareto plot: A (anchor), 1, 2, ... in leaderboard order
 
     @property
     def axes(self) -> dict[str, str]:
@@ -106,33 +113,68 @@ def _runs_in_index(index: Index, sweeps: list[Path]) -> tuple[list[dict[str, Any
     return rows, missing
 
 
-def _cell_views(index: Index, runs: list[dict[str, Any]]) -> list[CellView]:
-    wanted = {(r["cell_key"], r["split"]) for r in runs}
-    wanted |= {(r["anchor_cell_key"], r["split"]) for r in runs}
+def _status(runs: list[dict[str, Any]]) -> str:
+    statuses = {r["status"] for r in runs}
+    return "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
+
+
+def _is_prompts(override: str) -> bool:
+    key = (parse_override(override) or ("", ""))[0]
+    return key == "prompts" or key.startswith("prompts.")
+
+
+def render_line(overrides: list[str], prompts: list[str], keys: set[tuple[str, int]]) -> str:
+    """`python -m render ...` that renders these samples of the cell: its overrides (seed aside), the prompt
+    overrides of the run that asked for them (prompts=<name>, prompts.limit=...), and the seeds."""
+    kept = [o for o in overrides if (parse_override(o) or ("", ""))[0] != "seed" and not _is_prompts(o)]
+    seeds = sorted({seed for _, seed in keys})
+    seed = str(seeds[0]) if len(seeds) == 1 else f"[{','.join(map(str, seeds))}]"
+    words = ["python", "-m", "render", *kept, *prompts, *([f"seed={seed}"] if seeds else [])]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _prompt_overrides(run: dict[str, Any]) -> list[str]:
+    """The run's prompt overrides, with prompts=<name> first when the run did not choose its prompts by override."""
+    own = [o for o in json.loads(run["overrides"] or "[]") if _is_prompts(o)]
+    named = any((parse_override(o) or ("", ""))[0] == "prompts" for o in own)
+    return own if named else [f"prompts={run['prompts_name']}", *own]
+
+
+def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView], Scope]:
+    """The scope's cells (assess.scope): numbers over the pairs the runs asked for, and their anchors on the same."""
+    scope = scope_of(runs)
+    prompts = {(r["anchor_cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
+    prompts |= {(r["cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
     views = []
-    for cell_key, split in sorted(wanted):
-        rows = index.query("SELECT * FROM cells WHERE cell_key = ? AND split = ?", (cell_key, split))
+    for (cell_key, split), cell in sorted(scope.cells.items()):
+        rows = index.query("SELECT status, height, width, overrides FROM cells WHERE cell_key = ? AND split = ?",
+                           (cell_key, split))
         if not rows:
             continue  # an anchor that is not indexed (yet)
         row = rows[0]
-        reasons = {
-            r["metric"]: r["unavailable_reason"]
-            for r in index.query(
-                "SELECT metric, unavailable_reason FROM cell_scores WHERE cell_key = ? AND split = ? "
-                "AND unavailable_reason IS NOT NULL", (cell_key, split))
-        }
-        overrides = json.loads(row["overrides"] or "[]")
+        scoped = scoped_cell(index, cell)
+        overrides = cell.overrides or json.loads(row["overrides"] or "[]")
         view = CellView(
-            cell_key=cell_key, split=split, anchor_cell_key=row["anchor_cell_key"], is_anchor=bool(row["is_anchor"]),
-            status=row["status"], n_samples=row["n_samples"], n_expected=row["n_expected"], overrides=overrides,
-            values={m: row.get(m) for m in SPECS if m in row}, reasons=reasons,
-            label=_label(overrides, cell_key, bool(row["is_anchor"])),
+            cell_key=cell_key, split=split, anchor_cell_key=cell.anchor_cell_key, is_anchor=cell.is_anchor,
+            status=_status(cell.runs) if cell.runs else row["status"], n_samples=len(scoped.samples),
+            n_expected=cell.n_expected, overrides=overrides, values=scoped.values, reasons=scoped.reasons,
+            label=_label(overrides, cell_key, cell.is_anchor),
             n_values=row["height"] * row["width"] * 3 if row["height"] and row["width"] else None,
+            keys=cell.keys, reused=scoped.reused_elsewhere, groups=sorted(cell.groups),
+            command=render_line(overrides, prompts.get((cell_key, split), []), cell.keys),
         )
         if not view.is_anchor:
-            view.comparison = compare_cell(index, cell_key, view.anchor_cell_key, split)
+            anchor = scope.cells.get((cell.anchor_cell_key, split))
+            view.comparison = compare_cell(index, cell_key, view.anchor_cell_key, split, cell.keys,
+                                           anchor.keys if anchor else None)
         views.append(view)
-    return sorted(views, key=_rank)
+    views.sort(key=_rank)
+    anchors = [v for v in views if v.is_anchor]
+    for i, v in enumerate(anchors):
+        v.mark = "A" if len(anchors) == 1 else f"A{i + 1}"
+    for i, v in enumerate(v for v in views if not v.is_anchor):
+        v.mark = str(i + 1)
+    return views, scope
 
 
 def _rank(view: CellView) -> tuple[Any, ...]:
@@ -142,17 +184,24 @@ def _rank(view: CellView) -> tuple[Any, ...]:
 
 # -- leaderboard ----------------------------------------------------------------------------
 
-LEADERBOARD_COLUMNS = [
-    ("psnr", "PSNR (dB)"), ("ssim", "SSIM"), ("lpips", "LPIPS"), ("clip_score", "CLIP score (Δ vs anchor)"),
-    ("latency_median_s", "median latency (s)"), ("speedup", "speed-up vs anchor"), ("images_per_s", "images/s"),
-    ("peak_mem_bytes", "peak memory"), ("gpu_s", "GPU-s spent"),
-]
+SPEEDUP = "speedup"  # not a stored metric: the anchor's median warm latency / the cell's, with its interval
+
+
+def leaderboard_columns() -> list[tuple[str, str]]:
+    """(metric, title) of the leaderboard's metric columns, from the registry; speed-up after median latency."""
+    columns = []
+    for spec in leaderboard_specs():
+        delta = spec.level == "sample" and not spec.needs_reference
+        columns.append((spec.name, f"{spec.title} (Δ vs anchor)" if delta else spec.title))
+        if spec.name == "latency_median_s":
+            columns.append((SPEEDUP, "speed-up vs anchor"))
+    return columns
 
 
 def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
     """Text, tooltip and css class of one leaderboard cell."""
     comparison = view.comparison
-    if metric == "speedup":
+    if metric == SPEEDUP:
         if view.is_anchor:
             return {"text": "1 (anchor)", "title": "", "cls": "anchor"}
         if comparison is None or comparison.speedup is None:
@@ -165,7 +214,7 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
         if spec.needs_reference and view.is_anchor:
             return {"text": "reference", "title": "the anchor is the reference", "cls": "anchor"}
         return {"text": "n/a", "title": reason, "cls": "na"}
-    if metric == "peak_mem_bytes":
+    if spec.display == "bytes":
         return {"text": _bytes(value), "title": "", "cls": ""}
     estimate = comparison.metrics.get(metric) if comparison else None
     if estimate is None:
@@ -177,12 +226,35 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
     return {"text": _interval_text(estimate), "title": estimate.note or "", "cls": ""}
 
 
-def leaderboard_rows(views: list[CellView]) -> list[dict[str, Any]]:
+def shown_columns(views: list[CellView]) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The leaderboard's columns that some row has a value in; the others, each with why it has none."""
+    shown, hidden = [], {}
+    for metric, title in leaderboard_columns():
+        if metric == SPEEDUP or any(v.values.get(metric) is not None for v in views):
+            shown.append((metric, title))
+        else:
+            reasons = [v.reasons[metric] for v in views if metric in v.reasons and not v.is_anchor]
+            if reasons:
+                hidden[metric] = max(set(reasons), key=reasons.count)
+    return shown, hidden
+
+
+def _samples_text(v: CellView) -> dict[str, str]:
+    text = f"{v.n_samples}/{v.n_expected}"
+    if not v.reused:
+        return {"text": text, "title": ""}
+    return {"text": f"{text} ({v.reused} reused†)",
+            "title": f"{v.reused} of these samples were rendered by a run outside this report's sweep(s) and reused; "
+                     "their latency is the one measured when they were rendered"}
+
+
+def leaderboard_rows(views: list[CellView], columns: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return [
         {
-            "label": v.label, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
-            "status": v.status, "samples": f"{v.n_samples}/{v.n_expected}",
-            "metrics": [_metric_cell(v, m) for m, _ in LEADERBOARD_COLUMNS],
+            "label": v.label, "mark": v.mark, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
+            "status": v.status, "samples": _samples_text(v), "n_samples": v.n_samples, "n_expected": v.n_expected,
+            "command": v.command, "groups": v.groups,
+            "metrics": [_metric_cell(v, m) for m, _ in columns],
         }
         for v in views
     ]
@@ -192,51 +264,42 @@ def leaderboard_rows(views: list[CellView]) -> list[dict[str, Any]]:
 
 
 def _quality(view: CellView, metric: str) -> float | None:
-    from assess.metrics.fidelity import psnr_identical
+    from assess.metrics.fidelity import PSNR, psnr_identical
 
-    if view.is_anchor and SPECS[metric].needs_reference:
-        identity = {"ssim": 1.0, "lpips": 0.0}
-        if metric == "psnr":
+    spec = SPECS[metric]
+    if view.is_anchor and spec.needs_reference:
+        if spec.identity is not None:
+            return spec.identity
+        if metric == PSNR.name:  # identical images: a ceiling that depends on the image size
             return psnr_identical(view.n_values) if view.n_values else None
-        return identity.get(metric)
+        return None
     return view.values.get(metric)
 
 
-def pareto_front(points: list[tuple[float, float]], higher_is_better: bool) -> list[int]:
-    """Indices of the non-dominated points: x higher is better, y in the given direction."""
-    sign = -1.0 if higher_is_better else 1.0
-    order = sorted(range(len(points)), key=lambda i: (-points[i][0], sign * points[i][1]))
-    front, best = [], None
-    for i in order:
-        y = points[i][1]
-        if best is None or (y > best if higher_is_better else y < best):
-            front.append(i)
-            best = y
-    return front
+LABEL_OFFSETS = [(6, 4), (6, -14), (-18, 4), (-18, -14), (6, 16), (6, -26), (-18, 16), (-18, -26)]  # points
 
 
-def pareto_plot(views: list[CellView], metric: str, path: Path) -> str | None:
-    """Write the plot; returns why it could not be drawn, or None."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[str, str]]]:
+    """The plot (a matplotlib Figure, or why it cannot be drawn) with each point marked by its row's short mark
+    (A, 1, 2, ...; the legend maps marks to cells), labels placed so that none overlaps another."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     spec = SPECS[metric]
     pts = [(v, v.values.get("images_per_s"), _quality(v, metric)) for v in views]
     pts = [(v, x, y) for v, x, y in pts if x is not None and y is not None]
     if not pts:
-        return f"no cell has both images/s and {metric}"
+        return f"no cell has both images/s and {metric}", []
     fig = Figure(figsize=(8, 5.5), dpi=100)
+    FigureCanvasAgg(fig)
     ax = fig.subplots()
     for view, x, y in pts:
         marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
         ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
-        ax.annotate(view.label[:40], (x, y), textcoords="offset points", xytext=(5, 5), fontsize=7)
-    front = pareto_front([(x, y) for _, x, y in pts], spec.direction == "higher")
-    fx = [pts[i][1] for i in front]
-    fy = [pts[i][2] for i in front]
-    ax.step(fx, fy, where="post", color="tab:green", lw=1.5, label="Pareto frontier", zorder=2)
+    front = sorted(pareto_front([(x, y) for _, x, y in pts], maximize=(True, spec.direction == "higher")),
+                   key=lambda i: pts[i][1])
+    ax.step([pts[i][1] for i in front], [pts[i][2] for i in front], where="post", color="tab:green", lw=1.5,
+            label="Pareto frontier", zorder=2)
     ax.scatter([], [], marker="*", s=120, c="tab:red", label="anchor")
     ax.set_xlabel("warm images per second (higher is faster)")
     ax.set_ylabel(f"{metric} ({spec.direction} is better)")
@@ -244,8 +307,51 @@ def pareto_plot(views: list[CellView], metric: str, path: Path) -> str | None:
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
+    place_labels(ax, [(v.mark, x, y) for v, x, y in pts])
+    return fig, [{"mark": v.mark, "label": v.label, "cell_key": v.cell_key} for v, _, _ in pts]
+
+
+def place_labels(ax: Any, marks: list[tuple[str, float, float]]) -> None:
+    """Annotate the points with their marks, each label at the first offset where it overlaps no other label;
+    a label that finds no free offset joins the nearest point's ("2,5"), and the placing starts again."""
+    import math
+
+    renderer = ax.figure.canvas.get_renderer()
+    shown = ax.transData.transform([(x, y) for _, x, y in marks])
+    groups = [[i] for i in range(len(marks))]
+    while True:
+        placed: list[Any] = []
+        stuck = next((g for g in groups if not _place(ax, renderer, marks, g, placed)), None)
+        if stuck is None:
+            return
+        for label in placed:
+            label.remove()
+        others = [h for h in groups if h is not stuck]
+        nearest = min(others, key=lambda h: min(math.dist(shown[i], shown[j]) for i in stuck for j in h))
+        groups = [h + stuck if h is nearest else h for h in others]
+
+
+def _place(ax: Any, renderer: Any, marks: list[tuple[str, float, float]], group: list[int], placed: list[Any]
+           ) -> bool:
+    _, x, y = marks[group[0]]
+    for dx, dy in LABEL_OFFSETS:
+        label = ax.annotate(",".join(marks[i][0] for i in group), (x, y), textcoords="offset points", xytext=(dx, dy),
+                            fontsize=9, weight="bold")
+        box = label.get_window_extent(renderer)
+        if not any(box.overlaps(other.get_window_extent(renderer)) for other in placed):
+            placed.append(label)
+            return True
+        label.remove()
+    return False
+
+
+def pareto_plot(views: list[CellView], metric: str, path: Path) -> tuple[str | None, list[dict[str, str]]]:
+    """Write the plot; returns why it could not be drawn (or None), and the legend (mark -> cell)."""
+    fig, legend = pareto_figure(views, metric)
+    if isinstance(fig, str):
+        return fig, []
     fig.savefig(path)
-    return None
+    return None, legend
 
 
 # -- contact sheets -------------------------------------------------------------------------
@@ -299,10 +405,12 @@ def _sheet(index: Index, axis: str, columns: list[CellView], out: Path) -> Sheet
         for v in columns])
     samples = {
         v.cell_key: {(r["prompt_id"], r["seed"]): r for r in index.query(
-            "SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))}
+            "SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))
+            if (r["prompt_id"], r["seed"]) in v.keys}
         for v in columns
     }
-    keys = sorted({k for per_cell in samples.values() for k in per_cell}, key=lambda k: (k[1], k[0]))
+    asked = set().union(*(v.keys for v in columns if not v.is_anchor)) or set().union(*(v.keys for v in columns))
+    keys = sorted(asked, key=lambda k: (k[1], k[0]))
     first_seed = min((k[1] for k in keys), default=0)
     chosen = [k for k in keys if k[1] == first_seed][:MAX_PROMPTS]
     for prompt_id, seed in chosen:
@@ -364,16 +472,17 @@ def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
 
 
 def _quality_metric(views: list[CellView], requested: str | None) -> str:
+    valid = quality_metric_names()
     if requested:
-        if requested not in QUALITY_METRICS:
+        if requested not in valid:
             from assess.errors import UnknownMetric
 
-            raise UnknownMetric(f"unknown quality metric {requested!r}. Valid: {', '.join(QUALITY_METRICS)}")
+            raise UnknownMetric(f"unknown quality metric {requested!r}. Valid: {', '.join(valid)}")
         return requested
-    for metric in QUALITY_METRICS:
+    for metric in valid:
         if any(v.values.get(metric) is not None for v in views if not v.is_anchor):
             return metric
-    return QUALITY_METRICS[0]
+    return valid[0]
 
 
 def _render_html(context: dict[str, Any]) -> str:
@@ -394,23 +503,28 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
     out_dir = Path(out).resolve() if out else default_out(sweep_paths)
     with Index.open(index_path, create=False) as index:
         runs, missing = _runs_in_index(index, sweep_paths)
-        views = _cell_views(index, runs)
+        views, scope = _cell_views(index, runs)
         metric = _quality_metric(views, quality_metric)
         staging = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         sheets = contact_sheets(index, views, staging)
-    pareto_problem = pareto_plot(views, metric, staging / "pareto.png")
+    pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
+    columns, hidden = shown_columns(views)
     context = {
         "title": "hypergrid report: " + ", ".join(p.name for p in sweep_paths),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "sweeps": [str(p) for p in sweep_paths],
         "index_path": str(Path(index.path).resolve()),
-        "columns": [title for _, title in LEADERBOARD_COLUMNS],
-        "leaderboard": leaderboard_rows(views),
+        "union": scope.groups if scope.is_union else [],
+        "columns": [title for _, title in columns],
+        "hidden_columns": hidden,
+        "leaderboard": leaderboard_rows(views, columns),
+        "any_reused": any(v.reused for v in views),
         "quality_metric": metric,
         "pareto": None if pareto_problem else "pareto.png",
         "pareto_problem": pareto_problem,
+        "pareto_legend": legend,
         "sheets": sheets,
         "failures": failure_rows(runs, out_dir),
         "missing": missing,

@@ -1,4 +1,9 @@
-"""Statistics of a cell against its anchor (scipy), seeded so that reruns give the same numbers.
+"""Every statistic hypergrid reports, in one place (scipy), seeded so that reruns give the same numbers.
+
+The report, the climb (assess.climb.evaluate, decide, final) and the shapes evaluation all use
+these: one bootstrap (`bootstrap`, scipy.stats.bootstrap), one per-prompt paired delta
+(`per_prompt_deltas`), one parity verdict (`tost`, `parity_verdict`), Holm's correction and one
+Pareto front (`pareto_front`).
 
 - A sample metric without a reference (CLIP score): the paired per-prompt difference to the
   anchor (each side averaged over seeds first), its mean with a 95 % bootstrap interval, and
@@ -12,10 +17,12 @@
 from __future__ import annotations
 
 import math
+import statistics
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 CONFIDENCE = 0.95
@@ -34,22 +41,39 @@ class Estimate:
     p_value: float | None = None
     note: str | None = None
 
+    @property
+    def excludes_zero(self) -> bool:
+        """The interval lies on one side of 0 (a difference the data see)."""
+        return self.low is not None and self.high is not None and (self.high < 0 or self.low > 0)
+
     def as_dict(self) -> dict[str, Any]:
         return {"value": self.value, "low": self.low, "high": self.high, "n": self.n,
                 "p_value": self.p_value, "note": self.note}
 
 
-def _interval(result: Any) -> tuple[float | None, float | None]:
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    if math.isnan(low) or math.isnan(high):
-        return None, None
-    return low, high
+def bootstrap(samples: Sequence[Any], statistic: Any, method: str = "BCa", seed: int = SEED
+              ) -> tuple[float | None, float | None]:
+    """The 95 % interval of `statistic` (vectorized, axis=-1) over `samples` (one array per group),
+    resampled with scipy.stats.bootstrap; BCa falls back to percentile when BCa is degenerate."""
+    import numpy as np
+    from scipy import stats
+
+    methods = (method, "percentile") if method == "BCa" else (method,)
+    for name in methods:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)
+            warnings.simplefilter("ignore", category=stats.DegenerateDataWarning)
+            result = stats.bootstrap(tuple(samples), statistic, confidence_level=CONFIDENCE, n_resamples=N_RESAMPLES,
+                                     method=name, vectorized=True, rng=np.random.default_rng(seed))
+        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+        if not (math.isnan(low) or math.isnan(high)):
+            return low, high
+    return None, None
 
 
 def mean_interval(values: Sequence[float], seed: int = SEED) -> Estimate:
     """Mean with a 95 % BCa bootstrap interval (percentile when BCa is degenerate)."""
     import numpy as np
-    from scipy import stats
 
     data = np.asarray(values, dtype=float)
     if data.size == 0:
@@ -59,17 +83,7 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> Estimate:
         return Estimate(mean, None, None, 1, note="one value: no interval")
     if float(np.ptp(data)) == 0.0:
         return Estimate(mean, mean, mean, int(data.size), note="all values equal")
-    low: float | None = None
-    high: float | None = None
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=RuntimeWarning)
-            warnings.simplefilter("ignore", category=stats.DegenerateDataWarning)
-            result = stats.bootstrap((data,), np.mean, confidence_level=CONFIDENCE, n_resamples=N_RESAMPLES,
-                                     method=method, rng=np.random.default_rng(seed))
-        low, high = _interval(result)
-        if low is not None:
-            break
+    low, high = bootstrap((data,), np.mean, seed=seed)
     return Estimate(mean, low, high, int(data.size))
 
 
@@ -95,15 +109,24 @@ def per_prompt(values: Mapping[tuple[str, int], float]) -> dict[str, float]:
     return {p: sum(v) / len(v) for p, v in groups.items()}
 
 
-def paired_delta(cell: Mapping[tuple[str, int], float], anchor: Mapping[tuple[str, int], float],
+def per_prompt_deltas(cell: Mapping[tuple[str, int], float], anchor: Mapping[tuple[str, int], float] | float
+                      ) -> dict[str, float]:
+    """prompt_id -> mean over its seeds of (cell - anchor), over the (prompt, seed) samples both have.
+
+    `anchor` is the anchor's values, or one number: a reference metric's value for the anchor against
+    itself (SSIM 1), which the cell's values already compare with."""
+    if not isinstance(anchor, Mapping):
+        return per_prompt({k: v - anchor for k, v in cell.items()})
+    return per_prompt({k: cell[k] - anchor[k] for k in set(cell) & set(anchor)})
+
+
+def paired_delta(cell: Mapping[tuple[str, int], float], anchor: Mapping[tuple[str, int], float] | float,
                  seed: int = SEED) -> Estimate | None:
     """Mean per-prompt difference cell - anchor over the samples both have, with CI and p-value."""
-    shared = set(cell) & set(anchor)
-    if not shared:
+    deltas = per_prompt_deltas(cell, anchor)
+    if not deltas:
         return None
-    cell_p = per_prompt({k: cell[k] for k in shared})
-    anchor_p = per_prompt({k: anchor[k] for k in shared})
-    diffs = [cell_p[p] - anchor_p[p] for p in sorted(cell_p)]
+    diffs = [deltas[p] for p in sorted(deltas)]
     estimate = mean_interval(diffs, seed)
     p_value, why = wilcoxon_p(diffs)
     note = "; ".join(n for n in (estimate.note, why) if n) or None
@@ -120,7 +143,6 @@ def reference_mean(cell: Mapping[tuple[str, int], float], seed: int = SEED) -> E
 def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], seed: int = SEED) -> Estimate | None:
     """median(anchor) / median(cell) with a two-sample bootstrap interval."""
     import numpy as np
-    from scipy import stats
 
     a = np.asarray(anchor_latencies, dtype=float)
     c = np.asarray(cell_latencies, dtype=float)
@@ -133,12 +155,82 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
     def ratio(x: Any, y: Any, axis: int = -1) -> Any:
         return np.median(x, axis=axis) / np.median(y, axis=axis)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        result = stats.bootstrap((a, c), ratio, confidence_level=CONFIDENCE, n_resamples=N_RESAMPLES,
-                                 method="percentile", vectorized=True, rng=np.random.default_rng(seed))
-    low, high = _interval(result)
+    low, high = bootstrap((a, c), ratio, method="percentile", seed=seed)
     return Estimate(value, low, high, int(min(a.size, c.size)))
+
+
+# -- parity, multiple tests, the frontier ---------------------------------------------------
+
+
+class Verdict(str, Enum):
+    """A cell's quality against the anchor's, on a band: equivalent, beyond it, or not decided by the data."""
+
+    PARITY = "parity"
+    OUT = "out"
+    UNDECIDED = "undecided"
+    NO_DATA = "no-data"
+
+
+def _t_sf(t: float, df: int) -> float:
+    """P(T > t) for Student's t with df degrees of freedom (scipy.special.stdtr: no distribution-object overhead)."""
+    from scipy.special import stdtr
+
+    return float(stdtr(df, -t))
+
+
+def tost(deltas: Sequence[float], band: float) -> tuple[float | None, float | None]:
+    """(equivalence p, out-of-band p) of the mean delta against +-band, paired t; None below two values.
+
+    Equivalence: TOST, two one-sided t-tests of H0: mean <= -band and H0: mean >= +band, p = the larger
+    (the same as asking whether the (1 - 2 alpha) t-interval lies inside the band). Out of band: the
+    mirror test, the mean lies beyond the band on its side, one-sided t doubled for choosing the side.
+    Zero spread (every delta equal, e.g. the anchor against itself) decides by the value alone."""
+    n = len(deltas)
+    if n < 2:
+        return None, None
+    mean = statistics.fmean(deltas)
+    sd = statistics.stdev(deltas)
+    if sd == 0.0:
+        inside, outside = abs(mean) < band, abs(mean) > band
+        return (0.0 if inside else 1.0), (0.0 if outside else 1.0)
+    se = sd / math.sqrt(n)
+    p_above_low = _t_sf((mean + band) / se, n - 1)  # H0: mean <= -band
+    p_below_high = _t_sf((band - mean) / se, n - 1)  # H0: mean >= +band
+    equivalence = max(p_above_low, p_below_high)
+    beyond = _t_sf((abs(mean) - band) / se, n - 1)  # H0: |mean| <= band, on the side the mean lies
+    return equivalence, min(1.0, 2 * beyond)
+
+
+def parity_verdict(tost_p: float | None, out_p: float | None, alpha: float, n: int) -> str:
+    """The verdict (a `Verdict` value) of `tost`'s two p-values at alpha; no-data when no prompt has a delta."""
+    if n == 0:
+        return Verdict.NO_DATA.value
+    if tost_p is not None and tost_p < alpha:
+        return Verdict.PARITY.value
+    if out_p is not None and out_p < alpha:
+        return Verdict.OUT.value
+    return Verdict.UNDECIDED.value
+
+
+def holm(p_values: Mapping[Any, float | None]) -> dict[Any, float | None]:
+    """Holm step-down adjusted p-values (monotone, capped at 1); None stays None."""
+    given = sorted(((p, k) for k, p in p_values.items() if p is not None), key=lambda x: (x[0], str(x[1])))
+    m = len(given)
+    adjusted: dict[Any, float | None] = {k: None for k, p in p_values.items() if p is None}
+    running = 0.0
+    for i, (p, key) in enumerate(given):
+        running = max(running, min(1.0, (m - i) * p))
+        adjusted[key] = running
+    return adjusted
+
+
+def pareto_front(points: Sequence[tuple[float, float]], maximize: tuple[bool, bool] = (True, True)) -> list[int]:
+    """Indices of the points no other point beats on both coordinates (at least as good on both, better on
+    one); `maximize` says, per coordinate, whether higher is better. Equal points are all kept."""
+    signs = [1.0 if m else -1.0 for m in maximize]
+    scored = [(signs[0] * x, signs[1] * y) for x, y in points]
+    return [i for i, (x, y) in enumerate(scored)
+            if not any(x2 >= x and y2 >= y and (x2 > x or y2 > y) for x2, y2 in scored)]
 
 
 @dataclass(frozen=True)
@@ -150,7 +242,8 @@ class CellComparison:
     speedup: Estimate | None
 
 
-def _sample_values(index: Any, cell_key: str, split: str) -> dict[str, dict[tuple[str, int], float]]:
+def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None
+                   ) -> dict[str, dict[tuple[str, int], float]]:
     rows = index.query(
         "SELECT s.metric, s.prompt_id, s.seed, s.value FROM scores s JOIN samples p USING (cell_key, prompt_id, seed) "
         "WHERE s.cell_key = ? AND p.split = ? AND s.value IS NOT NULL",
@@ -158,24 +251,29 @@ def _sample_values(index: Any, cell_key: str, split: str) -> dict[str, dict[tupl
     )
     out: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
     for r in rows:
-        out[r["metric"]][(r["prompt_id"], r["seed"])] = r["value"]
+        if keys is None or (r["prompt_id"], r["seed"]) in keys:
+            out[r["metric"]][(r["prompt_id"], r["seed"])] = r["value"]
     return out
 
 
-def _warm_latencies(index: Any, cell_key: str, split: str) -> list[float]:
+def _warm_latencies(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None) -> list[float]:
     rows = index.query(
-        "SELECT latency_s FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 AND latency_s IS NOT NULL",
+        "SELECT prompt_id, seed, latency_s FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 "
+        "AND latency_s IS NOT NULL",
         (cell_key, split),
     )
-    return [r["latency_s"] for r in rows]
+    return [r["latency_s"] for r in rows if keys is None or (r["prompt_id"], r["seed"]) in keys]
 
 
-def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str) -> CellComparison:
-    """Every statistic of one cell against its anchor, from the index."""
+def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
+                 keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
+                 ) -> CellComparison:
+    """Every statistic of one cell against its anchor, from the index; keys (and anchor_keys) limit each side
+    to the (prompt_id, seed) pairs of a report's scope (assess.scope)."""
     from assess.metrics import SPECS
 
-    cell = _sample_values(index, cell_key, split)
-    anchor = _sample_values(index, anchor_cell_key, split)
+    cell = _sample_values(index, cell_key, split, keys)
+    anchor = _sample_values(index, anchor_cell_key, split, anchor_keys)
     metrics: dict[str, Estimate] = {}
     kinds: dict[str, str] = {}
     for name, values in cell.items():
@@ -188,5 +286,6 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str) ->
             estimate, kind = paired_delta(values, anchor.get(name, {})), "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
-    speed = speedup(_warm_latencies(index, anchor_cell_key, split), _warm_latencies(index, cell_key, split))
+    speed = speedup(_warm_latencies(index, anchor_cell_key, split, anchor_keys),
+                    _warm_latencies(index, cell_key, split, keys))
     return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed)

@@ -38,6 +38,7 @@ class CellStatus:
     detail: str
     path: str | None
     slow: bool = False  # the watchdog: projected time past twice the estimate
+    sweep: str | None = None  # the sweep folder holding the run (None: a run outside any sweep)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,7 +78,7 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
     if run.problems:
         detail = "; ".join(filter(None, [detail, f"{len(run.problems)} unreadable samples.jsonl line(s)"]))
     return CellStatus(run.path.name, state, run.cell_key, category, done, run.n_expected, elapsed, eta,
-                      detail.splitlines()[0] if detail else "", str(run.path), slow)
+                      detail.splitlines()[0] if detail else "", str(run.path), slow, str(run.sweep) if run.sweep else None)
 
 
 def _matches(cell: SweepCell, run: RunDir) -> bool:
@@ -105,7 +106,7 @@ def _pending(cell: SweepCell, sweep: SweepInfo, submitted: set[int]) -> CellStat
     sweep_state, why = writer_state(sweep.record, ask_slurm=False)
     if sweep_state == "crashed" and cell.job_num not in submitted:
         state, detail = "aborted", f"the sweep's process ended before this cell started ({why})"
-    return CellStatus(name, state, cell.cell_key, None, 0, cell.n_expected, None, None, detail, None)
+    return CellStatus(name, state, cell.cell_key, None, 0, cell.n_expected, None, None, detail, None, False, str(sweep.path))
 
 
 def status(path: Path | str, now: datetime | None = None) -> list[CellStatus]:
@@ -123,7 +124,35 @@ def status(path: Path | str, now: datetime | None = None) -> list[CellStatus]:
     if sweep is not None:
         submitted = _submitted(sweep)
         rows += [_pending(cell, sweep, submitted) for cell in sweep.cells if not any(_matches(cell, r) for r in runs)]
+    else:
+        rows += _pending_of_sweeps_below(runs)
     return rows
+
+
+# -- a folder holding several sweeps (outputs/): rows grouped by sweep folder ------------------------
+
+
+def _pending_of_sweeps_below(runs: list[RunDir]) -> list[CellStatus]:
+    """The pending cells of every sweep folder that holds some of these runs."""
+    rows = []
+    for folder in sorted({run.sweep for run in runs if run.sweep is not None}):
+        info = load_sweep(folder)
+        if info is not None:
+            mine = [r for r in runs if r.sweep == folder]
+            submitted = _submitted(info)
+            rows += [_pending(cell, info, submitted) for cell in info.cells if not any(_matches(cell, r) for r in mine)]
+    return rows
+
+
+def by_sweep(rows: list[CellStatus]) -> list[tuple[str, list[CellStatus]]]:
+    """(sweep folder, its rows) in path order; runs outside any sweep are grouped as "(no sweep)"."""
+    groups: dict[str, list[CellStatus]] = {}
+    for row in rows:
+        groups.setdefault(row.sweep or NO_SWEEP, []).append(row)
+    return sorted(groups.items(), key=lambda item: (item[0] == NO_SWEEP, item[0]))
+
+
+NO_SWEEP = "(no sweep)"
 
 
 def summary_line(rows: list[CellStatus]) -> str:
@@ -160,14 +189,22 @@ HEADER = ["cell", "cell key", "state", "samples", "elapsed", "eta", "detail"]
 
 
 def format_plain(rows: list[CellStatus]) -> str:
-    """One line per cell, aligned columns, and a summary line."""
+    """One line per cell, aligned columns, and a summary line; rows of several sweeps come grouped by sweep folder,
+    each group with its own summary."""
     table = [HEADER] + [_columns(r) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADER) - 1)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + ("  " + line[-1] if line[-1] else "")
-        for line in table
-    ]
-    return "\n".join([*(line.rstrip() for line in lines), summary_line(rows)])
+
+    def line(cols: list[str]) -> str:
+        text = "  ".join(c.ljust(w) for c, w in zip(cols[:-1], widths, strict=True)) + ("  " + cols[-1] if cols[-1] else "")
+        return text.rstrip()
+
+    groups = by_sweep(rows)
+    if len(groups) <= 1:
+        return "\n".join([line(HEADER), *(line(_columns(r)) for r in rows), summary_line(rows)])
+    out = [line(HEADER)]
+    for folder, members in groups:
+        out += [f"sweep {folder}:", *("  " + line(_columns(r)) for r in members), "  " + summary_line(members)]
+    return "\n".join([*out, f"all {len(groups)} sweep folders: {summary_line(rows)}"])
 
 
 def print_table(rows: list[CellStatus]) -> None:
@@ -178,11 +215,15 @@ def print_table(rows: list[CellStatus]) -> None:
 
     colours = {"done": "green", "failed": "red", "crashed": "red", "running": "cyan", "pending": "dim", "aborted": "red",
                "unknown": "yellow"}
-    table = Table(*HEADER, title=None)
-    for row in rows:
-        cols = [escape(c) for c in _columns(row)]
-        cols[2] = f"[{colours.get(row.state, 'white')}]{cols[2]}[/]"
-        table.add_row(*cols)
     console = Console()
-    console.print(table)
+    groups = by_sweep(rows)
+    for folder, members in groups:
+        table = Table(*HEADER, title=escape(f"sweep {folder}") if len(groups) > 1 else None)
+        for row in members:
+            cols = [escape(c) for c in _columns(row)]
+            cols[2] = f"[{colours.get(row.state, 'white')}]{cols[2]}[/]"
+            table.add_row(*cols)
+        console.print(table)
+        if len(groups) > 1:
+            console.print(summary_line(members))
     console.print(summary_line(rows))

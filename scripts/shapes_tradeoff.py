@@ -4,7 +4,7 @@
     python scripts/shapes_tradeoff.py --seeds 1 --limit 8 --out outputs/shapes-quick
 
 Every cell is composed as `python -m render model=shapes <overrides>` would compose it and rendered
-through the runner's code (render/models/shapes/evaluate.py); each cell's per-sample verdicts are
+through the runner's code (assess/metrics/shapes_eval.py); each cell's per-sample verdicts are
 kept in <out>/cells/<cell key>.json, so an interrupted run renders only the missing cells. Writes
 <out>/table.md (the table of docs/shapes.md) and the contact sheet (--sheet).
 """
@@ -41,7 +41,7 @@ def sheet_columns(anchor_steps: int) -> list[tuple[str, list[str] | None]]:
 
 def cell_record(out: Path, overrides: list[str], base: list[str]) -> dict:
     """The cell's per-sample results, rendered now unless <out>/cells holds them."""
-    from render.models.shapes.evaluate import compose_job, load_shipped, render_job, verdicts
+    from assess.metrics.shapes_eval import compose_job, load_shipped, render_job, verdicts
 
     job = compose_job(*base, *overrides)
     path = out / "cells" / f"{job.cell.key}.json"
@@ -79,7 +79,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def summary(record: dict, anchor: dict) -> dict:
-    from render.models.shapes.evaluate import paired_interval
+    from assess.metrics.shapes_eval import paired_difference
 
     def column(rec: dict, key: str) -> list[float]:
         return [float(s[key]) for s in rec["samples"]]
@@ -88,8 +88,8 @@ def summary(record: dict, anchor: dict) -> dict:
     return {
         "correct": float(np.mean(column(record, "correct"))),
         "fit": float(np.mean(column(record, "fit"))),
-        "d_correct": paired_interval(column(anchor, "correct"), column(record, "correct")),
-        "d_fit": paired_interval(column(anchor, "fit"), column(record, "fit")),
+        "d_correct": paired_difference(column(anchor, "correct"), column(record, "correct")),
+        "d_fit": paired_difference(column(anchor, "fit"), column(record, "fit")),
         "latency": float(np.median(latencies)),
         **{a: float(np.mean(column(record, a))) for a in ("colour", "shape", "position")},
     }
@@ -104,8 +104,8 @@ def table(rows: list[tuple[str, str, dict]], anchor_latency: float) -> str:
         dc, df = s["d_correct"], s["d_fit"]
         lines.append(
             f"| {steps} | {cache} | {s['correct']:.1%} | {s['colour']:.0%} | {s['shape']:.0%} | {s['position']:.0%} | "
-            f"{dc.mean:+.1%} [{dc.low:+.1%}, {dc.high:+.1%}]{' *' if dc.excludes_zero else ''} | {s['fit']:.3f} | "
-            f"{df.mean:+.3f} [{df.low:+.3f}, {df.high:+.3f}]{' *' if df.excludes_zero else ''} | "
+            f"{dc.value:+.1%} [{dc.low:+.1%}, {dc.high:+.1%}]{' *' if dc.excludes_zero else ''} | {s['fit']:.3f} | "
+            f"{df.value:+.3f} [{df.low:+.3f}, {df.high:+.3f}]{' *' if df.excludes_zero else ''} | "
             f"{s['latency']:.3f} | {anchor_latency / s['latency']:.1f}x |"
         )
     return "\n".join(lines)
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from render.models.shapes.evaluate import compose_job
+    from assess.metrics.shapes_eval import compose_job
 
     torch.set_num_threads(args.threads)
     base = [f"prompts={args.prompts}", f"seed=[{','.join(str(s) for s in range(args.seeds))}]"]

@@ -19,11 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("render", "assess", "hydra_plugins.hypergrid")
 FORBIDDEN = {"render": "assess", "hydra_plugins": "assess"}  # importer's top package -> package it must not import
 # Edges allowed for now. Each says why and when it goes away.
-ALLOWED = {
-    # The shapes checker: removed by the issue 10 branch (the checker moves where both can use it);
-    # delete this entry after merging it.
-    ("render.models.shapes.evaluate", "assess.metrics.shapes"),
-}
+ALLOWED: set[tuple[str, str]] = set()  # forbidden edges tolerated for now: none
 
 
 def project_modules() -> dict[str, Path]:

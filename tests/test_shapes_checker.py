@@ -13,7 +13,7 @@ from assess.metrics.shapes import NotAShapesCaption, ShapesFitMetric, ShapesMetr
 from render.models.shapes.data import (
     COLOURS, POSITIONS, SHAPES, Spec, all_specs, draw, parse_caption, sample_batch, vocabulary,
 )
-from render.models.shapes.evaluate import paired_interval
+from assess.metrics.shapes_eval import paired_difference
 from render.prompts import load_prompts
 
 MANIFESTS = ["dev.jsonl", "holdout.jsonl", "smoke.jsonl"]
@@ -124,13 +124,13 @@ def test_the_metrics_record_verdicts_and_unavailability() -> None:
     assert 0 < fit_wrong.value < fit_right.value <= 1 and not fit_cat.available
 
 
-def test_paired_interval_brackets_the_mean_and_sees_a_shift() -> None:
+def test_paired_difference_brackets_the_mean_and_sees_a_shift() -> None:
     rng = np.random.default_rng(0)
     anchor = rng.random(300)
     worse = anchor - 0.05 + rng.normal(0, 0.1, 300)
     same = anchor + rng.normal(0, 0.1, 300)
-    shifted, unshifted = paired_interval(anchor, worse), paired_interval(anchor, same)
-    assert shifted.low < shifted.mean < shifted.high < 0 and shifted.excludes_zero
+    shifted, unshifted = paired_difference(anchor, worse), paired_difference(anchor, same)
+    assert shifted.low < shifted.value < shifted.high < 0 and shifted.excludes_zero
     assert unshifted.low < 0 < unshifted.high and not unshifted.excludes_zero
-    constant = paired_interval([1, 1, 1], [0, 0, 0])
-    assert (constant.mean, constant.low, constant.high) == (-1, -1, -1)
+    constant = paired_difference([1, 1, 1], [0, 0, 0])
+    assert (constant.value, constant.low, constant.high) == (-1, -1, -1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from render.models.shapes.evaluate import compose_job, load_shipped, paired_interval, render_job, verdicts
+from assess.metrics.shapes_eval import compose_job, load_shipped, paired_difference, render_job, verdicts
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +49,8 @@ def test_cheaper_cells_lose_quality_measurably(loaded, anchor_job, anchor, overr
     steps = [] if any(o.startswith("steps=") for o in overrides) else [f"steps={anchor_job.cell.steps}"]
     cell = verdicts(render_job(loaded, compose_job(*DEV, *steps, *overrides)))
     assert [v.asked for v in cell] == [v.asked for v in anchor]
-    correct = paired_interval([v.correct for v in anchor], [v.correct for v in cell])
-    fit = paired_interval([v.fit for v in anchor], [v.fit for v in cell])
-    assert correct.mean < 0 or fit.mean < 0, (correct, fit)
+    correct = paired_difference([v.correct for v in anchor], [v.correct for v in cell])
+    fit = paired_difference([v.fit for v in anchor], [v.fit for v in cell])
+    assert correct.value < 0 or fit.value < 0, (correct, fit)
     assert (correct.high < 0) or (fit.high < 0), (correct, fit)
 

@@ -14,7 +14,7 @@ import torch
 from assess.metrics.shapes import check
 from render.caches import CACHES, runs_branches_separately
 from render.models.shapes import WEIGHTS_DIR, shapes_model_dir
-from render.models.shapes.evaluate import as_loaded, compose_job, load_shipped, render_job
+from assess.metrics.shapes_eval import as_loaded, compose_job, load_shipped, render_job
 from render.models.shapes.pipeline import ShapesPipeline, patchify, unpatchify
 from render.pipeline import call_kwargs, configure
 from render.runner import render_sample

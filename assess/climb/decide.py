@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from assess.climb.evaluate import Evaluation, correct, evaluate
+from assess.stats import pareto_front
 
 Coords = tuple[str, ...]
 Family = tuple[str, str]  # (axis, value)
@@ -239,11 +240,7 @@ def frontier(plan: Plan, current: Mapping[Coords, Evaluation]) -> list[Coords]:
     """Cells not out of band that no other such cell beats on both latency and quality."""
     points = [(c, e.latency, plan.goodness(e.mean)) for c, e in current.items()
               if e.verdict not in ("out", "no-data") and e.latency is not None and e.mean is not None]
-    front = []
-    for c, lat, good in points:
-        dominated = any((l2 <= lat and g2 >= good) and (l2 < lat or g2 > good) for _, l2, g2 in points)
-        if not dominated:
-            front.append(c)
+    front = [points[i][0] for i in pareto_front([(lat, good) for _, lat, good in points], maximize=(False, True))]
     return sorted(front, key=lambda c: _speed_key(plan, c, current[c]))
 
 

@@ -12,21 +12,20 @@ The holdout results (`final_result`) are computed from the index whenever they a
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from assess.climb.commands import Command, final_command, run_and_score
-from assess.climb.decide import Plan, decide, state_fingerprint
-from assess.climb.evaluate import Evaluation, bootstrap_mean, evaluate
-from assess.climb.generation import _observe, budget_state, estimator
+from assess.climb.evaluate import evaluate
+from assess.climb.generation import _observe, replay
 from assess.climb.observe import experiment_runs, quality_deltas, sample_table, sync_run_experiments
-from assess.climb.records import experiment_dir, read_generations
+from assess.climb.records import experiment_dir
 from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
+from assess.stats import mean_interval, parity_verdict
 from render.rundir import cell_key_of
 
 Log = Callable[[str], None]
@@ -92,19 +91,11 @@ def _holdout_arm(index: Index, exp: Experiment, role: str, overrides: list[str],
         arm.note = f"{len(unscored)} holdout prompt(s) not scored yet"
     ids = [p for p in exp.holdout.ids if p in rendered]
     e = evaluate(deltas, latencies, ids, exp.quality.band)
-    arm.quality = {**e.as_dict(), "verdict": _verdict(e, exp.quality.alpha)}
+    arm.quality = {**e.as_dict(), "verdict": parity_verdict(e.tost_p, e.out_p, exp.quality.alpha, e.n)}
     warm = [x for v in latencies.values() for x in v]
     estimate = speedup(anchor_latencies, warm) if role != "anchor" else None
     arm.speedup = estimate.as_dict() if estimate else None
     return arm, deltas
-
-
-def _verdict(e: Evaluation, alpha: float) -> str:
-    if e.tost_p is not None and e.tost_p < alpha:
-        return "parity"
-    if e.out_p is not None and e.out_p < alpha:
-        return "out"
-    return "undecided" if e.n else "no-data"
 
 
 def _final_keys(index: Index, exp: Experiment, incumbent: dict[str, Any], steps: int
@@ -160,10 +151,10 @@ def _versus(index: Index, exp: Experiment, inc_key: str | None, control_key: str
     estimate = speedup([x for v in control_lat.values() for x in v], [x for v in inc_lat.values() for x in v])
     shared = sorted(set(inc_deltas) & set(control_deltas))
     diffs = [inc_deltas[p] - control_deltas[p] for p in shared]
-    low, high = bootstrap_mean(diffs)
+    interval = mean_interval(diffs) if diffs else None
     return {"speedup": estimate.as_dict() if estimate else None,
-            "quality_diff": {"value": statistics.fmean(diffs) if diffs else None, "low": low, "high": high,
-                             "n": len(diffs)}}
+            "quality_diff": {"value": interval.value if interval else None, "low": interval.low if interval else None,
+                             "high": interval.high if interval else None, "n": len(diffs)}}
 
 
 # -- the final ------------------------------------------------------------------------------
@@ -171,12 +162,8 @@ def _versus(index: Index, exp: Experiment, inc_key: str | None, control_key: str
 
 def _incumbent(exp: Experiment, index: Index, db: Path | None, force: bool, log: Log) -> tuple[Any, Any, Any]:
     observed = _observe(index, exp, db, True, log)
-    plan = Plan.from_experiment(exp)
-    history = read_generations(exp.out_root, exp.name)
-    if history and history[-1]["state"] == state_fingerprint(plan, observed.cells):
-        history = history[:-1]
-    decision = decide(plan, observed.cells, history, budget_state(exp), estimator(exp, observed),
-                      observed.anchor_rendered)
+    again = replay(exp, observed)
+    decision, history = again.decision, again.prior
     budget = decision.budget
     if decision.incumbent_status == "start":
         raise FinalRefused(f"experiment {exp.name}: no cell is at parity on {exp.dev.option}; nothing to take to the "

@@ -127,6 +127,34 @@ def _observe(index: Index, exp: Experiment, db: Path | None, apply: bool, log: L
     return observed
 
 
+@dataclass
+class Replay:
+    """The climb's decision for the index as it is now, as `assess climb` makes it."""
+
+    plan: Plan
+    history: list[dict[str, Any]]  # every recorded generation
+    prior: list[dict[str, Any]]  # those decided before the current state (the last one is left out when it was
+    # recorded from this very state: it is the decision being replayed)
+    decision: Decision
+
+    @property
+    def recorded(self) -> bool:
+        """The last recorded generation was decided from the current state."""
+        return len(self.prior) < len(self.history)
+
+
+def replay(exp: Experiment, observed: Observed) -> Replay:
+    """The one replay of a decision, for the climb, the final and the report alike: the same history, budget
+    and cost estimator, so none of them can tell another story than the climb printed."""
+    plan = Plan.from_experiment(exp)
+    history = read_generations(exp.out_root, exp.name)
+    recorded = bool(history) and history[-1]["state"] == state_fingerprint(plan, observed.cells)
+    prior = history[:-1] if recorded else history
+    decision = decide(plan, observed.cells, prior, budget_state(exp), estimator(exp, observed),
+                      observed.anchor_rendered)
+    return Replay(plan, history, prior, decision)
+
+
 def _same_outcome(decision: Decision, record: dict[str, Any], plan: Plan) -> bool:
     return ([p.as_dict(plan)["cell"] for p in decision.proposals] == [p["cell"] for p in record["proposals"]]
             and [p.rung for p in decision.proposals] == [p["rung"] for p in record["proposals"]]
@@ -136,18 +164,16 @@ def _same_outcome(decision: Decision, record: dict[str, Any], plan: Plan) -> boo
 def one_generation(exp: Experiment, index: Index, db: Path | None, apply: bool, log: Log) -> Step:
     """Decide the next generation; when nothing changed since the last one was recorded, that one again."""
     observed = _observe(index, exp, db, apply, log)
-    plan = Plan.from_experiment(exp)
-    history = read_generations(exp.out_root, exp.name)
-    budget, estimate = budget_state(exp), estimator(exp, observed)
-    if history and history[-1]["state"] == state_fingerprint(plan, observed.cells):
-        decision = decide(plan, observed.cells, history[:-1], budget, estimate, observed.anchor_rendered)
-        if _same_outcome(decision, history[-1], plan):
-            record = history[-1]
-            commands = generation_commands(exp, plan, decision.proposals)
-            sync_index(index, exp.name, history, None, None)
-            return Step(exp, plan, observed, decision, decision.budget or budget, commands, record,
-                        Path(record["record"]), False)
-    decision = decide(plan, observed.cells, history, budget, estimate, observed.anchor_rendered)
+    again = replay(exp, observed)
+    plan, history, budget = again.plan, again.history, budget_state(exp)
+    if again.recorded and _same_outcome(again.decision, history[-1], plan):
+        decision, record = again.decision, history[-1]
+        commands = generation_commands(exp, plan, decision.proposals)
+        sync_index(index, exp.name, history, None, None)
+        return Step(exp, plan, observed, decision, decision.budget or budget, commands, record,
+                    Path(record["record"]), False)
+    decision = (decide(plan, observed.cells, history, budget, estimator(exp, observed), observed.anchor_rendered)
+                if again.recorded else again.decision)
     commands = generation_commands(exp, plan, decision.proposals)
     record = make_record(exp, plan, observed, decision, budget, commands)
     path = write_generation(exp.out_root, exp.name, record)

@@ -19,6 +19,7 @@ from typing import Any
 from assess.climb.decide import CellData, Coords
 from assess.experiment import Experiment
 from assess.index import Index, now_iso
+from assess.stats import per_prompt_deltas
 
 TRANSIENT = ("cancelled", "timeout")  # a run that ended so can be proposed again
 
@@ -87,13 +88,6 @@ def experiment_runs(index: Index, name: str) -> list[dict[str, Any]]:
                        "WHERE e.experiment = ? ORDER BY r.started_at, r.path", (name,))
 
 
-def _prompt_means(values: dict[tuple[str, int], float]) -> dict[str, float]:
-    groups: dict[str, list[float]] = defaultdict(list)
-    for (prompt, _seed), value in values.items():
-        groups[prompt].append(value)
-    return {p: sum(v) / len(v) for p, v in groups.items()}
-
-
 def _scores(index: Index, cell_key: str, metric: str, split: str) -> dict[tuple[str, int], dict[str, Any]]:
     rows = index.query("SELECT s.prompt_id, s.seed, s.value, s.unavailable_reason FROM scores s "
                        "JOIN samples p USING (cell_key, prompt_id, seed) "
@@ -126,6 +120,7 @@ def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str
     mine = _scores(index, cell_key, q.metric, split)
     reference = {} if q.needs_reference or anchor_key is None else _scores(index, anchor_key, q.metric, split)
     values: dict[tuple[str, int], float] = {}
+    anchor_values: dict[tuple[str, int], float] = {}
     unscored: set[str] = set()
     unavailable: dict[str, str] = {}
     for prompt in rendered:
@@ -136,12 +131,12 @@ def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str
             elif row["value"] is None:
                 unavailable.setdefault(prompt, row["unavailable_reason"])
             elif q.needs_reference:
-                values[(prompt, seed)] = row["value"] - q.identity  # type: ignore[operator]
+                values[(prompt, seed)] = row["value"]
             elif (other := reference.get((prompt, seed))) is None or other["value"] is None:
                 unavailable.setdefault(prompt, f"the anchor has no {q.metric} score for ({prompt}, seed {seed})")
             else:
-                values[(prompt, seed)] = row["value"] - other["value"]
-    deltas = _prompt_means(values)
+                values[(prompt, seed)], anchor_values[(prompt, seed)] = row["value"], other["value"]
+    deltas = per_prompt_deltas(values, q.identity if q.needs_reference else anchor_values)  # type: ignore[arg-type]
     return deltas, frozenset(unscored), {p: r for p, r in unavailable.items() if p not in deltas}
 
 

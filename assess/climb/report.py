@@ -16,11 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from assess.climb.decide import Decision, Plan, decide, state_fingerprint
+from assess.climb.decide import Decision
 from assess.climb.final import FinalResult, final_result
-from assess.climb.generation import budget_state, final_claimed
+from assess.climb.generation import budget_state, final_claimed, replay
 from assess.climb.observe import Observed, observe, sync_run_experiments
-from assess.climb.records import experiment_dir, read_generations, sync_index
+from assess.climb.records import experiment_dir, sync_index
 from assess.climb.text import budget_line, num, signed
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
@@ -74,11 +74,8 @@ def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | N
 def _current_decision(index: Index, exp: Experiment) -> tuple[Observed, Decision, list[dict[str, Any]]]:
     sync_run_experiments(index)
     observed = observe(index, exp)
-    plan = Plan.from_experiment(exp)
-    history = read_generations(exp.out_root, exp.name)
-    prior = history[:-1] if history and history[-1]["state"] == state_fingerprint(plan, observed.cells) else history
-    decision = decide(plan, observed.cells, prior, budget_state(exp), None, observed.anchor_rendered)
-    return observed, decision, history
+    again = replay(exp, observed)  # the climb's own replay, its cost estimator included
+    return observed, again.decision, again.history
 
 
 def _cell_rows(exp: Experiment, decision: Decision, observed: Observed) -> list[dict[str, Any]]:

@@ -8,17 +8,14 @@ transformers 5 no longer returns. The model is a hub id or a local folder (save_
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from assess.metrics.base import MetricSpec, Outcome, SampleInput, SampleMetric
+from assess.metrics.base import Outcome, SampleInput, SampleMetric
+from assess.metrics.registry import CLIP_SCORE, sample_metric_names
 
 DEFAULT_CLIP_MODEL = "openai/clip-vit-large-patch14"
 CLIP_MODEL_ENV = "HYPERGRID_CLIP_MODEL"
 _BATCH = 32
-
-CLIP_SCORE = MetricSpec(
-    name="clip_score", version=1, family="alignment", level="sample", direction="higher", needs_reference=False,
-    unit="", description="CLIP score, 100 * max(cos(image, prompt), 0); the CLIP model is in scores.config",
-)
 
 _LOADED: dict[str, object] = {}
 
@@ -28,24 +25,79 @@ def clip_model_name(configured: str | None = None) -> str:
     return configured or os.environ.get(CLIP_MODEL_ENV) or DEFAULT_CLIP_MODEL
 
 
-def load_clip(name: str) -> object:
-    """(model, processor), or the reason they cannot be loaded (cached per process)."""
-    if name not in _LOADED:
-        try:
-            import transformers
-            from transformers import CLIPModel, CLIPProcessor
+HUB_PROBE_TIMEOUT_S = 1.5
 
-            transformers.logging.set_verbosity_error()
-            model = CLIPModel.from_pretrained(name).eval()
-            processor = CLIPProcessor.from_pretrained(name)
-            _LOADED[name] = (model, processor)
-        except Exception as exc:  # not on disk, hub unreachable, not a CLIP checkpoint
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            _LOADED[name] = (
-                f"CLIP model {name!r} could not be loaded ({type(exc).__name__}: {first_line}); "
-                f"pass --clip-model <local folder> or set {CLIP_MODEL_ENV}"
-            )
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """One TCP connection to the hub (or to the HTTPS proxy, when one is set), within timeout_s, DNS included."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    target = urlsplit(proxy if proxy else constants.ENDPOINT)
+    address = (target.hostname or "", target.port or (443 if target.scheme == "https" else 80))
+    reached: list[bool] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection(address, timeout=timeout_s).close()
+            reached.append(True)
+        except OSError:
+            pass
+
+    probe = threading.Thread(target=connect, daemon=True)  # a thread: getaddrinfo has no timeout of its own
+    probe.start()
+    probe.join(timeout_s)
+    return bool(reached)
+
+
+def _how_to_load(name: str) -> bool | str:
+    """Whether from_pretrained must read the local cache alone (True) or may use the hub (False), or why
+    the model cannot be had now. A local folder and HF_HUB_OFFLINE load as from_pretrained does; for a hub
+    id the hub is probed once: unreachable, a cached snapshot is read without the network, and a model
+    that is not cached is answered here, at once, instead of by from_pretrained's retries."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE") or constants.HF_HUB_OFFLINE
+    a_path = name.startswith(("/", ".", "~")) or Path(name).expanduser().is_dir()
+    if a_path or offline or hub_reachable():
+        return False
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return True
+    except ValueError:  # not a valid hub id: from_pretrained says so
+        return False
+    return (f"CLIP model {name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the hub "
+            f"({constants.ENDPOINT}) cannot be reached. Fix: download it once where the hub is reachable "
+            f"(`hf download {name}`, then copy {constants.HF_HUB_CACHE}), or pass --clip-model <local folder> "
+            f"(or set {CLIP_MODEL_ENV}), or leave {CLIP_SCORE.name} out: --metrics "
+            + ",".join(n for n in sample_metric_names() if n != CLIP_SCORE.name))
+
+
+def load_clip(name: str) -> object:
+    """(model, processor), or the reason they cannot be loaded (cached per process, so asked once per call)."""
+    if name not in _LOADED:
+        how = _how_to_load(name)
+        _LOADED[name] = how if isinstance(how, str) else _from_pretrained(name, local_files_only=how)
     return _LOADED[name]
+
+
+def _from_pretrained(name: str, local_files_only: bool) -> object:
+    try:
+        import transformers
+        from transformers import CLIPModel, CLIPProcessor
+
+        transformers.logging.set_verbosity_error()
+        model = CLIPModel.from_pretrained(name, local_files_only=local_files_only).eval()
+        processor = CLIPProcessor.from_pretrained(name, local_files_only=local_files_only)
+        return (model, processor)
+    except Exception as exc:  # not a CLIP checkpoint, a broken cache, a download that failed
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return (f"CLIP model {name!r} could not be loaded ({type(exc).__name__}: {first_line}); "
+                f"pass --clip-model <local folder> or set {CLIP_MODEL_ENV}")
 
 
 class CLIPScoreMetric(SampleMetric):
@@ -53,6 +105,10 @@ class CLIPScoreMetric(SampleMetric):
 
     def __init__(self, model: str | None = None) -> None:
         self.model_name = clip_model_name(model)
+
+    @classmethod
+    def from_options(cls, clip_model: str | None = None) -> CLIPScoreMetric:
+        return cls(clip_model)
 
     @property
     def config(self) -> str:

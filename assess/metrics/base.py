@@ -1,4 +1,4 @@
-"""What every metric is: a spec (name, version, direction, reference need) and outcomes.
+"""What every metric computes: outcomes, and the sample metric's interface (specs: registry.py).
 
 An outcome is a finite value or an explicit "unavailable" with its reason; never 0, -1 or NaN
 as a stand-in (docs: STYLE.md, rule 7).
@@ -9,26 +9,12 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+
+from assess.metrics.registry import MetricSpec
 
 if TYPE_CHECKING:
     import numpy as np
-
-Direction = Literal["higher", "lower"]
-Level = Literal["sample", "cell"]
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    version: int  # bump when the numbers change: re-scoring replaces the old version's scores
-    family: str  # the module under assess/metrics/ that computes it
-    level: Level  # "sample": one value per (cell, prompt, seed); "cell": one per (cell, split)
-    direction: Direction  # which way is better
-    needs_reference: bool  # compares against the anchor's sample with the same prompt and seed
-    unit: str
-    description: str
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -73,6 +59,11 @@ class SampleMetric(ABC):
     """A metric computed per sample, in batches."""
 
     spec: MetricSpec
+
+    @classmethod
+    def from_options(cls, clip_model: str | None = None) -> SampleMetric:
+        """An instance for `assess score`'s options (only the metrics that use an option read it)."""
+        return cls()
 
     @property
     def config(self) -> str:

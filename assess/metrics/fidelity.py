@@ -12,7 +12,8 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from assess.metrics.base import MetricSpec, Outcome, SampleInput, SampleMetric
+from assess.metrics.base import Outcome, SampleInput, SampleMetric
+from assess.metrics.registry import LPIPS, PSNR, SSIM
 
 if TYPE_CHECKING:
     import torch
@@ -20,18 +21,6 @@ if TYPE_CHECKING:
 SSIM_WINDOW = 11
 _BATCH = 64
 
-PSNR = MetricSpec(
-    name="psnr", version=1, family="fidelity", level="sample", direction="higher", needs_reference=True,
-    unit="dB", description="PSNR vs the anchor's sample (8-bit RGB); identical images: the size's ceiling + 3.01 dB",
-)
-SSIM = MetricSpec(
-    name="ssim", version=1, family="fidelity", level="sample", direction="higher", needs_reference=True,
-    unit="", description="SSIM vs the anchor's sample (torchmetrics, Gaussian 11x11 window, RGB in [0, 1])",
-)
-LPIPS = MetricSpec(
-    name="lpips", version=1, family="fidelity", level="sample", direction="lower", needs_reference=True,
-    unit="", description="LPIPS (AlexNet) vs the anchor's sample; unavailable when its weights are not at hand",
-)
 
 
 def psnr_identical(n_values: int) -> float:
@@ -105,6 +94,27 @@ class SSIMMetric(SampleMetric):
 _LPIPS_MODEL: dict[str, object] = {}
 
 
+def torchvision_install_line(torch_version: str) -> str:
+    """The pip line that adds the torchvision built for this torch (torch 2.N.p pairs with torchvision
+    0.(N+15).p) from the index of its build (+cpu, +cu128, ...), without touching torch (--no-deps)."""
+    release, _, build = torch_version.partition("+")
+    major, minor, patch = (release.split(".") + ["0", "0"])[:3]
+    line = f"pip install --no-deps torchvision=={int(major) - 2}.{int(minor) + 15}.{patch}"
+    return f"{line} --index-url https://download.pytorch.org/whl/{build}" if build else line
+
+
+def _lpips_problem(exc: Exception) -> str:
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("torchvision") is None:
+        return (f"LPIPS needs torchvision, which is not installed. Add the build that matches your torch "
+                f"{torch.__version__} and keeps it: `{torchvision_install_line(torch.__version__)}` (a plain "
+                "`pip install torchvision`, or the `quality` extra, may replace your torch with another build)")
+    return f"LPIPS network not at hand offline ({type(exc).__name__}: {exc})"
+
+
 def _load_lpips() -> object:
     """The LPIPS network, or the reason it cannot be had (cached per process)."""
     if "model" not in _LPIPS_MODEL:
@@ -113,7 +123,7 @@ def _load_lpips() -> object:
 
             _LPIPS_MODEL["model"] = LearnedPerceptualImagePatchSimilarity(net_type="alex", normalize=True).eval()
         except Exception as exc:  # import, missing torchvision, weights not downloadable offline
-            _LPIPS_MODEL["model"] = f"LPIPS network not at hand offline ({type(exc).__name__}: {exc})"
+            _LPIPS_MODEL["model"] = _lpips_problem(exc)
     return _LPIPS_MODEL["model"]
 
 

@@ -10,25 +10,12 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assess.metrics.base import MetricSpec, Outcome
+from assess.metrics.base import Outcome
+from assess.metrics.registry import (
+    GPU_S, IMAGES_PER_S, LATENCY_MEDIAN, LATENCY_P90, LOAD_S, PEAK_MEM, S_PER_STEP,
+)
 
 
-def _spec(name: str, direction: str, unit: str, description: str) -> MetricSpec:
-    return MetricSpec(
-        name=name, version=1, family="speed", level="cell", direction=direction,  # type: ignore[arg-type]
-        needs_reference=False, unit=unit, description=description,
-    )
-
-
-LATENCY_MEDIAN = _spec("latency_median_s", "lower", "s", "median warm latency of one image")
-LATENCY_P90 = _spec("latency_p90_s", "lower", "s", "90th percentile of warm latency (linear interpolation)")
-S_PER_STEP = _spec("s_per_step", "lower", "s", "median warm seconds per denoising step")
-IMAGES_PER_S = _spec("images_per_s", "higher", "1/s", "warm images per second: warm samples / their summed latency")
-PEAK_MEM = _spec("peak_mem_bytes", "lower", "B", "largest peak memory of a sample (detail: the mem_kind)")
-LOAD_S = _spec("load_s", "lower", "s", "longest model load among the processes that rendered the cell")
-GPU_S = _spec("gpu_s", "lower", "s", "device seconds spent: rendered samples' latency + load; reused samples cost 0")
-
-SPEED_SPECS = (LATENCY_MEDIAN, LATENCY_P90, S_PER_STEP, IMAGES_PER_S, PEAK_MEM, LOAD_S, GPU_S)
 NO_WARM = "no warm sample (each process's first sample is warmup); render more prompts or seeds"
 
 

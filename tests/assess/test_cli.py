@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from assess.index import Index
+from assess.metrics.registry import quality_metric_names
 from tests.assess.conftest import RunFactory, make_cell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +98,7 @@ def test_report_with_an_unknown_quality_metric(sweep_with_anchor: Path, db: Path
     invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr", "-q")
     result = invoke("report", str(sweep_with_anchor), "--db", str(db), "--quality-metric", "fid")
     assert result.exit_code == 1
-    assert result.output == "Error: unknown quality metric 'fid'. Valid: ssim, psnr, lpips, clip_score\n"
+    assert result.output == f"Error: unknown quality metric 'fid'. Valid: {', '.join(quality_metric_names())}\n"
 
 
 @pytest.mark.parametrize("command", COMMANDS)

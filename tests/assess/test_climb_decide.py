@@ -17,7 +17,7 @@ from assess.climb.decide import (
     neighbours,
     reached,
 )
-from assess.climb.evaluate import bootstrap_mean, holm, tost
+from assess.stats import holm, mean_interval, tost
 
 IDS = tuple(f"dev-{i:03d}" for i in range(16))
 PLAN = Plan(axes={"steps": ("2", "4", "8", "16"), "cache": ("none", "fbcache", "taylorseer")}, start=("8", "none"),
@@ -68,11 +68,11 @@ def test_tost_of_identical_deltas_decides_by_value() -> None:
 
 def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
     values = [0.1, -0.2, 0.05, 0.3, -0.1, 0.0, 0.2]
-    low, high = bootstrap_mean(values)
-    assert low < statistics.fmean(values) < high
-    assert bootstrap_mean(values) == (low, high)
-    assert bootstrap_mean([0.5]) == (None, None)
-    assert bootstrap_mean([0.5, 0.5]) == (0.5, 0.5)
+    first = mean_interval(values)
+    assert first.low < statistics.fmean(values) < first.high
+    assert mean_interval(values) == first
+    assert (mean_interval([0.5]).low, mean_interval([0.5]).high) == (None, None)
+    assert (mean_interval([0.5, 0.5]).low, mean_interval([0.5, 0.5]).high) == (0.5, 0.5)
 
 
 # -- the first generation -------------------------------------------------------------------

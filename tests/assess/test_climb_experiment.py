@@ -39,7 +39,7 @@ def test_the_demo_composes_with_its_grid_splits_and_anchor(demo) -> None:
     ("experiment.eta=1", "experiment.eta=1: the halving factor must be >= 2"),
     ("experiment.quality.metric=psnr",
      "experiment.quality.metric=psnr: parity is a band around the anchor's own value"),
-    ("experiment.quality.metric=fid", "experiment.quality.metric=fid: valid metrics are psnr, ssim, lpips, clip_score"),
+    ("experiment.quality.metric=fid", "experiment.quality.metric=fid: valid metrics are ssim, lpips, clip_score, shapes, shapes_fit"),
     ("experiment.budget.reserve_gpu_hours=1", "experiment.budget.reserve_gpu_hours=1.0: must be >= 0 and below"),
     ("experiment.holdout=dev", "experiment.dev=dev and experiment.holdout=dev are both split 'dev'"),
     ("experiment.start.steps=3", "experiment tiny-demo: the start value steps=3 (from experiment.start) is not among"),
@@ -87,9 +87,9 @@ def test_commands_name_every_axis_and_group_one_factor_lines(demo) -> None:
 
 
 def test_the_final_renders_on_the_holdout_with_the_final_flag_and_a_steps_only_control(demo) -> None:
-    cell = final_command(demo, demo.cell_overrides(("4", "fbcache", "default")))
-    assert cell.text == ("python -m render -m experiment=tiny-demo experiment.final=true prompts=holdout steps=4 "
-                         "cache=fbcache scheduler=default")
+    cell = final_command(demo, demo.cell_overrides(("4", "fbcache", "default")), "0123abcd")
+    assert cell.text == ("python -m render -m experiment=tiny-demo experiment.final=true experiment.final_token=0123abcd "
+                         "prompts=holdout steps=4 cache=fbcache scheduler=default")
     assert control_overrides(demo, 4) == ["steps=4", "cache=none", "attention=native", "scheduler=default"]
 
 

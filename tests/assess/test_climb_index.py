@@ -297,3 +297,19 @@ def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:
                                                                                                "0002_climb"]
         assert index.query("SELECT cell_key FROM samples") == [{"cell_key": "c"}]
         assert {"run_experiments", "generations", "generation_cells", "finals"} <= set(index.db.table_names())
+
+
+def test_the_report_replays_the_decision_the_climb_printed(runs: DemoRuns, db: Path, workdir: Path) -> None:
+    """The report decides with the climb's own replay (its cost estimator included): a stop that only the final's
+    estimated cost explains is the report's stop too."""
+    from assess.climb.report import write_experiment_report
+
+    first_generation(runs, db)
+    budget = ("experiment.budget.gpu_hours=0.0031", "experiment.budget.reserve_gpu_hours=0.003")
+    result = climb(db, *[arg for o in budget for arg in ("--set", o)])
+    assert "decision: STOP: budget: " in result.output
+    stop = re.search(r"decision: STOP: (budget: .*)", result.output).group(1)  # type: ignore[union-attr]
+    from html import unescape
+
+    page = unescape(write_experiment_report("tiny-demo", db, overrides=budget).read_text()).replace("\n", " ")
+    assert f"The climb stopped: {stop}" in page

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from assess.errors import NotScored
-from assess.report import pareto_front, write_report
+from assess.report import write_report
+from assess.stats import pareto_front
 from assess.score import score
 from tests.assess.conftest import ANCHOR_KEY, RunFactory, make_cell, noise, shift
 
@@ -122,8 +123,10 @@ def test_rewriting_a_report_replaces_it(report: Path, grid: Path, db: Path) -> N
 
 def test_pareto_front() -> None:
     points = [(1.0, 0.9), (2.0, 0.8), (3.0, 0.5), (2.5, 0.4), (0.5, 0.95), (1.5, 0.7)]
-    assert sorted(pareto_front(points, higher_is_better=True)) == [0, 1, 2, 4]
-    assert sorted(pareto_front([(1.0, 0.1), (2.0, 0.3), (0.5, 0.05)], higher_is_better=False)) == [0, 1, 2]
+    assert pareto_front(points) == [0, 1, 2, 4]
+    assert pareto_front([(1.0, 0.1), (2.0, 0.3), (0.5, 0.05)], maximize=(True, False)) == [0, 1, 2]
+    assert pareto_front([(1.0, 0.5), (1.0, 0.5), (0.5, 0.4)]) == [0, 1]  # equal points are both kept
+    assert pareto_front([(0.2, 0.1), (0.1, 0.1)], maximize=(False, True)) == [1]  # lower latency wins
 
 
 @pytest.mark.browser
@@ -131,7 +134,7 @@ def test_pareto_front() -> None:
 def test_report_loads_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900", "--virtual-time-budget=10000"]
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900", "--virtual-time-budget=10000"]
     dom = subprocess.run([*flags, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r"<body([^>]*)>", dom.stdout)
@@ -141,6 +144,7 @@ def test_report_loads_in_a_headless_browser(report: Path, tmp_path: Path) -> Non
     assert attrs["data-errors"] == "0", attrs["data-error-list"]
     assert int(attrs["data-images"]) == len(parse(report).images) > 10
     assert attrs["data-images-loaded"] == attrs["data-images"]
+    assert int(attrs["data-page-width"]) <= 1280, "the page is wider than a 1280-px window (the leaderboard scrolls inside)"
     shot = tmp_path / "report.png"
     run = subprocess.run([*flags, f"--screenshot={shot}", report.as_uri()], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and shot.stat().st_size > 10_000

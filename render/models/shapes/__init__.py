@@ -3,7 +3,7 @@
 It draws one coloured shape on white from captions such as "a blue square on the left"
 (`data.py`: the grammar and the procedural dataset), with a pixel-space `FluxTransformer2DModel`
 and learned word embeddings (`pipeline.py`), trained by scripts/train_shapes.py; its quality is
-measurable offline with the checker in assess/metrics/shapes.py. See docs/shapes.md.
+measurable offline with the checker in render/models/shapes/checker.py. See docs/shapes.md.
 
 Importing this package imports neither torch nor diffusers; `ShapesPipeline` and
 `ShapesTextEncoder` are loaded on first use, so `render.models.shapes.ShapesPipeline` works as a

@@ -5,7 +5,7 @@ A caption comes from a small grammar, exactly the texts of the project's prompt 
 "a blue square on the left". Images are drawn on the fly with 4x4 supersampled (anti-aliased)
 edges, from a numpy `Generator` only, so a seed fixes every caption and every pixel.
 
-numpy only: the checker (assess/metrics/shapes.py) imports the palette and the grammar from here
+numpy only: the checker (render/models/shapes/checker.py) imports the palette and the grammar from here
 without importing torch.
 """
 

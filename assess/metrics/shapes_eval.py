@@ -1,10 +1,13 @@
 """Measure the shapes model's speed/quality trade-off with the checker, through the runner's own code.
 
+(It lives in assess: it reads the renderer, never the other way round, and its statistics are
+assess.stats'.)
+
 A cell is composed from Hydra overrides exactly as `python -m render model=shapes ...` composes it
 (`compose_job`), configured with `render.pipeline.configure` and rendered one sample at a time with
 `render.runner.render_sample`, so images and latencies are the ones a sweep records. Quality is the
-checker of assess/metrics/shapes.py; a cell is compared with the anchor sample by sample (same
-prompts and seeds) with a bootstrap interval of the paired mean difference.
+checker (render/models/shapes/checker.py); a cell is compared with the anchor sample by sample (same
+prompts and seeds) with assess.stats' paired delta and its bootstrap interval.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+import render
+from assess.stats import Estimate, paired_delta
+
+CONF_DIR = Path(render.__file__).resolve().parent / "conf"
 
 
 @dataclass(frozen=True)
@@ -41,17 +47,6 @@ class Score:
     def line(self) -> str:
         return (f"n={self.n} overall {self.correct:.1%} colour {self.colour:.1%} shape {self.shape:.1%} "
                 f"position {self.position:.1%} fit {self.fit:.3f}")
-
-
-@dataclass(frozen=True)
-class Interval:
-    mean: float
-    low: float
-    high: float
-
-    @property
-    def excludes_zero(self) -> bool:
-        return self.high < 0 or self.low > 0
 
 
 def compose_job(*overrides: str) -> Any:
@@ -113,7 +108,7 @@ def render_job(loaded: Any, job: Any) -> list[Sample]:
 
 
 def verdicts(samples: Iterable[Sample]) -> list[Any]:
-    from assess.metrics.shapes import check
+    from render.models.shapes.checker import check
 
     return [check(s.image, s.prompt) for s in samples]
 
@@ -129,17 +124,12 @@ def score(samples: Iterable[Sample]) -> Score:
     return Score(len(found), mean("correct"), mean("colour"), mean("shape"), mean("position"), mean("fit"))
 
 
-def paired_interval(anchor: Sequence[float], cell: Sequence[float], confidence: float = 0.95, seed: int = 0) -> Interval:
-    """Mean of cell - anchor over paired samples, with a bootstrap (BCa) interval (scipy.stats.bootstrap)."""
-    from scipy.stats import bootstrap
-
-    differences = np.asarray(cell, dtype=float) - np.asarray(anchor, dtype=float)
-    if len(differences) < 2:
-        raise ValueError(f"{len(differences)} paired samples: a bootstrap interval needs at least 2")
-    mean = float(differences.mean())
-    if np.ptp(differences) == 0:  # every pair differs by the same amount: the interval is that point
-        return Interval(mean, mean, mean)
-    result = bootstrap((differences,), np.mean, confidence_level=confidence, n_resamples=9999, method="BCa",
-                       random_state=np.random.default_rng(seed))
-    low, high = result.confidence_interval
-    return Interval(mean, float(low), float(high))
+def paired_difference(anchor: Sequence[float], cell: Sequence[float]) -> Estimate:
+    """Mean of cell - anchor over samples paired in order (same prompts and seeds), with its 95 % bootstrap
+    interval: assess.stats.paired_delta, each sample its own pair."""
+    if len(anchor) != len(cell) or len(cell) < 2:
+        raise ValueError(f"{len(anchor)} anchor and {len(cell)} cell samples: pair at least 2, one for one")
+    keys = [(str(i), 0) for i in range(len(cell))]
+    estimate = paired_delta(dict(zip(keys, cell, strict=True)), dict(zip(keys, anchor, strict=True)))
+    assert estimate is not None  # at least two pairs
+    return estimate

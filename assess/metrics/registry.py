@@ -1,0 +1,126 @@
+"""The metric registry: every metric is declared here once, and everything lists metrics from here.
+
+A declaration says what a metric is (name, version, direction, whether it compares with the
+anchor's sample), how it is computed (`compute`: "module:Class" of a sample metric, imported only
+when it is scored; speed metrics are computed per cell by assess.metrics.speed), whether it can be
+the quality axis of a report or of a climb, and how the report shows it (label, display, column).
+
+The index (the `metrics` table, the cell_summary columns, the `cells` and `leaderboard` views),
+`assess score --metrics`, `assess report --quality-metric`, the report's leaderboard columns and
+the experiment schema's `quality.metric` all read this module. A new metric is one `MetricSpec`
+below plus its compute class. This module imports nothing heavy: the CLI's help text reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["higher", "lower"]
+Level = Literal["sample", "cell"]
+Display = Literal["number", "bytes"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    version: int  # bump when the numbers change: re-scoring replaces the old version's scores
+    family: str  # the module under assess/metrics/ that computes it
+    level: Level  # "sample": one value per (cell, prompt, seed); "cell": one per (cell, split)
+    direction: Direction  # which way is better
+    needs_reference: bool  # compares against the anchor's sample with the same prompt and seed
+    unit: str
+    description: str
+    label: str = ""  # the report's column title (default: the name)
+    compute: str | None = None  # "module:Class" of a sample metric (a SampleMetric); None for cell-level metrics
+    quality_rank: int | None = None  # preference as the report's default quality axis (1 first); None: not quality
+    identity: float | None = None  # a reference metric's value for the anchor against itself (what parity is around)
+    leaderboard: bool = False  # a column of the report's leaderboard
+    display: Display = "number"
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+    @property
+    def is_quality(self) -> bool:
+        """Can be the quality axis of a report's Pareto plot."""
+        return self.quality_rank is not None
+
+    @property
+    def climbable(self) -> bool:
+        """Can be a climb's quality metric: parity is a band around the anchor's own value, so a reference
+        metric needs a fixed value for the anchor against itself (PSNR of identical images has none)."""
+        return self.is_quality and (not self.needs_reference or self.identity is not None)
+
+
+def _sample(name: str, family: str, direction: Direction, needs_reference: bool, compute: str, label: str,
+            quality_rank: int, description: str, unit: str = "", identity: float | None = None) -> MetricSpec:
+    return MetricSpec(name=name, version=1, family=family, level="sample", direction=direction,
+                      needs_reference=needs_reference, unit=unit, description=description, label=label,
+                      compute=f"assess.metrics.{family}:{compute}", quality_rank=quality_rank, identity=identity,
+                      leaderboard=True)
+
+
+def _speed(name: str, direction: Direction, unit: str, label: str, description: str, leaderboard: bool = False,
+           display: Display = "number") -> MetricSpec:
+    return MetricSpec(name=name, version=1, family="speed", level="cell", direction=direction, needs_reference=False,
+                      unit=unit, description=description, label=label, leaderboard=leaderboard, display=display)
+
+
+PSNR = _sample("psnr", "fidelity", "higher", True, "PSNRMetric", "PSNR (dB)", 2, unit="dB",
+               description="PSNR vs the anchor's sample (8-bit RGB); identical images: the size's ceiling + 3.01 dB")
+SSIM = _sample("ssim", "fidelity", "higher", True, "SSIMMetric", "SSIM", 1, identity=1.0,
+               description="SSIM vs the anchor's sample (torchmetrics, Gaussian 11x11 window, RGB in [0, 1])")
+LPIPS = _sample("lpips", "fidelity", "lower", True, "LPIPSMetric", "LPIPS", 3, identity=0.0,
+                description="LPIPS (AlexNet) vs the anchor's sample; unavailable when its weights are not at hand")
+CLIP_SCORE = _sample("clip_score", "alignment", "higher", False, "CLIPScoreMetric", "CLIP score", 4,
+                     description="CLIP score, 100 * max(cos(image, prompt), 0); the CLIP model is in scores.config")
+SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes correct", 5,
+                 description="shapes captions only: 1 when the caption's colour, shape and position are all in the "
+                             "image, else 0; per-attribute verdicts in the detail")
+SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric", "shapes fit", 6,
+                     description="shapes captions only: soft IoU of the image's shape with the asked shape fitted to "
+                                 "its bounding box (0-1)")
+
+LATENCY_MEDIAN = _speed("latency_median_s", "lower", "s", "median latency (s)", "median warm latency of one image",
+                        leaderboard=True)
+LATENCY_P90 = _speed("latency_p90_s", "lower", "s", "p90 latency (s)",
+                     "90th percentile of warm latency (linear interpolation)")
+S_PER_STEP = _speed("s_per_step", "lower", "s", "s/step", "median warm seconds per denoising step")
+IMAGES_PER_S = _speed("images_per_s", "higher", "1/s", "images/s",
+                      "warm images per second: warm samples / their summed latency", leaderboard=True)
+PEAK_MEM = _speed("peak_mem_bytes", "lower", "B", "peak memory",
+                  "largest peak memory of a sample (detail: the mem_kind)", leaderboard=True, display="bytes")
+LOAD_S = _speed("load_s", "lower", "s", "load (s)", "longest model load among the processes that rendered the cell")
+GPU_S = _speed("gpu_s", "lower", "s", "GPU-s spent",
+               "device seconds spent: rendered samples' latency + load; reused samples cost 0", leaderboard=True)
+
+SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT)
+SPEED_SPECS = (LATENCY_MEDIAN, LATENCY_P90, S_PER_STEP, IMAGES_PER_S, PEAK_MEM, LOAD_S, GPU_S)
+SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in (*SAMPLE_SPECS, *SPEED_SPECS)}
+
+
+def sample_metric_names() -> list[str]:
+    """What `assess score --metrics` accepts (and scores by default)."""
+    return [s.name for s in SAMPLE_SPECS]
+
+
+def quality_metric_names() -> list[str]:
+    """What `assess report --quality-metric` accepts, in the order the report picks a default."""
+    return [s.name for s in sorted((s for s in SPECS.values() if s.is_quality), key=lambda s: s.quality_rank or 0)]
+
+
+def climb_metric_names() -> list[str]:
+    """What an experiment's `quality.metric` accepts."""
+    return [name for name in quality_metric_names() if SPECS[name].climbable]
+
+
+def leaderboard_specs() -> list[MetricSpec]:
+    """The leaderboard's metric columns, in order (sample metrics, then speed)."""
+    return [s for s in SPECS.values() if s.leaderboard]
+
+
+def delta_metric_names() -> list[str]:
+    """Sample metrics without a reference: the index's leaderboard view shows their difference to the anchor."""
+    return [s.name for s in SAMPLE_SPECS if not s.needs_reference]
