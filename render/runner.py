@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from render import provenance, rundir
+from render import axes, provenance, rundir
+from render.axes.compile import CompileCounters
 from render.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
@@ -121,7 +122,7 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int) -> t
 def _render_pending(job: Job, run_dir: Path, pending: list[tuple[str, int]], store: rundir.SampleStore,
                     pipelines: PipelineCache, progress: Any) -> int:
     texts = {p.id: p.text for p in job.prompts}
-    loaded = pipelines.get(job.cell.model, job.device)
+    loaded = pipelines.get(job.cell.model, job.device, axes.load_options(job.cell))
     load_s = loaded.load_s if loaded.load_unrecorded else 0.0
 
     def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
@@ -129,18 +130,25 @@ def _render_pending(job: Job, run_dir: Path, pending: list[tuple[str, int]], sto
         loaded.pipe(**call_kwargs(job.cell, texts[prompt_id], seed))
 
     configure(loaded, job.cell, job.cache_conf, calibrate)
+    if loaded.fresh:  # newly configured: the cell's warm-up calls start again
+        loaded.warmups_left = job.warmup if job.warmup is not None else axes.default_warmups(job.cell)
     rendered = 0
     for prompt_id, seed in pending:
+        first_call, before = loaded.fresh, CompileCounters.now()
         png, latency, memory, kind = render_sample(loaded, job, texts[prompt_id], seed)
+        compiled = CompileCounters.now().since(before)
         image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
         rundir.atomic_write_bytes(run_dir / image, png)
         record = {"cell_key": job.cell.key, "prompt_id": prompt_id, "prompt": texts[prompt_id], "seed": seed, "image": image,
-                  "width": job.cell.width, "height": job.cell.height, "latency_s": round(latency, 6), "warmup": loaded.fresh,
+                  "width": job.cell.width, "height": job.cell.height, "latency_s": round(latency, 6), "warmup": loaded.warmups_left > 0,
                   "steps": job.cell.steps, "s_per_step": round(latency / job.cell.steps, 6), "peak_mem_bytes": memory,
-                  "mem_kind": kind, "load_s": round(load_s, 4), "reused_from": None, "finished_at": rundir.now_iso()}
+                  "mem_kind": kind, "load_s": round(load_s, 4), "compile_s": round(compiled.seconds, 4),
+                  "compiled_frames": compiled.frames, "recompiles": 0 if first_call else compiled.frames,
+                  "weights_bytes": loaded.weights_bytes, "reused_from": None, "finished_at": rundir.now_iso()}
         rundir.append_record(run_dir / rundir.SAMPLES, record)
         store.add(job.cell.key, run_dir, record)
         loaded.fresh, loaded.load_unrecorded, load_s = False, False, 0.0
+        loaded.warmups_left -= 1
         rendered += 1
         progress.update(1)
     return rendered
