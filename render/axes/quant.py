@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 EXTRA_BY_PACKAGE = {"torchao": "quant", "optimum.quanto": "quant", "bitsandbytes": "bnb"}
 
@@ -105,7 +105,7 @@ def pipeline_quantization(conf: QuantConf, component_libraries: Dict[str, str], 
 
 
 def check_quant(conf: QuantConf, *, device_kind: str, capability: Optional[tuple[int, int]],
-                components: Optional[List[str]], find_spec: Callable[[str], Any] = importlib.util.find_spec) -> None:
+                components: Optional[List[str]]) -> None:
     """ValueError naming why `conf` cannot run here: no CUDA, too old a GPU, a missing package, an unknown component."""
     if conf.name == "none":
         return
@@ -118,7 +118,7 @@ def check_quant(conf: QuantConf, *, device_kind: str, capability: Optional[tuple
         need = ".".join(map(str, method.min_capability))
         raise ValueError(f"quant={conf.name} needs a GPU of compute capability >= {need} (this one: "
                          f"{capability[0]}.{capability[1]}); use quant=fp8wo or int8dq")
-    if _missing(method.package, find_spec):
+    if _missing(method.package):
         extra = EXTRA_BY_PACKAGE[method.package]
         raise ValueError(f"quant={conf.name} needs the package {method.package!r}: pip install 'hypergrid[{extra}]'")
     if components is not None:
@@ -128,9 +128,9 @@ def check_quant(conf: QuantConf, *, device_kind: str, capability: Optional[tuple
                              f"this pipeline; components: {', '.join(sorted(components))}")
 
 
-def _missing(package: str, find_spec: Callable[[str], Any]) -> bool:
+def _missing(package: str) -> bool:
     try:
-        return find_spec(package) is None
+        return importlib.util.find_spec(package) is None
     except ModuleNotFoundError:  # the parent package (optimum) is missing
         return True
 
