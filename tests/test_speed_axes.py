@@ -126,11 +126,15 @@ def test_unused_parameters_do_not_split_cells() -> None:
     assert group == preflight_config(compose_cfg(*SHAPES, "offload=layerwise")).cell.key  # a group-offload field
 
 
-def test_alone_and_after_other_cells_give_the_same_bytes(tmp_path: Path) -> None:
+ALONE_FAST = [["quant=int8wo"], ["compile=regional", "compile.backend=eager", "fuse_qkv=true"], []]
+ALONE_ALL = [["quant=int8wo"], ["compile=regional", "compile.backend=eager"], ["fuse_qkv=true"], ["offload=group"],
+             ["offload=layerwise"], ["compile=full", "compile.backend=eager", "cache=fbcache"], []]
+
+
+@pytest.mark.parametrize("cells", [ALONE_FAST, pytest.param(ALONE_ALL, marks=pytest.mark.slow)], ids=["fast", "all"])
+def test_alone_and_after_other_cells_give_the_same_bytes(cells: list[list[str]], tmp_path: Path) -> None:
     """Per-cell axes are undone (compile, offload hooks, fused projections) and load-time ones reload:
     each cell's image is byte-identical rendered alone and after the others in one process."""
-    cells = [["quant=int8wo"], ["compile=regional", "compile.backend=eager"], ["fuse_qkv=true"],
-             ["offload=group"], ["offload=layerwise"], ["compile=full", "compile.backend=eager", "cache=fbcache"], []]
     shared = PipelineCache()
     after = [render(tmp_path / "sweep", shared, *c)[0] for c in cells]
     for i, (cell, image) in enumerate(zip(cells, after)):
@@ -154,19 +158,23 @@ def test_quantized_weights_do_not_leak_into_the_next_cell(tmp_path: Path) -> Non
 
 
 def test_warmup_count_defaults_to_what_the_cell_needs(tmp_path: Path) -> None:
+    from render.axes import default_warmups
+
+    cell = lambda *o: preflight_config(compose_cfg(*SHAPES, *o)).cell  # noqa: E731
+    assert default_warmups(cell()) == 1 and default_warmups(cell("cache=fbcache")) == 1
+    assert default_warmups(cell("compile=regional")) == 2 and default_warmups(cell("compile=full", "cache=fbcache")) == 3
     shared = PipelineCache()
 
     def warmups(*overrides: str) -> list[bool]:
-        job = preflight_config(compose_cfg(*SHAPES, "prompts.limit=4", *overrides, out_root=tmp_path))
+        job = preflight_config(compose_cfg(*SHAPES, "prompts.limit=3", "steps=2", *overrides, out_root=tmp_path))
         (result,) = run_job(job, tmp_path / job.cell.key, store=SampleStore(tmp_path), pipelines=shared, overrides=[])
         return [json.loads(line)["warmup"] for line in (result.run_dir / "samples.jsonl").read_text().splitlines()]
 
-    assert warmups() == [True, False, False, False]
-    assert warmups("compile=regional", "compile.backend=eager") == [True, True, False, False]
-    assert warmups("compile=regional", "compile.backend=eager", "cache=fbcache") == [True, True, True, False]
-    assert warmups("steps=5", "warmup=0") == [False] * 4
+    assert warmups("compile=regional", "compile.backend=eager") == [True, True, False]
+    assert warmups("warmup=0") == [False] * 3
 
 
+@pytest.mark.slow
 def test_sweep_compile_by_quant_four_cells_one_anchor(tiny_cache: Path, tmp_path: Path) -> None:
     """`-m compile=none,regional quant=none,int8wo`: four cells with distinct keys, compile time recorded
     apart from latency, and fidelity scored against the one anchor."""
