@@ -224,3 +224,16 @@ def test_inductor_compile_is_close_to_eager_and_records_compile_time(tmp_path: P
     a, b = (np.asarray(Image.open(io.BytesIO(x)), dtype=np.int16) for x in (eager, compiled))
     assert np.abs(a - b).max() <= 1
     assert record["compile_s"] > 1 and record["compiled_frames"] > 0
+
+
+def test_experiments_take_the_speed_axes() -> None:
+    """An experiment can put the new groups and toggles in its axes; the anchor supplies their start
+    (none / false) and a rendered cell's coordinates are read back from its run.json cell."""
+    from assess.experiment import load_experiment
+
+    exp = load_experiment("demo", ["+experiment.axes.compile=[none,regional]", "+experiment.axes.quant=[none,int8wo]",
+                                   "+experiment.axes.fuse_qkv=[false,true]"])
+    assert exp.cell_overrides(exp.start)[-3:] == ["compile=none", "quant=none", "fuse_qkv=false"]
+    cell = preflight_config(compose_cfg("device=cpu", "steps=8", *exp.cell_overrides(exp.start)[1:3],
+                                        "compile=regional", "quant=int8wo", "fuse_qkv=false")).cell
+    assert exp.coords_of_cell(cell.canonical())[-3:] == ("regional", "int8wo", "false")

@@ -135,6 +135,16 @@ def _missing(package: str) -> bool:
         return True
 
 
+def quantize_in_place(module: Any, name: str) -> None:
+    """Quantize an in-memory module with a torchao option (what `pipeline_quantization` does at load), for
+    models built from a config rather than loaded (benchmarks/gpu_check.py)."""
+    if QUANT_METHODS[name].backend != "torchao":
+        raise ValueError(f"quant={name}: only the torchao options quantize a module in place; use them or load with quant={name}")
+    from torchao.quantization import quantize_
+
+    quantize_(module, _torchao_config(name))
+
+
 def tensor_bytes(tensor: Any) -> int:
     """Bytes a (possibly quantized) tensor holds: the inner tensors of a tensor subclass (torchao, quanto)."""
     flatten = getattr(tensor, "__tensor_flatten__", None)
