@@ -7,9 +7,13 @@
     stops, as a fraction of the exhaustive grid (every cell on every dev prompt), and how often
     the climb's incumbent is the true best cell. Goal: <= 30 %, at a high success rate. The
     decisions are made by assess.climb.decide.decide, the function `assess climb` runs.
+(c) interaction: a grid steps x cache x quant x compile where quantization and compile are each
+    slower alone and fast only together (fp8 + compile); how often the climb finds the pair with
+    its combination moves (assess/climb/combine.py), and without them.
 
     python benchmarks/climb.py              # both
     python benchmarks/climb.py --only search --seeds 200
+    python benchmarks/climb.py --only interaction --seeds 50
     python benchmarks/climb.py --only cost --prompts 24
 """
 
@@ -26,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -79,6 +84,8 @@ class World:
     noise: float = 0.01  # per-prompt sd of the quality delta
     jitter: float = 0.05  # relative sd of a latency
     rendered: dict[Coords, int] = field(default_factory=dict)
+    truth: Callable[[Coords], tuple[float, float]] = true_cell  # (latency, quality delta) of a cell
+    anchor: Coords = ANCHOR
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -87,8 +94,8 @@ class World:
 
     def draw(self, coords: Coords) -> tuple[np.ndarray, np.ndarray]:
         if coords not in self.samples:
-            latency, delta = true_cell(coords)
-            scale = 0.0 if coords == ANCHOR else 1.0
+            latency, delta = self.truth(coords)
+            scale = 0.0 if coords == self.anchor else 1.0
             deltas = delta + scale * (self.prompt_effect * abs(delta) / BAND + self.rng.normal(0, self.noise, DEV))
             latencies = latency * np.exp(self.rng.normal(0, self.jitter, DEV))
             self.samples[coords] = (deltas, latencies)
@@ -109,32 +116,38 @@ class World:
             ids = p.dev_ids[:n]
             warm = {q: [float(x)] for q, x in zip(ids[1:], latencies[1:n], strict=True)}  # the first is a warm-up
             out[coords] = CellData(coords, "-".join(coords), frozenset(ids),
-                                   dict(zip(ids, deltas[:n].tolist(), strict=True)), warm, is_anchor=coords == ANCHOR)
+                                   dict(zip(ids, deltas[:n].tolist(), strict=True)), warm, is_anchor=coords == self.anchor)
         return out
 
 
-def simulate(seed: int, noise: float = 0.01, max_generations: int = 40) -> dict[str, object]:
-    p = plan()
-    world = World(seed, noise)
+def climb(p: Plan, world: World, max_generations: int = 40) -> tuple[Any, float, int]:
+    """Run decide generation after generation on the simulated world: (last decision, GPU s spent, generations)."""
     spent = 0.0
     history: list[dict[str, object]] = []
     budget = BudgetState(0.0, 1e12, 0.0)
     decision = None
     for _ in range(max_generations):
         cells = world.table(p)
-        decision = decide(p, cells, history, budget, None, frozenset(p.dev_ids[:world.rendered.get(ANCHOR, 0)]))
+        decision = decide(p, cells, history, budget, None, frozenset(p.dev_ids[:world.rendered.get(world.anchor, 0)]))
         history.append(history_entry(p, decision, state_fingerprint(p, cells)))
         if decision.stop:
             break
         for proposal in decision.proposals:
             spent += world.render(proposal.coords, proposal.rung)
-            spent += world.render(ANCHOR, proposal.rung)  # the renderer renders the anchor's missing samples too
-    exhaustive = sum(true_cell(c)[0] for c in grid()) * DEV  # every cell on every dev prompt (the anchor included)
+            spent += world.render(world.anchor, proposal.rung)  # the renderer renders the anchor's missing samples too
     assert decision is not None
+    return decision, spent, len(history)
+
+
+def simulate(seed: int, noise: float = 0.01, max_generations: int = 40) -> dict[str, object]:
+    p = plan()
+    world = World(seed, noise)
+    decision, spent, generations = climb(p, world, max_generations)
+    exhaustive = sum(true_cell(c)[0] for c in grid()) * DEV  # every cell on every dev prompt (the anchor included)
     best = true_best()
     return {"seed": seed, "fraction": spent / exhaustive, "found": decision.incumbent == best,
             "reached": world.rendered.get(best, 0) == DEV,
-            "incumbent": decision.incumbent, "status": decision.incumbent_status, "generations": len(history),
+            "incumbent": decision.incumbent, "status": decision.incumbent_status, "generations": generations,
             "stop": decision.stop, "cells": len(world.rendered)}
 
 
@@ -174,6 +187,58 @@ def search_benchmark(seeds: int, noise: float = 0.01) -> dict[str, object]:
           f"{summary['cells_median']} of {len(grid())}; generations (median) {summary['generations_median']}")
     print(f"    stops: {stops}; wrong incumbents: {misses or 'none'}  [{summary['seconds']:.0f} s]")
     return summary
+
+
+# -- (c) an interaction: fp8 and compile are each slower alone, fast together ------------------
+
+I_STEPS = {"12": -0.030, "16": -0.004, "28": 0.0}  # quality loss of fewer steps (12 is out of band)
+I_CACHES = {"none": (1.0, 0.0), "fbcache": (0.70, -0.0015), "pab": (0.75, -0.004), "taylorseer": (0.60, -0.006)}
+I_LEVERS = {("none", "none"): 1.0, ("fp8dq", "none"): 1.6, ("none", "regional"): 1.5, ("fp8dq", "regional"): 0.45}
+I_QUANT_LOSS = {"none": 0.0, "fp8dq": -0.003}
+I_ANCHOR: Coords = ("28", "none", "none", "none")
+
+
+def interaction_truth(coords: Coords) -> tuple[float, float]:
+    steps, cache, quant, compile_ = coords
+    speed, cache_loss = I_CACHES[cache]
+    latency = 0.05 * int(steps) * speed * I_LEVERS[(quant, compile_)]
+    return latency, (0.0 if coords == I_ANCHOR else I_STEPS[steps] + cache_loss + I_QUANT_LOSS[quant])
+
+
+def interaction_plan() -> Plan:
+    return Plan(axes={"steps": tuple(I_STEPS), "cache": tuple(I_CACHES), "quant": ("none", "fp8dq"), "compile": ("none", "regional")},
+                start=I_ANCHOR, rungs=RUNGS, eta=3, band=BAND, alpha=0.05, higher_is_better=True,
+                dev_ids=tuple(f"dev-{i:03d}" for i in range(DEV)), default_steps=28, anchor_steps=28)
+
+
+def interaction_best() -> Coords:
+    cells = [(s, c, q, k) for s in I_STEPS for c in I_CACHES for q in ("none", "fp8dq") for k in ("none", "regional")]
+    return min((c for c in cells if abs(interaction_truth(c)[1]) < BAND), key=lambda c: interaction_truth(c)[0])
+
+
+def interaction_benchmark(seeds: int, noise: float = 0.01) -> dict[str, object]:
+    """How often the climb ends on the true best (a cell with the fp8 + compile pair), with and without combining."""
+    import assess.climb.combine as combine
+
+    best = interaction_best()
+    print(f"(c) interaction grid: 3 steps x 4 caches x 2 quant x 2 compile, fp8dq alone x{I_LEVERS[('fp8dq', 'none')]}, "
+          f"regional alone x{I_LEVERS[('none', 'regional')]}, together x{I_LEVERS[('fp8dq', 'regional')]}; true best "
+          f"{' '.join(best)} (latency {interaction_truth(best)[0]:.3f})")
+    out: dict[str, object] = {}
+    real = combine.combination_proposals
+    for label, hook in (("with combination moves", real), ("one-factor moves only", lambda *a, **k: [])):
+        combine.combination_proposals = hook
+        try:
+            runs = [climb(interaction_plan(), World(seed, noise, truth=interaction_truth, anchor=I_ANCHOR)) for seed in range(seeds)]
+        finally:
+            combine.combination_proposals = real
+        found = sum(1 for decision, _, _ in runs if decision.incumbent == best)
+        paired = sum(1 for decision, _, _ in runs if decision.incumbent[2:] == ("fp8dq", "regional"))
+        print(f"    {label}: ends on the true best {found}/{seeds} = {found / seeds:.0%}, on a cell with the "
+              f"fp8dq + regional pair {paired}/{seeds} = {paired / seeds:.0%}; generations (median) "
+              f"{statistics.median(g for _, _, g in runs)}")
+        out[label] = {"true_best": found / seeds, "pair": paired / seeds}
+    return out
 
 
 # -- (a) the cost estimate --------------------------------------------------------------------
@@ -236,7 +301,7 @@ def cost_benchmark(prompts: int) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("cost", "search"))
+    parser.add_argument("--only", choices=("cost", "search", "interaction"))
     parser.add_argument("--seeds", type=int, default=100, help="simulated climbs (search)")
     parser.add_argument("--noise", type=float, default=0.01, help="per-prompt sd of the quality delta (search)")
     parser.add_argument("--prompts", type=int, default=24, help="dev prompts per cell (cost)")
@@ -247,6 +312,8 @@ def main() -> None:
         out["cost"] = cost_benchmark(args.prompts)
     if args.only in (None, "search"):
         out["search"] = search_benchmark(args.seeds, args.noise)
+    if args.only in (None, "interaction"):
+        out["interaction"] = interaction_benchmark(args.seeds, args.noise)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
 

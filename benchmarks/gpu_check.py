@@ -2,7 +2,13 @@
 downloaded) in bf16, rendered under native and flex attention, with and without fbcache and
 taylorseer, through the project's own attention and cache registries. Prints latencies and ratios.
 
+With --stacked: the cells a GPU user stacks, through the project's compile, quant and cache modules:
+eager; regional compile; fp8dq + regional compile; fp8dq + regional compile + fbcache — each with
+its warm latency, compile time (first call minus warm latency), peak memory and ratio vs eager.
+Goal on an H200: the stacked cell at least 2.2x faster than eager (diffusers-torchao's figure on an H100).
+
     python benchmarks/gpu_check.py                 # on a CUDA GPU (about 24 GiB for the weights)
+    python benchmarks/gpu_check.py --stacked       # the stacked speed levers (CUDA, compute capability >= 8.9 for fp8dq)
     python benchmarks/gpu_check.py --scale tiny    # the same code path on the CPU, tiny sizes
 """
 
@@ -52,6 +58,50 @@ def render_once(pipe, args, embeds, pooled) -> float:
     return time.perf_counter() - start
 
 
+STACKED = {  # name -> (quant, compile, cache), applied in this order (quantization cannot be undone: it comes last)
+    "eager": ("none", "none", "none"),
+    "regional compile": ("none", "regional", "none"),
+    "fp8dq + compile": ("fp8dq", "regional", "none"),
+    "fp8dq + compile + fbcache": ("fp8dq", "regional", "fbcache"),
+}
+
+
+def stacked(pipe, args, embeds, pooled) -> None:
+    """The stacked speed levers, each undone (compile, cache) before the next; fp8dq quantizes in place once."""
+    from render.axes.compile import CompileConf, apply_compile, reset_compile
+    from render.axes.quant import quantize_in_place, weights_bytes
+
+    cuda = args.device.startswith("cuda")
+    quantized, rows = False, {}
+    for name, (quant, compile_name, cache) in STACKED.items():
+        reset_compile(pipe.transformer)
+        reset_cache(pipe)
+        try:
+            if quant != "none" and not quantized:
+                quantize_in_place(pipe.transformer, quant)
+                quantized = True
+            conf = OmegaConf.structured(CACHES[cache][0]())
+            if cache == "fbcache":
+                conf.threshold = 0.12  # FLUX.1's usual setting
+            apply_cache(pipe, conf, steps=args.steps)
+            apply_compile(pipe.transformer, CompileConf(name=compile_name))
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            first = render_once(pipe, args, embeds, pooled)
+            render_once(pipe, args, embeds, pooled)  # a second warm-up: guards settle, cache branches compiled
+            warm = statistics.median(render_once(pipe, args, embeds, pooled) for _ in range(args.repeats))
+            peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+            rows[name] = warm
+            print(f"{name:>28}: {warm:.3f} s/image  compile {max(first - warm, 0):.1f} s  peak {peak:.1f} GiB  "
+                  f"weights {weights_bytes(pipe) / 2**30:.2f} GiB", flush=True)
+        except Exception as error:  # noqa: BLE001 - report and go on to the next cell
+            print(f"{name:>28}: FAILED {type(error).__name__}: {str(error)[:300]}", flush=True)
+    if "eager" in rows:
+        print("speed-up vs eager (goal for the stacked cell on an H200: >= 2.2x):")
+        for name, latency in rows.items():
+            print(f"  {name:>28}: {rows['eager'] / latency:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", choices=["full", "tiny"], default="full")
@@ -60,6 +110,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--attention", default="native,flex")
     parser.add_argument("--cache", default="none,fbcache,taylorseer")
+    parser.add_argument("--stacked", action="store_true", help="the stacked compile / fp8dq / fbcache cells instead")
     args = parser.parse_args()
     args.device = "cuda" if torch.cuda.is_available() else "cpu"
     args.size = args.size or (1024 if args.scale == "full" else 64)
@@ -71,6 +122,9 @@ def main() -> None:
     print(f"device={args.device} ({torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}) "
           f"params={sum(p.numel() for p in pipe.transformer.parameters()) / 1e9:.2f}B dtype={dtype} {args.size}px {args.steps} steps", flush=True)
 
+    if args.stacked:
+        stacked(pipe, args, embeds, pooled)
+        return
     results: dict[tuple[str, str], float] = {}
     for attention in args.attention.split(","):
         for cache in args.cache.split(","):

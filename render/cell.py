@@ -6,12 +6,14 @@ cannot (ranges, seed lists, prompt files). It imports no torch unless the device
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from render.axes import axes_key_params
 from render.caches import CACHES, cache_key_params
 from render.errors import RenderError
 from render.prompts import Prompt, load_prompts
@@ -48,6 +50,14 @@ class Cell:
     guidance: float
     height: int
     width: int
+    # speed axes (render/axes/); an anchor keeps the defaults: no compile, quantization or offload
+    compile: dict[str, Any] = field(default_factory=lambda: {"name": "none"})
+    quant: dict[str, Any] = field(default_factory=lambda: {"name": "none"})
+    offload: dict[str, Any] = field(default_factory=lambda: {"name": "none"})
+    vae_tiling: bool = False
+    vae_slicing: bool = False
+    fuse_qkv: bool = False
+    channels_last: bool = False
 
     def canonical(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,7 +69,10 @@ class Cell:
     def describe(self) -> str:
         cache = ",".join(f"{k}={v}" for k, v in self.cache.items() if k != "name")
         cache = f"{self.cache['name']}({cache})" if cache else self.cache["name"]
-        return f"{self.model.name} {self.attention} {cache} {self.scheduler} {self.steps} steps {self.height}x{self.width}"
+        speed = [f"{g}={getattr(self, g)['name']}" for g in ("compile", "quant", "offload") if getattr(self, g)["name"] != "none"]
+        speed += [t for t in ("vae_tiling", "vae_slicing", "fuse_qkv", "channels_last") if getattr(self, t)]
+        return (f"{self.model.name} {self.attention} {cache} {self.scheduler} {self.steps} steps {self.height}x{self.width}"
+                + "".join(f" {s}" for s in speed))
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,7 @@ class Job:
     tag: str = ""
     render_anchor: bool = True
     config: dict[str, Any] = field(default_factory=dict)
+    warmup: int | None = None  # leading calls marked warm-up; None: what the cell needs (render.axes.default_warmups)
 
     @property
     def is_anchor(self) -> bool:
@@ -170,6 +184,12 @@ def build_job(cfg: DictConfig) -> Job:
     steps = cfg.steps if cfg.steps is not None else m.steps
     cell = _make_cell(cfg, model, device_kind, steps=steps, attention=cfg.attention.name,
                       cache=cache_key_params(cfg.cache), scheduler=cfg.scheduler.name)
+    try:
+        cell = dataclasses.replace(cell, **axes_key_params(cfg))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if cfg.warmup is not None and cfg.warmup < 0:
+        raise ConfigError(f"warmup={cfg.warmup}: must be >= 0 (or null: what the cell needs)")
     a = m.anchor
     if a.cache not in CACHES:
         raise ConfigError(f"model.anchor.cache={a.cache}: valid values are {', '.join(CACHES)}")
@@ -192,6 +212,7 @@ def build_job(cfg: DictConfig) -> Job:
         tag=cfg.tag,
         render_anchor=cfg.render_anchor,
         config=OmegaConf.to_container(cfg, resolve=True),
+        warmup=cfg.warmup,
     )
 
 

@@ -16,6 +16,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from render.attention import check_attention_usable
+from render.axes import check_axes, load_options
 from render.caches import check_cache_supported
 from render.environment import check_hub_model, check_writable_folder
 from render.budget import (BudgetExceeded, History, check_budget, estimate_jobs, reserve, reserved_seconds,
@@ -60,6 +61,7 @@ def check_job(job: Job) -> None:
         quiet_libraries()  # the check imports the pipeline module: keep transformers' import chatter out
     check_cache_supported(job.cell.model.pipeline, job.cache_conf)
     check_model(job.cell.model)
+    check_axes(job.cell, job.device)
 
 
 def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (), *, single: bool = False) -> Job:
@@ -145,7 +147,7 @@ def measure_one_sample(job: Job) -> float:
     from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
-    loaded = PIPELINES.get(job.cell.model, job.device)
+    loaded = PIPELINES.get(job.cell.model, job.device, load_options(job.cell))
     prompt = job.prompts[0].text
     configure(loaded, job.cell, job.cache_conf, calibrate=lambda: render_sample(loaded, job, prompt, job.seeds[0]))
     render_sample(loaded, job, prompt, job.seeds[0])

@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from render import provenance, rundir
+from render import axes, provenance, rundir
+from render.axes.compile import CompileCounters
 from render.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
@@ -140,7 +141,7 @@ class CellWriter:
     def _pipeline(self) -> LoadedPipeline:
         if self.loaded is None:
             job = self.job
-            loaded = self.pipelines.get(job.cell.model, job.device)
+            loaded = self.pipelines.get(job.cell.model, job.device, axes.load_options(job.cell))
             self.load_s = loaded.load_s if loaded.load_unrecorded else 0.0
 
             def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
@@ -148,6 +149,8 @@ class CellWriter:
                 loaded.pipe(**call_kwargs(job.cell, text, seed))
 
             configure(loaded, job.cell, job.cache_conf, calibrate, record_in=self.run_dir / rundir.RUN_JSON)
+            if loaded.fresh:  # newly configured: the cell's warm-up calls start again
+                loaded.warmups_left = job.warmup if job.warmup is not None else axes.default_warmups(job.cell)
             self.loaded = loaded
         return self.loaded
 
@@ -167,17 +170,21 @@ class CellWriter:
                 self.result.n_reused += 1
             return
         loaded = self._pipeline()
+        first_call, before = loaded.fresh, CompileCounters.now()
         png, latency, memory, kind = render_sample(loaded, self.job, text, seed)
+        compiled = CompileCounters.now().since(before)
         image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
         rundir.atomic_write_bytes(self.run_dir / image, png)
         cell = self.job.cell
         self._append(rundir.SampleRecord(
             cell_key=cell.key, prompt_id=prompt_id, seed=seed, prompt=text, image=image, width=cell.width,
-            height=cell.height, latency_s=round(latency, 6), warmup=loaded.fresh, steps=cell.steps,
+            height=cell.height, latency_s=round(latency, 6), warmup=loaded.warmups_left > 0, steps=cell.steps,
             s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
             reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
-            prompt_sha=rundir.text_hash(text)))
+            prompt_sha=rundir.text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
+            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes))
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
+        loaded.warmups_left -= 1
         self.result.n_rendered += 1
         self._watch()
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from render import axes
 from render.caches import CACHES
 
 
@@ -106,6 +107,15 @@ class RenderConf:
     cache: Any = MISSING  # one of the schemas in render.caches.CACHES
     scheduler: SchedulerConf = MISSING
     prompts: PromptsConf = MISSING
+    # speed axes (render/axes/): compile, quantization, offload, toggles; every value enters the cell key
+    compile: Any = MISSING  # render.axes.compile.CompileConf
+    quant: Any = MISSING  # render.axes.quant.QuantConf (applied at load)
+    offload: Any = MISSING  # render.axes.offload.OffloadConf
+    vae_tiling: bool = False  # decode in tiles (pipelines with a VAE)
+    vae_slicing: bool = False  # decode a batch one image at a time (pipelines with a VAE)
+    fuse_qkv: bool = False  # fuse the denoiser's q/k/v projections into one matmul
+    channels_last: bool = False  # channels-last memory layout for the VAE / UNet
+    warmup: Optional[int] = None  # leading calls marked warm-up (not warm latency); None: what the cell needs (1; 2 with compile; 3 with compile + cache)
     steps: Optional[int] = None  # None: the model's default
     seed: Any = 0  # one seed or a list of seeds, e.g. seed=42 or seed=[0,1,2]
     height: Optional[int] = None  # None: the model's default
@@ -140,6 +150,7 @@ def register() -> None:
     cs.store(group="experiment", name="experiment_schema", node=ExperimentConf, package="experiment")
     for name, (schema, _apply) in CACHES.items():
         cs.store(group="cache", name=f"{name}_schema", node=schema)
+    axes.register(cs)
     # use_cache: Hydra copies the master config's resolver cache into every job's config, so all
     # jobs of one sweep (in-process or submitted) agree on the sweep folder.
     OmegaConf.register_new_resolver("hg_uniq", lambda: secrets.token_hex(2), use_cache=True, replace=True)

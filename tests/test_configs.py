@@ -14,7 +14,7 @@ from render.prompts import load_prompts
 from render.schema import _sanitise_subdir
 from tests.conftest import CONF_DIR, compose_cfg
 
-GROUPS = ["model", "attention", "cache", "scheduler", "prompts"]
+GROUPS = ["model", "attention", "cache", "scheduler", "prompts", "compile", "quant", "offload"]
 
 
 def options(group: str) -> list[str]:

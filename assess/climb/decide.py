@@ -145,7 +145,7 @@ class BudgetState:
 class Proposal:
     coords: Coords
     rung: int  # prompts.limit
-    kind: str  # start | neighbour | promotion | incumbent
+    kind: str  # start | neighbour | promotion | incumbent | combination (assess/climb/combine.py)
     reason: str
     est_s: float | None = None
     axis: str | None = None  # a neighbour's moved axis
@@ -461,10 +461,15 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     pruned, newly = prune(plan, flat, history, incumbent)
     ceiling = current[incumbent].latency if status == "confirmed" else None
     pruned_set = set(pruned)
+    sweep = sweep_proposals(plan, incumbent, current, cells, reach, pruned_set)
+    if not sweep:  # one-factor moves exhausted: try the best moves of several axes together (levers interact)
+        from assess.climb.combine import combination_proposals
+
+        sweep = combination_proposals(plan, incumbent, current, cells, reach)
     proposals = _dedupe(_incumbent_promotion(plan, incumbent, status, reach, cells)
                         + promotions(plan, evaluations, cells, reach, pruned_set, ceiling)
                         + challengers(plan, current, cells, reach, pruned_set, ceiling)
-                        + sweep_proposals(plan, incumbent, current, cells, reach, pruned_set))
+                        + sweep)
     decision = Decision(len(history) + 1, evaluations, current, reach, incumbent, status, front, flat, pruned, newly,
                         [], [], None, [])
     decision.reasons += _reasons(plan, decision)
@@ -513,7 +518,7 @@ def design_note(plan: Plan, d: Decision) -> str:
     head = f"g{d.generation}: incumbent {plan.label(d.incumbent)} ({d.incumbent_status})"
     if d.stop:
         return f"{head}; stop: {d.stop}"
-    kinds = {k: sum(1 for p in d.proposals if p.kind == k) for k in ("start", "incumbent", "promotion", "neighbour")}
+    kinds = {k: sum(1 for p in d.proposals if p.kind == k) for k in ("start", "incumbent", "promotion", "neighbour", "combination")}
     parts = []
     if kinds["start"]:
         parts.append("start")
@@ -522,6 +527,8 @@ def design_note(plan: Plan, d: Decision) -> str:
     if kinds["neighbour"]:
         axes = sorted({p.axis for p in d.proposals if p.kind == "neighbour" and p.axis})
         parts.append(f"sweep {'/'.join(axes)} ({kinds['neighbour']} cells)")
+    if kinds["combination"]:
+        parts.append(f"combine best moves ({kinds['combination']} cells)")
     if d.newly_pruned:
         parts.append("pruned " + ", ".join(f"{a}={v}" for a, v in d.newly_pruned))
     return f"{head}; " + "; ".join(parts)

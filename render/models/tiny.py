@@ -46,10 +46,13 @@ def tiny_model_dir(cache_root: Path | None = None) -> Path:
 
     The cache root is `cache_root`, else `$HYPERGRID_CACHE`, else `~/.cache/hypergrid`.
     """
-    if cache_root is None:
-        env = os.environ.get("HYPERGRID_CACHE")
-        cache_root = Path(env) if env else Path.home() / ".cache" / "hypergrid"
-    return Path(cache_root).expanduser() / "models" / f"tiny-{TINY_VERSION}"
+    return Path(cache_root or default_cache_root()).expanduser() / "models" / f"tiny-{TINY_VERSION}"
+
+
+def default_cache_root() -> Path:
+    """The project's cache folder: `$HYPERGRID_CACHE`, else `~/.cache/hypergrid`."""
+    env = os.environ.get("HYPERGRID_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "hypergrid"
 
 
 def ensure_tiny(cache_root: Path | None = None) -> Path:

@@ -42,6 +42,10 @@ class SampleRecord:
     sha256: str | None = None  # of the image file; a file that does not match is not this sample
     bytes: int | None = None  # the image file's size
     prompt_sha: str | None = None  # render.rundir.keys.text_hash of the prompt text: part of the identity
+    compile_s: float | None = None  # time torch.compile spent inside this call (dynamo's counters; 0 when warm)
+    compiled_frames: int | None = None  # frames dynamo compiled during this call
+    recompiles: int | None = None  # frames compiled on a call after the cell's first: recompilations
+    weights_bytes: int | None = None  # the pipeline's weights footprint as loaded (after quantization)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -189,9 +193,9 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     values["cell_key"] = obj.get("cell_key") or cell_key
     values["prompt_id"], values["seed"], values["image"] = str(obj["prompt_id"]), int(obj["seed"]), str(obj["image"])
     values["warmup"] = bool(obj.get("warmup", False))
-    for name in ("width", "height", "steps", "peak_mem_bytes", "bytes"):
+    for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes"):
         values[name] = None if values[name] is None else int(values[name])
-    for name in ("latency_s", "s_per_step", "load_s"):
+    for name in ("latency_s", "s_per_step", "load_s", "compile_s"):
         values[name] = None if values[name] is None else float(values[name])
     return SampleRecord(**values)
 

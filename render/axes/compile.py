@@ -1,0 +1,127 @@
+"""The compile axis: torch.compile on the denoiser, applied per cell and undone before the next.
+
+`regional` compiles each repeated transformer block (diffusers' `compile_repeated_blocks`: the
+blocks share one compiled graph, so compiling costs a few blocks, not the whole model); `full`
+compiles the whole denoiser (`ModelMixin.compile`, i.e. `torch.nn.Module.compile`).
+
+Undo: `nn.Module.compile` only sets `_compiled_call_impl`, so clearing it on every module brings
+back the eager forward; `torch._dynamo.reset()` then drops the compiled code and guards, so the
+next cell compiles afresh (its compile time is its own). Compiled artefacts (inductor's FX graph
+and kernel caches) live under the project's cache folder, `<HYPERGRID_CACHE>/torch-compile/`, so
+a later process (a SLURM job, a rerun) reuses them instead of compiling from nothing.
+
+fullgraph: diffusers' cache hooks decide at run time whether to skip blocks (a data-dependent
+branch dynamo cannot trace), and offload hooks move weights between devices: both break graphs.
+`compile.fullgraph=true` with a cache or an offload is refused by preflight rather than silently
+turned off, so a cell always runs the way its key says.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+COMPILE_NAMES = ("none", "regional", "full")
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
+ARTEFACTS_SUBDIR = "torch-compile"
+
+
+@dataclass
+class CompileConf:
+    """torch.compile of the denoiser (conf/compile/)."""
+
+    name: str = "none"  # none | regional (compile_repeated_blocks) | full (the whole denoiser)
+    mode: str = "default"  # torch.compile mode: default | max-autotune-no-cudagraphs | reduce-overhead | max-autotune
+    fullgraph: bool = False  # one graph or an error (refused with a cache or an offload: their hooks break graphs)
+    dynamic: Optional[bool] = None  # dynamic shapes: None lets dynamo decide (static first, dynamic on a recompile)
+    backend: str = "inductor"  # inductor (kernels) | aot_eager | eager (dynamo only: cheap, for tests)
+
+    def __post_init__(self) -> None:
+        for field_name, value, valid in (("name", self.name, COMPILE_NAMES), ("mode", self.mode, COMPILE_MODES),
+                                         ("backend", self.backend, COMPILE_BACKENDS)):
+            if value not in valid:
+                raise ValueError(f"compile.{field_name}={value}: valid values are {', '.join(valid)}")
+        if self.backend != "inductor" and self.mode != "default":
+            raise ValueError(f"compile.mode={self.mode} needs compile.backend=inductor (backend {self.backend} takes no mode)")
+
+
+def artefact_dir() -> str:
+    """Where inductor keeps compiled artefacts: the project's cache folder unless the user chose one."""
+    from render.models.tiny import default_cache_root
+
+    return str(default_cache_root() / ARTEFACTS_SUBDIR)
+
+
+def use_artefact_cache() -> None:
+    """Point inductor's and triton's caches into the project's cache folder (a user's own setting wins)."""
+    root = artefact_dir()
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", root)
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "triton"))
+
+
+def compile_kwargs(conf: CompileConf) -> Dict[str, Any]:
+    kwargs: Dict[str, Any] = {"fullgraph": conf.fullgraph, "dynamic": conf.dynamic, "backend": conf.backend}
+    if conf.backend == "inductor":
+        kwargs["mode"] = conf.mode
+    return kwargs
+
+
+def apply_compile(denoiser: Any, conf: CompileConf) -> None:
+    """Compile the denoiser as `conf` says; compilation itself happens on the first call."""
+    if conf.name == "none":
+        return
+    use_artefact_cache()
+    if conf.name == "regional":
+        denoiser.compile_repeated_blocks(**compile_kwargs(conf))
+    else:
+        denoiser.compile(**compile_kwargs(conf))
+
+
+def reset_compile(denoiser: Any) -> None:
+    """Back to eager: drop every module's compiled call and dynamo's compiled code (no-op when eager)."""
+    compiled = [m for m in denoiser.modules() if getattr(m, "_compiled_call_impl", None) is not None]
+    if not compiled:
+        return
+    import torch
+
+    for module in compiled:
+        module._compiled_call_impl = None
+    torch._dynamo.reset()
+
+
+def check_compile(conf: CompileConf, *, cache: str, offload: str, device_kind: str, denoiser_cls: Optional[type]) -> None:
+    """ValueError naming why this compile setting cannot run with the rest of the cell."""
+    if conf.name == "none":
+        return
+    if conf.fullgraph and (cache != "none" or offload != "none"):
+        other = f"cache={cache}" if cache != "none" else f"offload={offload}"
+        raise ValueError(f"compile.fullgraph=true with {other}: its hooks break the graph (fullgraph would fail at the "
+                         "first call); use compile.fullgraph=false, or cache=none and offload=none")
+    if conf.mode == "reduce-overhead" and device_kind == "cpu":
+        raise ValueError("compile.mode=reduce-overhead captures CUDA graphs and this cell runs on the CPU; "
+                         "use compile.mode=default or max-autotune-no-cudagraphs")
+    if conf.name == "regional" and denoiser_cls is not None and not getattr(denoiser_cls, "_repeated_blocks", None):
+        raise ValueError(f"compile=regional: {denoiser_cls.__name__} declares no repeated blocks (_repeated_blocks); use compile=full")
+
+
+@dataclass
+class CompileCounters:
+    """dynamo's cumulative compile time and compiled-frame count at one moment."""
+
+    seconds: float
+    frames: int
+
+    @classmethod
+    def now(cls) -> "CompileCounters":
+        from torch._dynamo import utils
+
+        return cls(utils.calculate_time_spent().get("total_wall_time", 0.0), int(utils.counters["frames"]["total"]))
+
+    def since(self, before: "CompileCounters") -> "CompileCounters":
+        # dynamo's reset clears the counters: a drop means they started again from zero
+        seconds = self.seconds - before.seconds if self.seconds >= before.seconds else self.seconds
+        frames = self.frames - before.frames if self.frames >= before.frames else self.frames
+        return CompileCounters(seconds, frames)
+

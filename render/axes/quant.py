@@ -1,0 +1,166 @@
+"""The quantization axis: weights quantized at load, through diffusers' `PipelineQuantizationConfig`.
+
+Quantization replaces the weights themselves, so it cannot be undone in place: it is a load-time
+choice, and the pipeline cache keys loaded pipelines by it (a cell with another quantization gets
+its own load; the unquantized pipeline never sees quantized weights).
+
+| option | backend | what | runs on |
+| --- | --- | --- | --- |
+| int8wo | torchao | int8 weights, per-channel scales; activations stay in the compute dtype | CPU, CUDA |
+| int8dq | torchao | int8 weights and dynamically quantized int8 activations | CPU, CUDA |
+| fp8wo | torchao | float8 (e4m3) weights, dequantized per matmul | CPU (slow), CUDA |
+| fp8dq | torchao | float8 weights and activations, row-wise scales (torch._scaled_mm) | CUDA, compute capability >= 8.9 |
+| quanto-int8 | optimum-quanto | int8 weights | CPU, CUDA |
+| nf4 | bitsandbytes | 4-bit NormalFloat weights, compute in the model dtype | CUDA |
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+EXTRA_BY_PACKAGE = {"torchao": "quant", "optimum.quanto": "quant", "bitsandbytes": "bnb"}
+
+
+@dataclass(frozen=True)
+class QuantMethod:
+    backend: str  # torchao | quanto | bitsandbytes
+    package: str  # import name of the backend
+    needs_cuda: bool = False
+    min_capability: Optional[tuple[int, int]] = None  # CUDA compute capability the kernels need
+    cpu_runs: bool = True  # the backend has a CPU path
+
+
+QUANT_METHODS: Dict[str, QuantMethod] = {
+    "int8wo": QuantMethod("torchao", "torchao"),
+    "int8dq": QuantMethod("torchao", "torchao"),
+    "fp8wo": QuantMethod("torchao", "torchao"),
+    # torchao asserts "Float8 dynamic quantization requires CUDA compute capability >= 8.9" (no CPU path)
+    "fp8dq": QuantMethod("torchao", "torchao", needs_cuda=True, min_capability=(8, 9)),
+    "quanto-int8": QuantMethod("quanto", "optimum.quanto"),
+    "nf4": QuantMethod("bitsandbytes", "bitsandbytes", needs_cuda=True),
+}
+QUANT_NAMES = ("none", *QUANT_METHODS)
+
+
+@dataclass
+class QuantConf:
+    """Weights quantization at load (conf/quant/)."""
+
+    name: str = "none"  # none | int8wo | int8dq | fp8wo | fp8dq | quanto-int8 | nf4
+    components: List[str] = field(default_factory=lambda: ["transformer"])  # pipeline components to quantize
+
+    def __post_init__(self) -> None:
+        if self.name not in QUANT_NAMES:
+            raise ValueError(f"quant={self.name}: valid values are {', '.join(QUANT_NAMES)}")
+        if self.name != "none" and not self.components:
+            raise ValueError(f"quant={self.name} with quant.components=[]: name at least one component, e.g. [transformer]")
+
+
+def _torchao_config(name: str) -> Any:
+    from torchao import quantization as q
+
+    return {
+        "int8wo": lambda: q.Int8WeightOnlyConfig(),
+        "int8dq": lambda: q.Int8DynamicActivationInt8WeightConfig(),
+        "fp8wo": lambda: q.Float8WeightOnlyConfig(),
+        "fp8dq": lambda: q.Float8DynamicActivationFloat8WeightConfig(granularity=q.PerRow()),
+    }[name]()
+
+
+def _component_config(name: str, library: str, dtype: Any) -> Any:
+    """The quantization config of one component; `library` is where its class lives (diffusers, transformers)."""
+    lib: Any
+    if library == "transformers":
+        import transformers as lib
+    else:
+        import diffusers as lib
+    backend = QUANT_METHODS[name].backend
+    if backend == "torchao":
+        return lib.TorchAoConfig(_torchao_config(name))
+    if backend == "quanto":
+        if library == "transformers":
+            return lib.QuantoConfig(weights="int8")
+        return lib.QuantoConfig(weights_dtype="int8")
+    return lib.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+
+
+def pipeline_quantization(conf: QuantConf, component_libraries: Dict[str, str], dtype: Any) -> Any:
+    """diffusers' `PipelineQuantizationConfig` for `conf`, or None for quant=none.
+
+    `component_libraries` maps each component to the library its class comes from (model_index.json);
+    a mapping per component is used because diffusers' and transformers' config classes differ.
+    """
+    if conf.name == "none":
+        return None
+    from diffusers import PipelineQuantizationConfig
+
+    missing = [c for c in conf.components if c not in component_libraries]
+    if missing:
+        raise ValueError(f"quant.components={list(conf.components)}: {', '.join(missing)} is not a component of this "
+                         f"pipeline; components: {', '.join(sorted(component_libraries))}")
+    mapping = {c: _component_config(conf.name, component_libraries[c], dtype) for c in conf.components}
+    return PipelineQuantizationConfig(quant_mapping=mapping)
+
+
+def check_quant(conf: QuantConf, *, device_kind: str, capability: Optional[tuple[int, int]],
+                components: Optional[List[str]]) -> None:
+    """ValueError naming why `conf` cannot run here: no CUDA, too old a GPU, a missing package, an unknown component."""
+    if conf.name == "none":
+        return
+    method = QUANT_METHODS[conf.name]
+    if method.needs_cuda and device_kind == "cpu":
+        runs = [n for n, m in QUANT_METHODS.items() if not m.needs_cuda]
+        raise ValueError(f"quant={conf.name} ({method.backend}) needs a CUDA GPU and this cell runs on the CPU; "
+                         f"on the CPU: quant={', '.join(runs)}")
+    if method.min_capability and capability is not None and capability < method.min_capability:
+        need = ".".join(map(str, method.min_capability))
+        raise ValueError(f"quant={conf.name} needs a GPU of compute capability >= {need} (this one: "
+                         f"{capability[0]}.{capability[1]}); use quant=fp8wo or int8dq")
+    if _missing(method.package):
+        extra = EXTRA_BY_PACKAGE[method.package]
+        raise ValueError(f"quant={conf.name} needs the package {method.package!r}: pip install 'hypergrid[{extra}]'")
+    if components is not None:
+        unknown = [c for c in conf.components if c not in components]
+        if unknown:
+            raise ValueError(f"quant.components={list(conf.components)}: {', '.join(unknown)} is not a component of "
+                             f"this pipeline; components: {', '.join(sorted(components))}")
+
+
+def _missing(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is None
+    except ModuleNotFoundError:  # the parent package (optimum) is missing
+        return True
+
+
+def quantize_in_place(module: Any, name: str) -> None:
+    """Quantize an in-memory module with a torchao option (what `pipeline_quantization` does at load), for
+    models built from a config rather than loaded (benchmarks/gpu_check.py)."""
+    if QUANT_METHODS[name].backend != "torchao":
+        raise ValueError(f"quant={name}: only the torchao options quantize a module in place; use them or load with quant={name}")
+    from torchao.quantization import quantize_
+
+    quantize_(module, _torchao_config(name))
+
+
+def tensor_bytes(tensor: Any) -> int:
+    """Bytes a (possibly quantized) tensor holds: the inner tensors of a tensor subclass (torchao, quanto)."""
+    flatten = getattr(tensor, "__tensor_flatten__", None)
+    if flatten is not None:
+        names, _ = flatten()
+        return sum(tensor_bytes(getattr(tensor, n)) for n in names if getattr(tensor, n) is not None)
+    return tensor.numel() * tensor.element_size()
+
+
+def weights_bytes(pipe: Any) -> int:
+    """The pipeline's weights footprint: every parameter and buffer of every component, as stored."""
+    import torch
+
+    total = 0
+    for component in pipe.components.values():
+        if isinstance(component, torch.nn.Module):
+            total += sum(tensor_bytes(t) for t in component.parameters())
+            total += sum(tensor_bytes(t) for t in component.buffers())
+    return total
