@@ -18,7 +18,8 @@ import itertools
 import statistics
 from collections.abc import Mapping
 
-from assess.climb.decide import CellData, Coords, Evaluation, Plan, Proposal, _blocked, plausible
+from assess.climb.evaluate import Evaluation
+from assess.climb.plan import CellData, Coords, Plan, Proposal, _blocked, plausible
 
 THRESHOLD_SUFFIX = "threshold"  # axes such as cache.threshold: re-tuned under a combination
 

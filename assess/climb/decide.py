@@ -35,163 +35,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from assess.climb.evaluate import Evaluation, correct, evaluate
+from assess.climb.plan import (BudgetState, CellData, Coords, Decision, Estimator, Family, Plan, Proposal, _blocked,  # noqa: F401
+                               plausible, reached, scored_rungs)
 from assess.stats import pareto_front
-
-Coords = tuple[str, ...]
-Family = tuple[str, str]  # (axis, value)
-# (cell, its steps, samples) -> device seconds, None when unknown; the cell is None for the anchor
-Estimator = Callable[["Coords | None", int, int], "float | None"]
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The pure part of an experiment: what decide needs."""
-
-    axes: dict[str, tuple[str, ...]]
-    start: Coords
-    rungs: tuple[int, ...]
-    eta: int
-    band: float
-    alpha: float
-    higher_is_better: bool
-    dev_ids: tuple[str, ...]
-    n_seeds: int = 1
-    default_steps: int = 0
-    anchor_steps: int = 0
-    holdout_n: int = 0  # holdout prompts: what the final renders for the incumbent, the control and the anchor
-
-    @classmethod
-    def from_experiment(cls, exp: Any) -> Plan:
-        return cls(axes=dict(exp.axes), start=exp.start, rungs=exp.rungs, eta=exp.eta, band=exp.quality.band,
-                   alpha=exp.quality.alpha, higher_is_better=exp.quality.direction == "higher",
-                   dev_ids=exp.dev.ids, n_seeds=len(exp.seeds), default_steps=exp.default_steps,
-                   anchor_steps=int(exp.anchor["steps"]), holdout_n=len(exp.holdout.ids))
-
-    @property
-    def top(self) -> int:
-        return self.rungs[-1]
-
-    def ordered(self, axis: str) -> bool:
-        """A numeric axis: its neighbours are the adjacent values, in the order listed."""
-        try:
-            [float(v) for v in self.axes[axis]]
-        except ValueError:
-            return False
-        return True
-
-    def grid_index(self, coords: Coords) -> tuple[int, ...]:
-        return tuple(values.index(v) if v in values else len(values) for values, v in
-                     zip(self.axes.values(), coords, strict=True))
-
-    def steps_of(self, coords: Coords) -> int:
-        if "steps" in self.axes:
-            return int(coords[list(self.axes).index("steps")])
-        return self.default_steps
-
-    def label(self, coords: Coords) -> str:
-        return " ".join(f"{a}={v}" for a, v in zip(self.axes, coords, strict=True))
-
-    def families_of(self, coords: Coords) -> list[Family]:
-        return list(zip(self.axes, coords, strict=True))
-
-    def goodness(self, delta: float | None) -> float:
-        """Quality delta turned so that higher is better (-inf when unknown)."""
-        if delta is None:
-            return -math.inf
-        return delta if self.higher_is_better else -delta
-
-
-@dataclass(frozen=True)
-class CellData:
-    """What the index holds for one cell of the grid, on the dev split."""
-
-    coords: Coords
-    cell_key: str | None = None
-    rendered: frozenset[str] = frozenset()  # dev prompt ids whose every seed is rendered
-    deltas: Mapping[str, float] = field(default_factory=dict)  # prompt id -> quality delta (mean over seeds)
-    latencies: Mapping[str, Sequence[float]] = field(default_factory=dict)  # prompt id -> warm latencies
-    unscored: frozenset[str] = frozenset()  # rendered prompts without a quality score yet
-    unavailable: Mapping[str, str] = field(default_factory=dict)  # prompt id -> why its quality is unavailable
-    failed: str | None = None  # "category: message" of a failed run
-    blocked_from: int | None = None  # smallest prompt count at which a run failed for good (not cancelled/timeout)
-    is_anchor: bool = False  # the anchor's own cell: evaluated and drawn, never promoted (the reference is frozen)
-
-
-@dataclass(frozen=True)
-class BudgetState:
-    spent_s: float
-    limit_s: float
-    reserve_s: float
-    price_per_gpu_hour: float | None = None
-    final_s: float | None = None  # the final's estimated cost for the current incumbent (set by decide)
-
-    @property
-    def kept_s(self) -> float:
-        """Kept back for the final: the reserve, or the final's estimate when that is larger."""
-        return max(self.reserve_s, self.final_s or 0.0)
-
-    @property
-    def left_s(self) -> float:
-        """What navigation may still spend: the limit minus what is kept for the final minus what is spent."""
-        return self.limit_s - self.kept_s - self.spent_s
-
-
-@dataclass(frozen=True)
-class Proposal:
-    coords: Coords
-    rung: int  # prompts.limit
-    kind: str  # start | neighbour | promotion | incumbent | combination (assess/climb/combine.py)
-    reason: str
-    est_s: float | None = None
-    axis: str | None = None  # a neighbour's moved axis
-
-    def as_dict(self, plan: Plan) -> dict[str, Any]:
-        return {"cell": dict(zip(plan.axes, self.coords, strict=True)), "rung": self.rung, "kind": self.kind,
-                "reason": self.reason, "est_s": self.est_s}
-
-
-@dataclass
-class Decision:
-    generation: int
-    evaluations: dict[int, dict[Coords, Evaluation]]  # rung -> cell -> evaluation (Wilcoxon Holm within the rung)
-    current: dict[Coords, Evaluation]  # cell -> evaluation at its highest scored rung
-    reached: dict[Coords, int]  # cell -> highest rung rendered
-    incumbent: Coords
-    incumbent_status: str  # confirmed | parity | provisional | start
-    frontier: list[Coords]
-    flat: list[Family]
-    pruned: list[Family]
-    newly_pruned: list[Family]
-    proposals: list[Proposal]
-    dropped: list[tuple[Proposal, str]]
-    stop: str | None
-    reasons: list[str]
-    note: str = ""
-    est_s: float | None = None  # estimated cost of the proposals (None: no history to estimate from)
-    budget: BudgetState | None = None  # with the final's estimate
-
-
-# -- rungs and evaluations ------------------------------------------------------------------
-
-
-def reached(plan: Plan, cell: CellData) -> int:
-    """The highest rung whose prompts are all rendered (0: not even the first)."""
-    best = 0
-    for rung in plan.rungs:
-        if set(plan.dev_ids[:rung]) <= cell.rendered:
-            best = rung
-    return best
-
-
-def scored_rungs(plan: Plan, cell: CellData) -> list[int]:
-    top = reached(plan, cell)
-    return [r for r in plan.rungs if r <= top and not (set(plan.dev_ids[:r]) & cell.unscored)]
-
 
 def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
     by_rung: dict[int, dict[Coords, Evaluation]] = {}
@@ -208,13 +59,6 @@ def current_evaluations(evaluations: Mapping[int, Mapping[Coords, Evaluation]]) 
     for rung in sorted(evaluations):
         current.update(evaluations[rung])
     return current
-
-
-def plausible(plan: Plan, e: Evaluation) -> bool:
-    """Could still be at parity: at parity, or undecided with its mean inside the band below the top rung."""
-    if e.verdict == "parity":
-        return True
-    return (e.verdict == "undecided" and e.mean is not None and abs(e.mean) <= plan.band and e.rung < plan.top)
 
 
 def _speed_key(plan: Plan, coords: Coords, e: Evaluation) -> tuple[Any, ...]:
@@ -268,10 +112,6 @@ def prune(plan: Plan, flat: Sequence[Family], history: Sequence[Mapping[str, Any
 
 
 # -- proposals ------------------------------------------------------------------------------
-
-
-def _blocked(cell: CellData | None, rung: int) -> bool:
-    return cell is not None and cell.blocked_from is not None and rung >= cell.blocked_from
 
 
 def promotions(plan: Plan, evaluations: Mapping[int, Mapping[Coords, Evaluation]], cells: Mapping[Coords, CellData],

@@ -116,7 +116,7 @@ def default_warmups(cell: Any) -> int:
 
 def pipeline_components(pipeline: str) -> Optional[list[str]]:
     """The components a pipeline class takes (its __init__ parameters); None when it cannot be imported."""
-    from render.pipeline import pipeline_class
+    from render.loading import pipeline_class
 
     try:
         cls = pipeline_class(pipeline)
@@ -128,7 +128,7 @@ def pipeline_components(pipeline: str) -> Optional[list[str]]:
 def _denoiser_class(pipeline: str) -> Optional[type]:
     import typing
 
-    from render.pipeline import pipeline_class
+    from render.loading import pipeline_class
 
     try:
         hints = typing.get_type_hints(pipeline_class(pipeline).__init__)
@@ -142,7 +142,7 @@ def check_axes(cell: Any, device: str) -> None:
     """Preflight: ValueError naming an axis value that cannot run here or with the rest of the cell."""
     if cell.compile == NONE and cell.quant == NONE and cell.offload == NONE and not any(getattr(cell, t) for t in TOGGLES):
         return
-    from render.pipeline import quiet_libraries
+    from render.loading import quiet_libraries
 
     quiet_libraries()
     pipeline = cell.model.pipeline
