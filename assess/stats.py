@@ -243,16 +243,21 @@ class CellComparison:
 
 
 def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None
-                   ) -> dict[str, dict[tuple[str, int], float]]:
+                   ) -> dict[str, dict[tuple[str, int], tuple[float, str]]]:
+    """metric -> (prompt_id, seed) -> (value, config) at the registry's current version of each metric only: a
+    cell half re-scored after a version change never averages the two versions."""
+    from assess.metrics import SPECS
+
     rows = index.query(
-        "SELECT s.metric, s.prompt_id, s.seed, s.value FROM scores s JOIN samples p USING (cell_key, prompt_id, seed) "
-        "WHERE s.cell_key = ? AND p.split = ? AND s.value IS NOT NULL",
+        "SELECT s.metric, s.metric_version, s.config, s.prompt_id, s.seed, s.value FROM scores s "
+        "JOIN samples p USING (cell_key, prompt_id, seed) WHERE s.cell_key = ? AND p.split = ? AND s.value IS NOT NULL",
         (cell_key, split),
     )
-    out: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
+    out: dict[str, dict[tuple[str, int], tuple[float, str]]] = defaultdict(dict)
     for r in rows:
-        if keys is None or (r["prompt_id"], r["seed"]) in keys:
-            out[r["metric"]][(r["prompt_id"], r["seed"])] = r["value"]
+        spec = SPECS.get(r["metric"])
+        if spec is not None and r["metric_version"] == spec.version and (keys is None or (r["prompt_id"], r["seed"]) in keys):
+            out[r["metric"]][(r["prompt_id"], r["seed"])] = (r["value"], r["config"])
     return out
 
 
@@ -281,9 +286,12 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
         if spec is None:
             continue
         if spec.needs_reference:
-            estimate, kind = reference_mean(values), "mean"
-        else:
-            estimate, kind = paired_delta(values, anchor.get(name, {})), "delta"
+            estimate, kind = reference_mean({k: v for k, (v, _) in values.items()}), "mean"
+        else:  # an anchor and a cell are compared only under the same configuration (e.g. the same CLIP model)
+            theirs = anchor.get(name, {})
+            same = {k for k, (_, config) in values.items() if k in theirs and theirs[k][1] == config}
+            estimate = paired_delta({k: values[k][0] for k in same}, {k: theirs[k][0] for k in same})
+            kind = "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
     speed = speedup(_warm_latencies(index, anchor_cell_key, split, anchor_keys),

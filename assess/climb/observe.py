@@ -89,9 +89,14 @@ def experiment_runs(index: Index, name: str) -> list[dict[str, Any]]:
 
 
 def _scores(index: Index, cell_key: str, metric: str, split: str) -> dict[tuple[str, int], dict[str, Any]]:
-    rows = index.query("SELECT s.prompt_id, s.seed, s.value, s.unavailable_reason FROM scores s "
+    """The metric's scores of a cell at the registry's current version only: a score of another version is
+    not a score yet (the cell reads as partially scored until it is re-scored)."""
+    from assess.metrics import SPECS
+
+    rows = index.query("SELECT s.prompt_id, s.seed, s.value, s.unavailable_reason, s.config FROM scores s "
                        "JOIN samples p USING (cell_key, prompt_id, seed) "
-                       "WHERE s.cell_key = ? AND s.metric = ? AND p.split = ?", (cell_key, metric, split))
+                       "WHERE s.cell_key = ? AND s.metric = ? AND s.metric_version = ? AND p.split = ?",
+                       (cell_key, metric, SPECS[metric].version, split))
     return {(r["prompt_id"], r["seed"]): r for r in rows}
 
 
@@ -134,6 +139,10 @@ def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str
                 values[(prompt, seed)] = row["value"]
             elif (other := reference.get((prompt, seed))) is None or other["value"] is None:
                 unavailable.setdefault(prompt, f"the anchor has no {q.metric} score for ({prompt}, seed {seed})")
+            elif other["config"] != row["config"]:
+                unavailable.setdefault(prompt, f"{q.metric} of the cell ({row['config'] or 'default'}) and of the anchor "
+                                               f"({other['config'] or 'default'}) were scored differently: re-score "
+                                               "both with the same model (assess score --force ...)")
             else:
                 values[(prompt, seed)], anchor_values[(prompt, seed)] = row["value"], other["value"]
     deltas = per_prompt_deltas(values, q.identity if q.needs_reference else anchor_values)  # type: ignore[arg-type]

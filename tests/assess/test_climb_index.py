@@ -14,7 +14,9 @@ from assess.climb.observe import observe, sync_run_experiments
 from assess.experiment import load_experiment
 from assess.index import Index
 from assess.score import score
+from render.rundir import cell_key_of
 from tests.assess.climb_fixtures import (
+    ANCHOR_KEY,
     DemoRuns,
     demo_cell,
     dev_ids,
@@ -313,3 +315,17 @@ def test_the_report_replays_the_decision_the_climb_printed(runs: DemoRuns, db: P
 
     page = unescape(write_experiment_report("tiny-demo", db, overrides=budget).read_text()).replace("\n", " ")
     assert f"The climb stopped: {stop}" in page
+
+
+def test_a_cell_half_rescored_after_a_version_change_reads_as_partially_scored(runs: DemoRuns, db: Path) -> None:
+    from assess.climb.observe import quality_deltas
+
+    first_generation(runs, db)
+    key = cell_key_of(demo_cell(4))
+    with Index.open(db) as index:
+        index.db.execute("UPDATE scores SET metric_version = 0, value = 0.5 WHERE cell_key = ? AND prompt_id IN "
+                         "('dev-000', 'dev-001')", [key])
+        exp = load_experiment("tiny-demo")
+        rendered = frozenset(dev_ids(4))
+        deltas, unscored, _ = quality_deltas(index, exp, key, ANCHOR_KEY, "dev", rendered)
+    assert unscored == {"dev-000", "dev-001"} and set(deltas) == {"dev-002", "dev-003"}
