@@ -257,58 +257,6 @@ def is_sweep_folder(path: Path) -> bool:
     return (path / SWEEP_JSON).exists() or (path / MULTIRUN_YAML).exists()
 
 
-@dataclass(frozen=True)
-class SweepCell:
-    """One cell listed in SWEEP.json (whether or not its run directory exists yet)."""
-
-    job_num: int | None
-    overrides: tuple[str, ...]
-    cell_key: str | None
-    subdir: str | None
-    n_expected: int | None
-    estimate_s: float | None = None
-
-
-@dataclass(frozen=True)
-class SweepInfo:
-    path: Path
-    cells: list[SweepCell]
-    launcher: str | None
-    started_at: str | None
-    record: dict[str, Any] = field(default_factory=dict)  # the whole SWEEP.json (host, pid: who runs it)
-
-
-def _sweep_cell(entry: Any, index: int) -> SweepCell:
-    if not isinstance(entry, dict):
-        raise TypeError(f"cell {index}: expected an object")
-    n_expected = entry.get("expected_samples")
-    return SweepCell(
-        job_num=int(entry.get("num", index)),
-        overrides=tuple(str(o) for o in entry.get("overrides", [])),
-        cell_key=entry.get("cell_key"),
-        subdir=entry.get("subdir"),
-        n_expected=None if n_expected is None else int(n_expected),
-        estimate_s=entry.get("estimate_s"),
-    )
-
-
-def load_sweep(path: Path | str) -> SweepInfo | None:
-    """SWEEP.json of a sweep folder, or None when the folder has none (Hydra-only sweeps)."""
-    path = Path(path).resolve()
-    file = path / SWEEP_JSON
-    if not file.exists():
-        return None
-    data = load_json(file)
-    cells_raw = data.get("cells")
-    if not isinstance(cells_raw, list):
-        raise InvalidRunDirectory(f"{file}: missing list 'cells'")
-    try:
-        cells = [_sweep_cell(entry, i) for i, entry in enumerate(cells_raw)]
-    except (TypeError, ValueError) as exc:
-        raise InvalidRunDirectory(f"{file}: {exc}") from exc
-    return SweepInfo(path=path, cells=cells, launcher=data.get("launcher"), started_at=data.get("started_at"), record=data)
-
-
 def parse_time(value: str | None) -> datetime | None:
     """ISO-8601 time from a record; naive times are taken as UTC."""
     if not value:

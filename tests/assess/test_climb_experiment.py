@@ -130,7 +130,7 @@ class _Summary:
         return ["scored"]
 
 
-def test_the_shipped_demo_climbs_the_shapes_model_on_its_fit(restore_hydra) -> None:
+def test_the_shipped_demo_climbs_the_shapes_model_on_its_fit() -> None:
     """docs/shapes.md: 4 steps is at parity within 0.01 of fit, 2 steps (-0.021) is not."""
     demo = load_experiment("demo")
     assert demo.anchor["steps"] == "32" and demo.quality.metric == "shapes_fit" and demo.quality.band == 0.01
