@@ -140,6 +140,11 @@ def _prompt_overrides(run: dict[str, Any]) -> list[str]:
     return own if named else [f"prompts={run['prompts_name']}", *own]
 
 
+def _without_seed(overrides: list[str]) -> list[str]:
+    """A union's row covers the seeds of all its runs: its label names none (its render line lists them)."""
+    return [o for o in overrides if (parse_override(o) or ("", ""))[0] != "seed"]
+
+
 def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView], Scope]:
     """The scope's cells (assess.scope): numbers over the pairs the runs asked for, and their anchors on the same."""
     scope = scope_of(runs)
@@ -158,7 +163,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
             cell_key=cell_key, split=split, anchor_cell_key=cell.anchor_cell_key, is_anchor=cell.is_anchor,
             status=_status(cell.runs) if cell.runs else row["status"], n_samples=len(scoped.samples),
             n_expected=cell.n_expected, overrides=overrides, values=scoped.values, reasons=scoped.reasons,
-            label=_label(overrides, cell_key, cell.is_anchor),
+            label=_label(_without_seed(overrides) if scope.is_union else overrides, cell_key, cell.is_anchor),
             n_values=row["height"] * row["width"] * 3 if row["height"] and row["width"] else None,
             keys=cell.keys, reused=scoped.reused_elsewhere, groups=sorted(cell.groups),
             command=render_line(overrides, prompts.get((cell_key, split), []), cell.keys),

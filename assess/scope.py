@@ -15,7 +15,6 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from assess.metrics.registry import SPECS, SPEED_SPECS
@@ -139,15 +138,3 @@ def _spent(cell: CellScope, samples: list[dict[str, Any]]) -> float:
     for s in samples:
         loads[s["run_path"]] = max(loads.get(s["run_path"], 0.0), s["load_s"] or 0.0)
     return sum(s["latency_s"] or 0.0 for s in samples) + sum(loads.values())
-
-
-def describe_groups(groups: Iterable[str], root: Path | None = None) -> list[str]:
-    """Sweep folders, relative to root when below it."""
-    out = []
-    for group in groups:
-        path = Path(group)
-        try:
-            out.append(str(path.relative_to(root)) if root else group)
-        except ValueError:
-            out.append(group)
-    return out

@@ -195,8 +195,8 @@ def format_plain(rows: list[CellStatus]) -> str:
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADER) - 1)]
 
     def line(cols: list[str]) -> str:
-        text = "  ".join(c.ljust(w) for c, w in zip(cols[:-1], widths, strict=True)) + ("  " + cols[-1] if cols[-1] else "")
-        return text.rstrip()
+        text = "  ".join(c.ljust(w) for c, w in zip(cols[:-1], widths, strict=True))
+        return (text + ("  " + cols[-1] if cols[-1] else "")).rstrip()
 
     groups = by_sweep(rows)
     if len(groups) <= 1:

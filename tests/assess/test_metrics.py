@@ -100,9 +100,7 @@ def test_lpips_is_unavailable_with_a_reason_when_its_network_is_not_at_hand() ->
         import torchvision  # noqa: F401
     except Exception:
         assert out.value is None
-        assert out.unavailable_reason.startswith("LPIPS needs torchvision, which is not installed. Add the build that "
-                                                 "matches your torch")
-        assert "--no-deps" in out.unavailable_reason or "--index-url" in out.unavailable_reason
+        assert out.unavailable_reason.startswith("LPIPS needs torchvision, which is not installed.")
     else:  # pragma: no cover - only where torchvision and the AlexNet weights are installed
         assert out.value is not None or "not at hand" in out.unavailable_reason
 
