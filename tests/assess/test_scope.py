@@ -20,6 +20,8 @@ from assess.score import score
 from assess.status import format_plain, status
 from tests.conftest import run_render
 
+pytestmark = pytest.mark.slow  # renders three real sweeps (minutes): run by .ci/run with the other slow promise tests
+
 SWEEPS = {  # name -> the render arguments
     "a": ["-m", "model=tiny", "steps=4,8", "seed=1", "prompts.limit=3"],
     "b": ["-m", "model=tiny", "steps=8,12", "seed=2", "prompts.limit=3", "hydra/launcher=gpus",
