@@ -26,7 +26,7 @@ def test_single_run_writes_a_complete_run_directory(tiny_cache: Path, tmp_path: 
     assert run.parents[1] == (tmp_path / "outputs" / "runs").resolve()  # outputs/runs/<day>/<time>-<4 hex>
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", run.parent.name) and re.fullmatch(r"\d{2}-\d{2}-\d{2}-[0-9a-f]{4}", run.name)
     meta = json.loads((run / "run.json").read_text())
-    assert meta["cell"]["steps"] == 2 and meta["overrides"] == ["steps=2", "render_anchor=false"]
+    assert meta["cell"]["steps"] == 2 and meta["overrides"] == ["model=tiny", "steps=2", "render_anchor=false"]
     assert set(meta["versions"]) >= {"torch", "diffusers", "python"} and "revision" in meta["git"]
     assert (run / ".hydra" / "overrides.yaml").read_text().count("steps=2") == 1
     assert (run / "render.log").exists() and (run / "DONE.json").exists() and not (run / "FAILED.json").exists()
@@ -38,12 +38,12 @@ def test_single_run_writes_a_complete_run_directory(tiny_cache: Path, tmp_path: 
 
 
 def test_sweep_renders_one_cell_per_combination_and_the_anchor(tiny_cache: Path, tmp_path: Path) -> None:
-    result = run_render("model=tiny", "-m", "steps=1,2", "cache=none,fbcache", "seed=42", "prompts.limit=2", cwd=tmp_path)
+    result = run_render("-m", "model=tiny", "steps=1,2", "cache=none,fbcache", "seed=42", "prompts.limit=2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (sweep,) = list((tmp_path / "outputs" / "multirun").glob("*/*"))
     cells = sorted(p.name for p in sweep.iterdir() if p.is_dir())
-    assert cells == ["0_cache=none,prompts.limit=2,seed=42,steps=1", "1_cache=fbcache,prompts.limit=2,seed=42,steps=1",
-                     "2_cache=none,prompts.limit=2,seed=42,steps=2", "3_cache=fbcache,prompts.limit=2,seed=42,steps=2"]
+    assert cells == ["0_cache=none,model=tiny,prompts.limit=2,seed=42,steps=1", "1_cache=fbcache,model=tiny,prompts.limit=2,seed=42,steps=1",
+                     "2_cache=none,model=tiny,prompts.limit=2,seed=42,steps=2", "3_cache=fbcache,model=tiny,prompts.limit=2,seed=42,steps=2"]
     assert len(json.loads((sweep / "SWEEP.json").read_text())["cells"]) == 4
     (anchor,) = [d for d in run_dirs(tmp_path / "outputs" / "anchors")]
     assert json.loads((anchor / "run.json").read_text())["is_anchor"] and len(records(anchor)) == 2
@@ -73,7 +73,7 @@ def test_larger_prompt_set_renders_only_the_new_prompts(tiny_cache: Path, tmp_pa
 
 def test_cell_images_do_not_depend_on_the_cells_before_it(tiny_cache: Path, tmp_path: Path) -> None:
     """In-process sweeps reuse the pipeline; resetting attention, cache and scheduler must be exact."""
-    swept = run_render("model=tiny", "-m", "cache=taylorseer,none", "scheduler=dpmpp-2m,default", "attention=math,native", "steps=6", "prompts.limit=1",
+    swept = run_render("-m", "model=tiny", "cache=taylorseer,none", "scheduler=dpmpp-2m,default", "attention=math,native", "steps=6", "prompts.limit=1",
                        "render_anchor=false", "out_root=a", cwd=tmp_path)
     alone = run_render("model=tiny", "cache=none", "scheduler=default", "steps=6", "prompts.limit=1", "render_anchor=false", "out_root=b", cwd=tmp_path)
     assert swept.returncode == 0 and alone.returncode == 0, swept.stderr + alone.stderr
@@ -110,7 +110,8 @@ BAD_INPUTS = [
 @pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[" ".join(a) for a, _ in BAD_INPUTS])
 def test_bad_input_fails_clearly_and_writes_nothing(case: int, tmp_path: Path) -> None:
     args, message = BAD_INPUTS[case]
-    result = run_render("model=tiny", *args, cwd=tmp_path, timeout=120)
+    args = ["-m", "model=tiny", *args[1:]] if args[:1] == ["-m"] else ["model=tiny", *args]  # -m comes first
+    result = run_render(*args, cwd=tmp_path, timeout=120)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
@@ -128,7 +129,7 @@ def test_two_sweeps_started_in_the_same_second_never_share_a_folder(tiny_cache: 
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "render", "model=tiny", "-m", "steps=1", "prompts.limit=1", "render_anchor=false"]
+    command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=1", "prompts.limit=1", "render_anchor=false"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     processes = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
     assert all(p.wait(timeout=300) == 0 for p in processes)

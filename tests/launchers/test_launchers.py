@@ -32,7 +32,7 @@ def the_sweep(root: Path) -> Path:
 
 @pytest.mark.parametrize("launcher", ["gpus", SLURM])
 def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
-    result = run_render("model=tiny", "-m", "steps=2,3,4", "cache=none,fbcache", "prompts.limit=2", *LAUNCHERS[launcher], cwd=tmp_path)
+    result = run_render("-m", "model=tiny", "steps=2,3,4", "cache=none,fbcache", "prompts.limit=2", *LAUNCHERS[launcher], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = the_sweep(tmp_path)
     jobs = json.loads((sweep / "JOBS.json").read_text())
@@ -54,7 +54,7 @@ def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache
     broken = tmp_path / "broken-model"
     broken.mkdir()
     (broken / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
-    result = run_render("model=tiny", "-m", f"model.id=hypergrid:tiny,{broken}", "steps=2,3", "prompts.limit=1", "render_anchor=false",
+    result = run_render("-m", "model=tiny", f"model.id=hypergrid:tiny,{broken}", "steps=2,3", "prompts.limit=1", "render_anchor=false",
                         *LAUNCHERS[launcher], cwd=tmp_path)
     assert result.returncode == 1
     assert "2 of 4 cells failed" in result.stderr and str(broken).split("/")[-1] in result.stderr
@@ -90,7 +90,7 @@ def test_a_job_past_its_time_limit_is_requeued_and_finishes(launcher: str, limit
                                                             tiny_cache: Path, tmp_path: Path) -> None:
     """More work than one attempt can do: the job is requeued, and no attempt renders a sample twice."""
     n = samples_for(work_s, 100, tmp_path)
-    result = run_render("model=tiny", "-m", "steps=100", "prompts=dev", f"prompts.limit={(n + 1) // 2}", "seed=[0,1]", "render_anchor=false",
+    result = run_render("-m", "model=tiny", "steps=100", "prompts=dev", f"prompts.limit={(n + 1) // 2}", "seed=[0,1]", "render_anchor=false",
                         *LAUNCHERS[launcher], f"hydra.launcher.timeout_min={limit_min}", f"hydra.launcher.signal_delay_s={signal_s}",
                         "hydra.launcher.max_num_timeout=12", cwd=tmp_path, timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -103,7 +103,7 @@ def test_a_job_past_its_time_limit_is_requeued_and_finishes(launcher: str, limit
 
 @pytest.mark.slurm
 def test_scancel_marks_the_cells_cancelled_and_the_command_returns(tiny_cache: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "render", "model=tiny", "-m", "steps=200,201", "prompts=dev", "render_anchor=false", *LAUNCHERS["slurm"]]
+    command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=200,201", "prompts=dev", "render_anchor=false", *LAUNCHERS["slurm"]]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list(tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")):
@@ -120,7 +120,7 @@ def test_scancel_marks_the_cells_cancelled_and_the_command_returns(tiny_cache: P
 @pytest.mark.slurm
 def test_detached_submission_is_followed_with_assess_status(tiny_cache: Path, tmp_path: Path) -> None:
     started = time.monotonic()
-    result = run_render("model=tiny", "-m", "steps=2,3", "prompts.limit=2", *LAUNCHERS["slurm"], "hydra.launcher.wait=false", cwd=tmp_path)
+    result = run_render("-m", "model=tiny", "steps=2,3", "prompts.limit=2", *LAUNCHERS["slurm"], "hydra.launcher.wait=false", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "submitted 2 job(s)" in result.stdout and "assess status" in result.stdout
     sweep = the_sweep(tmp_path)
