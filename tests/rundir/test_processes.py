@@ -92,13 +92,15 @@ def test_two_sweeps_at_once_render_each_shared_sample_once(tiny_cache: Path, tmp
         assert all(row.n_done == 6 for row in status(sweep))
 
 
-def test_sigterm_records_cancelled_and_exits_non_zero(tiny_cache: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_records_cancelled_and_exits_non_zero(tiny_cache: Path, tmp_path: Path, sig: signal.Signals) -> None:
     process = start("-m", "steps=5,6", "prompts=dev", "prompts.limit=20", "render_anchor=false", cwd=tmp_path)
     run_dir = wait_for_records("outputs/multirun/*/*/0_*/samples.jsonl", tmp_path, 1, process)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=120) == 128 + signal.SIGTERM
+    process.send_signal(sig)
+    assert process.wait(timeout=120) == 128 + sig
     failed = json.loads((run_dir / "FAILED.json").read_text())
-    assert failed["category"] == "cancelled" and "SIGTERM" in failed["message"] and failed["sample"]["prompt_id"].startswith("dev-")
+    assert failed["category"] == "cancelled" and failed["sample"]["prompt_id"].startswith("dev-")
+    assert ("SIGTERM" in failed["message"]) if sig == signal.SIGTERM else failed["message"].startswith("KeyboardInterrupt")
     rows = {row.name: row for row in status(run_dir.parent)}
     assert rows[run_dir.name].state == "failed" and rows[run_dir.name].category == "cancelled"
     (other,) = [row for name, row in rows.items() if name != run_dir.name]
