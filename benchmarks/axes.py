@@ -33,6 +33,7 @@ OPTIONS: dict[str, list[str]] = {
     "fuse_qkv": ["fuse_qkv=true"],
     "int8wo+regional": ["quant=int8wo", "compile=regional"],
 }
+COLD_WARM = ("compile=regional", "compile=full")  # compile time from an empty and from a warm artefact cache
 
 
 def render_cell(pipelines: Any, job: Any, baseline: tuple[Any, Any] | None = None) -> dict[str, Any]:
@@ -130,16 +131,17 @@ def main() -> None:
     reference = PipelineCache()  # the plain pipeline, loaded apart: every cell's samples alternate with its samples
     baseline = reference.get(jobs["none"].cell.model, jobs["none"].device)
     render_cell(reference, jobs["none"])  # configured and warm
-    results = {name: render_cell(pipelines, job, (baseline, jobs["none"])) for name, job in jobs.items()}
-    base = results["none"]  # weights reference
     print(f"model=shapes CPU ({torch.get_num_threads()} threads), {args.prompts} dev prompts, {args.steps} steps; "
           f"anchor {jobs['none'].anchor.steps} steps, fit {shapes_fit(anchor):.3f}")
     print("| option | warm latency ratio vs none (ms) | compile s (first call) | compile s cold / warm cache | weights ratio | PSNR vs anchor | SSIM vs anchor | shapes fit |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, r in results.items():
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    base = None  # the plain cell: the weights reference
+    for name, job in jobs.items():
+        r = render_cell(pipelines, job, (baseline, jobs["none"]))
+        base = base or r
         psnr, ssim = fidelity(r["images"], anchor["images"])
         cold_warm = "-"
-        if "compile" in " ".join(OPTIONS[name]) and not args.skip_cold:
+        if name in COLD_WARM and not args.skip_cold:
             cold, warm = cold_and_warm(name, args.steps)
             cold_warm = f"{cold:.1f} / {warm:.1f}"
         compile_s = f"{r['compile_s']:.1f}" if r["compile_s"] else "-"

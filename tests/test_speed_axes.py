@@ -237,3 +237,21 @@ def test_experiments_take_the_speed_axes() -> None:
     cell = preflight_config(compose_cfg("device=cpu", "steps=8", *exp.cell_overrides(exp.start)[1:3],
                                         "compile=regional", "quant=int8wo", "fuse_qkv=false")).cell
     assert exp.coords_of_cell(cell.canonical())[-3:] == ("regional", "int8wo", "false")
+
+
+def test_compiled_artefacts_go_to_the_project_cache_unless_the_user_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor writes its default folder into TORCHINDUCTOR_CACHE_DIR as soon as anything asks for it
+    (importing torchao does): that default must not keep the artefacts out of the project's cache."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    from render.axes.compile import use_artefact_cache
+
+    monkeypatch.setenv("HYPERGRID_CACHE", str(tmp_path))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    cache_dir()  # what an import of torchao does: inductor sets its default
+    use_artefact_cache()
+    assert cache_dir() == str(tmp_path / "torch-compile")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    use_artefact_cache()
+    assert cache_dir() == str(tmp_path / "mine")

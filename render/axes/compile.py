@@ -19,6 +19,7 @@ turned off, so a cell always runs the way its key says.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
@@ -55,9 +56,15 @@ def artefact_dir() -> str:
 
 
 def use_artefact_cache() -> None:
-    """Point inductor's and triton's caches into the project's cache folder (a user's own setting wins)."""
-    root = artefact_dir()
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", root)
+    """Point inductor's and triton's caches into the project's cache folder (a user's own setting wins).
+
+    Inductor writes its default folder into TORCHINDUCTOR_CACHE_DIR the first time anything asks for
+    it (importing torchao does), so a value equal to that default is inductor's, not the user's."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if current is None or os.path.abspath(current) == os.path.abspath(default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = artefact_dir()
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "triton"))
 
 
@@ -106,9 +113,32 @@ def check_compile(conf: CompileConf, *, cache: str, offload: str, device_kind: s
         raise ValueError(f"compile=regional: {denoiser_cls.__name__} declares no repeated blocks (_repeated_blocks); use compile=full")
 
 
+_compile_wall = {"total": 0.0, "started": None}  # wall seconds spent compiling in this process
+
+
+def _on_compile_start(_args: Any) -> None:
+    _compile_wall["started"] = time.perf_counter()
+
+
+def _on_compile_end(_args: Any) -> None:
+    if _compile_wall["started"] is not None:
+        _compile_wall["total"] += time.perf_counter() - _compile_wall["started"]
+        _compile_wall["started"] = None
+
+
+def _watch_compiles() -> None:
+    """Time every dynamo compilation (tracing + backend) with dynamo's compile callbacks; `torch._dynamo.reset`
+    clears callbacks, so they are put back whenever a measurement starts."""
+    from torch._dynamo.callback import callback_handler
+
+    if _on_compile_start not in callback_handler.start_callbacks:
+        callback_handler.register_start_callback(_on_compile_start)
+        callback_handler.register_end_callback(_on_compile_end)
+
+
 @dataclass
 class CompileCounters:
-    """dynamo's cumulative compile time and compiled-frame count at one moment."""
+    """Wall seconds spent compiling so far in this process, and dynamo's compiled-frame count."""
 
     seconds: float
     frames: int
@@ -117,11 +147,11 @@ class CompileCounters:
     def now(cls) -> "CompileCounters":
         from torch._dynamo import utils
 
-        return cls(utils.calculate_time_spent().get("total_wall_time", 0.0), int(utils.counters["frames"]["total"]))
+        _watch_compiles()
+        return cls(float(_compile_wall["total"]), int(utils.counters["frames"]["total"]))
 
     def since(self, before: "CompileCounters") -> "CompileCounters":
-        # dynamo's reset clears the counters: a drop means they started again from zero
-        seconds = self.seconds - before.seconds if self.seconds >= before.seconds else self.seconds
+        # dynamo's reset clears the frame counter: a drop means it started again from zero
         frames = self.frames - before.frames if self.frames >= before.frames else self.frames
-        return CompileCounters(seconds, frames)
+        return CompileCounters(self.seconds - before.seconds, frames)
 
