@@ -17,8 +17,21 @@ import json
 from typing import Any, Dict, Optional
 
 from render.axes.compile import CompileConf, apply_compile, check_compile, reset_compile
-from render.axes.offload import LOAD_TIME, OffloadConf, apply_layerwise, apply_offload, check_offload, reset_offload
-from render.axes.quant import QuantConf, check_quant, pipeline_quantization, weights_bytes
+from render.axes.errors import AxisError
+from render.axes.offload import (
+    LOAD_TIME,
+    OffloadConf,
+    apply_layerwise,
+    apply_offload,
+    check_offload,
+    reset_offload,
+)
+from render.axes.quant import (
+    QuantConf,
+    check_quant,
+    pipeline_quantization,
+    weights_bytes,
+)
 from render.axes.toggles import TOGGLES, apply_toggles, check_toggles, reset_toggles
 
 # config group -> schema (one YAML per option under render/conf/<group>/, `defaults: [<group>_schema, _self_]`)
@@ -53,7 +66,7 @@ def axes_key_params(cfg: Any) -> Dict[str, Any]:
     for toggle in TOGGLES:
         value = cfg[toggle]
         if not isinstance(value, bool):
-            raise ValueError(f"{toggle}={value}: must be true or false")
+            raise AxisError(f"{toggle}={value}: must be true or false")
         params[toggle] = value
     return params
 

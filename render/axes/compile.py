@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
+from render.axes.errors import AxisError
+
 COMPILE_NAMES = ("none", "regional", "full")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
@@ -43,9 +45,9 @@ class CompileConf:
         for field_name, value, valid in (("name", self.name, COMPILE_NAMES), ("mode", self.mode, COMPILE_MODES),
                                          ("backend", self.backend, COMPILE_BACKENDS)):
             if value not in valid:
-                raise ValueError(f"compile.{field_name}={value}: valid values are {', '.join(valid)}")
+                raise AxisError(f"compile.{field_name}={value}: valid values are {', '.join(valid)}")
         if self.backend != "inductor" and self.mode != "default":
-            raise ValueError(f"compile.mode={self.mode} needs compile.backend=inductor (backend {self.backend} takes no mode)")
+            raise AxisError(f"compile.mode={self.mode} needs compile.backend=inductor (backend {self.backend} takes no mode)")
 
 
 def artefact_dir() -> str:
@@ -104,13 +106,13 @@ def check_compile(conf: CompileConf, *, cache: str, offload: str, device_kind: s
         return
     if conf.fullgraph and (cache != "none" or offload != "none"):
         other = f"cache={cache}" if cache != "none" else f"offload={offload}"
-        raise ValueError(f"compile.fullgraph=true with {other}: its hooks break the graph (fullgraph would fail at the "
+        raise AxisError(f"compile.fullgraph=true with {other}: its hooks break the graph (fullgraph would fail at the "
                          "first call); use compile.fullgraph=false, or cache=none and offload=none")
     if conf.mode == "reduce-overhead" and device_kind == "cpu":
-        raise ValueError("compile.mode=reduce-overhead captures CUDA graphs and this cell runs on the CPU; "
+        raise AxisError("compile.mode=reduce-overhead captures CUDA graphs and this cell runs on the CPU; "
                          "use compile.mode=default or max-autotune-no-cudagraphs")
     if conf.name == "regional" and denoiser_cls is not None and not getattr(denoiser_cls, "_repeated_blocks", None):
-        raise ValueError(f"compile=regional: {denoiser_cls.__name__} declares no repeated blocks (_repeated_blocks); use compile=full")
+        raise AxisError(f"compile=regional: {denoiser_cls.__name__} declares no repeated blocks (_repeated_blocks); use compile=full")
 
 
 _compile_wall = {"total": 0.0, "started": None}  # wall seconds spent compiling in this process

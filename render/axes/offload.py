@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from render.axes.errors import AxisError
+
 OFFLOAD_NAMES = ("none", "model", "group", "layerwise")
 OFFLOAD_TYPES = ("block_level", "leaf_level")
 STORAGE_DTYPES = ("float8_e4m3fn", "float8_e5m2")
@@ -39,9 +41,9 @@ class OffloadConf:
         for field_name, value, valid in (("name", self.name, OFFLOAD_NAMES), ("offload_type", self.offload_type, OFFLOAD_TYPES),
                                          ("storage_dtype", self.storage_dtype, STORAGE_DTYPES)):
             if value not in valid:
-                raise ValueError(f"offload.{field_name}={value}: valid values are {', '.join(valid)}")
+                raise AxisError(f"offload.{field_name}={value}: valid values are {', '.join(valid)}")
         if self.num_blocks_per_group < 1:
-            raise ValueError(f"offload.num_blocks_per_group={self.num_blocks_per_group}: must be >= 1")
+            raise AxisError(f"offload.num_blocks_per_group={self.num_blocks_per_group}: must be >= 1")
 
     def key_fields(self) -> tuple[str, ...]:
         """The fields that change what this option does (the others do not enter the cell key)."""
@@ -91,10 +93,10 @@ def reset_offload(pipe: Any, device: str) -> None:
 
 def check_offload(conf: OffloadConf, *, device_kind: str, quant: str) -> None:
     if conf.name == "model" and device_kind == "cpu":
-        raise ValueError("offload=model moves components between the CPU and a CUDA GPU and this cell runs on the CPU; "
+        raise AxisError("offload=model moves components between the CPU and a CUDA GPU and this cell runs on the CPU; "
                          "use offload=none (or offload=group, which runs on the CPU but moves nothing)")
     if conf.name == "layerwise" and quant != "none":
-        raise ValueError(f"offload=layerwise with quant={quant}: layerwise casting stores the weights in float8 and "
+        raise AxisError(f"offload=layerwise with quant={quant}: layerwise casting stores the weights in float8 and "
                          "cannot take quantized weights; use one of the two")
     if conf.use_stream and device_kind == "cpu":
-        raise ValueError("offload.use_stream=true needs CUDA streams and this cell runs on the CPU; use offload.use_stream=null")
+        raise AxisError("offload.use_stream=true needs CUDA streams and this cell runs on the CPU; use offload.use_stream=null")

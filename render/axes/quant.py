@@ -20,6 +20,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from render.axes.errors import AxisError
+
 EXTRA_BY_PACKAGE = {"torchao": "quant", "optimum.quanto": "quant", "bitsandbytes": "bnb"}
 
 
@@ -53,9 +55,9 @@ class QuantConf:
 
     def __post_init__(self) -> None:
         if self.name not in QUANT_NAMES:
-            raise ValueError(f"quant={self.name}: valid values are {', '.join(QUANT_NAMES)}")
+            raise AxisError(f"quant={self.name}: valid values are {', '.join(QUANT_NAMES)}")
         if self.name != "none" and not self.components:
-            raise ValueError(f"quant={self.name} with quant.components=[]: name at least one component, e.g. [transformer]")
+            raise AxisError(f"quant={self.name} with quant.components=[]: name at least one component, e.g. [transformer]")
 
 
 def _torchao_config(name: str) -> Any:
@@ -98,7 +100,7 @@ def pipeline_quantization(conf: QuantConf, component_libraries: Dict[str, str], 
 
     missing = [c for c in conf.components if c not in component_libraries]
     if missing:
-        raise ValueError(f"quant.components={list(conf.components)}: {', '.join(missing)} is not a component of this "
+        raise AxisError(f"quant.components={list(conf.components)}: {', '.join(missing)} is not a component of this "
                          f"pipeline; components: {', '.join(sorted(component_libraries))}")
     mapping = {c: _component_config(conf.name, component_libraries[c], dtype) for c in conf.components}
     return PipelineQuantizationConfig(quant_mapping=mapping)
@@ -112,19 +114,19 @@ def check_quant(conf: QuantConf, *, device_kind: str, capability: Optional[tuple
     method = QUANT_METHODS[conf.name]
     if method.needs_cuda and device_kind == "cpu":
         runs = [n for n, m in QUANT_METHODS.items() if not m.needs_cuda]
-        raise ValueError(f"quant={conf.name} ({method.backend}) needs a CUDA GPU and this cell runs on the CPU; "
+        raise AxisError(f"quant={conf.name} ({method.backend}) needs a CUDA GPU and this cell runs on the CPU; "
                          f"on the CPU: quant={', '.join(runs)}")
     if method.min_capability and capability is not None and capability < method.min_capability:
         need = ".".join(map(str, method.min_capability))
-        raise ValueError(f"quant={conf.name} needs a GPU of compute capability >= {need} (this one: "
+        raise AxisError(f"quant={conf.name} needs a GPU of compute capability >= {need} (this one: "
                          f"{capability[0]}.{capability[1]}); use quant=fp8wo or int8dq")
     if _missing(method.package):
         extra = EXTRA_BY_PACKAGE[method.package]
-        raise ValueError(f"quant={conf.name} needs the package {method.package!r}: pip install 'hypergrid[{extra}]'")
+        raise AxisError(f"quant={conf.name} needs the package {method.package!r}: pip install 'hypergrid[{extra}]'")
     if components is not None:
         unknown = [c for c in conf.components if c not in components]
         if unknown:
-            raise ValueError(f"quant.components={list(conf.components)}: {', '.join(unknown)} is not a component of "
+            raise AxisError(f"quant.components={list(conf.components)}: {', '.join(unknown)} is not a component of "
                              f"this pipeline; components: {', '.join(sorted(components))}")
 
 
@@ -139,7 +141,7 @@ def quantize_in_place(module: Any, name: str) -> None:
     """Quantize an in-memory module with a torchao option (what `pipeline_quantization` does at load), for
     models built from a config rather than loaded (benchmarks/gpu_check.py)."""
     if QUANT_METHODS[name].backend != "torchao":
-        raise ValueError(f"quant={name}: only the torchao options quantize a module in place; use them or load with quant={name}")
+        raise AxisError(f"quant={name}: only the torchao options quantize a module in place; use them or load with quant={name}")
     from torchao.quantization import quantize_
 
     quantize_(module, _torchao_config(name))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable
 
+from render.axes.errors import AxisError
+
 TOGGLES = ("vae_tiling", "vae_slicing", "fuse_qkv", "channels_last")
 CONV_COMPONENTS = ("vae", "unet")  # the components channels_last is applied to
 
@@ -57,13 +59,13 @@ def check_toggles(toggles: Dict[str, bool], *, components: Iterable[str] | None,
         names = set(components)
         for toggle in ("vae_tiling", "vae_slicing"):
             if toggle in on and "vae" not in names:
-                raise ValueError(f"{toggle}=true: {pipeline} has no VAE (it denoises pixels); use {toggle}=false")
+                raise AxisError(f"{toggle}=true: {pipeline} has no VAE (it denoises pixels); use {toggle}=false")
         if "channels_last" in on and not names.intersection(CONV_COMPONENTS):
-            raise ValueError(f"channels_last=true: {pipeline} has no VAE or UNet, whose convolutions the layout is for; "
+            raise AxisError(f"channels_last=true: {pipeline} has no VAE or UNet, whose convolutions the layout is for; "
                              "it would change nothing: use channels_last=false")
     if "fuse_qkv" in on and quant != "none":
-        raise ValueError(f"fuse_qkv=true with quant={quant}: fusing concatenates the projection weights, which quantized "
+        raise AxisError(f"fuse_qkv=true with quant={quant}: fusing concatenates the projection weights, which quantized "
                          "weights cannot take; use one of the two")
     if "fuse_qkv" in on and offload in ("layerwise", "group"):
-        raise ValueError(f"fuse_qkv=true with offload={offload}: the fused projections are created after the offload "
+        raise AxisError(f"fuse_qkv=true with offload={offload}: the fused projections are created after the offload "
                          "hooks and would escape them; use one of the two")
