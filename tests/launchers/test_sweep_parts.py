@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from render import rundir
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
@@ -68,10 +70,16 @@ class FakeJob:
 
 
 def cell(tmp_path: Path, name: str, *files: str) -> CellSpec:
+    """A cell folder holding the given contract files, written as the renderer writes them."""
     run_dir = tmp_path / name
     run_dir.mkdir()
     for file in files:
-        (run_dir / file).write_text(json.dumps({}))
+        if file == rundir.DONE:
+            rundir.write_done(run_dir, n_samples=0)
+        elif file == rundir.FAILED:
+            rundir.write_failed(run_dir, "error", "boom", "Traceback ...")
+        else:
+            (run_dir / file).write_text(json.dumps({}))
     return CellSpec(("steps=2",), 0, run_dir, "tiny", 2, 1)
 
 
