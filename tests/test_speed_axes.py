@@ -113,7 +113,7 @@ def test_every_value_enters_the_cell_key_and_the_anchor_takes_none() -> None:
     jobs = [preflight_config(compose_cfg(*SHAPES, *v)) for v in variants if "model=tiny" not in v]
     keys = [j.cell.key for j in jobs]
     assert len(set(keys)) == len(keys)
-    assert len({j.anchor.key for j in jobs}) == 1 and jobs[0].anchor.key == jobs[0].anchor.key
+    assert len({j.anchor.key for j in jobs}) == 1
     anchor = jobs[1].anchor
     assert (anchor.compile, anchor.quant, anchor.offload) == ({"name": "none"},) * 3 and not anchor.fuse_qkv
 
@@ -208,9 +208,9 @@ def test_sweep_compile_by_quant_four_cells_one_anchor(tiny_cache: Path, tmp_path
 
 @pytest.mark.slow
 def test_inductor_compile_is_close_to_eager_and_records_compile_time(tmp_path: Path) -> None:
-    """Inductor reorders floating-point work: the compiled image is within a small, stated tolerance of
-    the eager one (measured: identical PNG bytes or at most 1/255 on a few pixels), and the first
-    call's compile time is recorded apart."""
+    """Inductor may reorder floating-point work: the compiled image is within the stated tolerance of the
+    eager one (one PNG level; measured on this CPU: identical bytes), and the first call's compile time
+    is recorded apart."""
     import io
 
     import numpy as np
