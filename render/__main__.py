@@ -16,7 +16,13 @@ def _task(cfg: DictConfig) -> dict:
 
 
 def main() -> None:
+    import logging
+
     from render.app import cancellable
+
+    # diffusers imports torchao when it is installed (the quant axis), and torchao warns at import about
+    # kernels a CPU build lacks: noise on every render, whatever the cell.
+    logging.getLogger("torchao").setLevel(logging.ERROR)
 
     with cancellable():
         _task()
