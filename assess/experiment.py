@@ -7,6 +7,9 @@ metric can express parity, the budget leaves room for the final, and the dev and
 share no prompt (by id nor by text). Errors name the key, the value and what would be valid.
 
 Cells of the grid are `Coords`: one canonical value per axis, in the experiment's axis order.
+
+Longer than the house's ~300 lines: composing an experiment and each of its checks (axes, splits,
+metric, budget) share the composed config; every check is its own function.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ Tables (see SCHEMA below for every column):
   run_experiments, generations, generation_cells, finals: the hill climb (migration 0002_climb)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs).
+
+Longer than the house's ~300 lines on purpose: the schema, its migrations and the SQL that reads it
+change together; split apart, a column added in one place would be missed in another.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ shows, so it opens offline and survives moving. Sections: leaderboard (cells x m
 deltas and 95 % intervals against the anchor, anchors marked), speed/quality Pareto plot
 (frontier drawn, anchors marked), contact sheets (prompts x cells, one per swept axis) and
 failures (category, message, traceback, path of FAILED.json).
+
+Longer than the house's ~300 lines: the leaderboard, the Pareto plot and the contact sheets are one
+page built from one scope (assess.scope); the statistics themselves live in assess.stats.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ first), so that cells scored in the same call find their anchor's samples; then 
 sample metrics are computed outside any transaction and written in one short transaction.
 A score already in the index with the same metric version and configuration is not
 recomputed; an unavailable one is retried (its reason may have gone: anchor rendered since).
+
+Longer than the house's ~300 lines: its two passes (ingest, then compute) share the plan of what is
+missing and the anchor image cache.
 """
 
 from __future__ import annotations

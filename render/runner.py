@@ -4,6 +4,9 @@ record the end.
 `run_job` never raises for a failure of the cell itself: it writes FAILED.json with the failure's
 category and returns a `CellResult`, so the other cells of a sweep still run. A cancellation
 (SIGTERM, SIGINT) is recorded as `cancelled` and then ends the process.
+
+Longer than the house's ~300 lines: the cell writer (claims, verified reuse, the watchdog) and the
+cell's life (plan, run.json, terminal record) are one transaction on one folder.
 """
 
 from __future__ import annotations

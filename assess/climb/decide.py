@@ -28,6 +28,9 @@
 
 A cell already rendered at a rung is never proposed at that rung again; a cell whose run failed
 (not cancelled or timed out) is not proposed again at that rung or above.
+
+Longer than the house's ~300 lines: the seven steps below are one decision, each its own small
+function; the vocabulary lives in assess.climb.plan and the combinations in assess.climb.combine.
 """
 
 from __future__ import annotations

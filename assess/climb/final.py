@@ -7,6 +7,9 @@ incumbent's number of steps and no cache: the baseline every cache method must b
 
 The holdout results (`final_result`) are computed from the index whenever they are asked for
 (here and by the report), and kept in `final-result.json` next to FINAL.json.
+
+Longer than the house's ~300 lines: claiming, rendering and reading the final's three arms are one
+procedure; its statistics are assess.stats'.
 """
 
 from __future__ import annotations
