@@ -3,14 +3,13 @@ cost (estimated from history before anything launches). Files are the source of 
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from render.errors import RenderError
-from render.rundir import RunDir, SampleRecord, scan_runs, text_hash
+from render.rundir import RunDir, SampleRecord, read_lines, scan_runs, text_hash
 
 
 class BudgetExceeded(RenderError, ValueError):
@@ -63,15 +62,7 @@ def reserved_seconds(folder: Path) -> float:
     from render.rundir import writer_state
 
     entries, released = [], set()
-    try:
-        lines = (folder / RESERVATIONS).read_text().splitlines()
-    except FileNotFoundError:
-        return 0.0
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
+    for entry in read_lines(folder / RESERVATIONS):
         if "release" in entry:
             released.add(entry["release"])
         else:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from render.errors import RenderError
 from render.holdout import FINAL, HoldoutLocked, experiment_dir, final_claim, option_prompts, record_claim, user_state_dir
-from render.rundir import STATE_DIR, append_record, atomic_write_json, check_name, file_mode, now_iso, shared_texts
+from render.rundir import STATE_DIR, append_record, atomic_write_json, check_name, file_mode, now_iso, read_lines, shared_texts
 
 ANCHOR = "ANCHOR.json"
 
@@ -34,9 +34,9 @@ def final_record(out_root: Path, name: str) -> dict[str, Any] | None:
     path = experiment_dir(out_root, name) / FINAL
     if path.exists():
         return json.loads(path.read_text())
-    from render.holdout import FINALS, _read_lines, _registries
+    from render.holdout import FINALS, _registries
 
-    return next((e for folder in _registries(out_root) for e in _read_lines(folder / FINALS) if e.get("experiment") == name), None)
+    return next((e for folder in _registries(out_root) for e in read_lines(folder / FINALS) if e.get("experiment") == name), None)
 
 
 def claim_final(out_root: Path, name: str, payload: dict[str, Any], holdout_content: str | None = None) -> dict[str, Any]:
@@ -72,10 +72,8 @@ def frozen_anchor(out_root: Path, name: str) -> dict[str, Any] | None:
     path = experiment_dir(out_root, name) / ANCHOR
     if path.is_file():
         return json.loads(path.read_text())
-    from render.holdout import _read_lines
-
     for folder in (out_root / STATE_DIR, user_state_dir()):
-        for entry in _read_lines(folder / "anchors.jsonl"):
+        for entry in read_lines(folder / "anchors.jsonl"):
             if entry.get("experiment") == name and entry.get("out_root") in (None, str(out_root)):
                 return entry
     return None

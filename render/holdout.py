@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from render.errors import RenderError
 from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
-from render.rundir import STATE_DIR, append_record, check_name, now_iso, scan_runs, text_hash
+from render.rundir import STATE_DIR, append_record, check_name, now_iso, read_lines, scan_runs, text_hash
 
 SHIPPED_HOLDOUT = "holdout.jsonl"
 HOLDOUTS = "holdouts.jsonl"
@@ -49,20 +49,6 @@ def user_state_dir() -> Path:
 
 def _registries(out_root: Path) -> list[Path]:
     return [out_root / STATE_DIR, user_state_dir()]
-
-
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a torn line
-    return out
 
 
 def conf_dirs() -> list[Path]:
@@ -91,7 +77,7 @@ def register_holdout(out_root: Path, experiment: str, option: str) -> None:
     entry = {"experiment": experiment, "option": option, "file": file, "content": content_hash(prompts),
              "sha": sorted({text_hash(p.text) for p in prompts}), "registered_at": now_iso()}
     for folder in _registries(out_root):
-        known = _read_lines(folder / HOLDOUTS)
+        known = read_lines(folder / HOLDOUTS)
         if not any(e.get("experiment") == experiment and e.get("content") == entry["content"] for e in known):
             folder.mkdir(parents=True, exist_ok=True)
             append_record(folder / HOLDOUTS, entry)
@@ -101,7 +87,7 @@ def reserved(out_root: Path) -> dict[str, str]:
     """text hash -> whose holdout it is: the shipped manifest, and every registered experiment's."""
     owners = {text_hash(p.text): "the shipped holdout manifest" for p in load_prompts(str(PACKAGE_PROMPTS / SHIPPED_HOLDOUT))}
     for folder in _registries(out_root):
-        for entry in _read_lines(folder / HOLDOUTS):
+        for entry in read_lines(folder / HOLDOUTS):
             for sha in entry.get("sha", []):
                 owners.setdefault(sha, f"experiment {entry.get('experiment')}'s holdout ({entry.get('option')})")
     return owners
@@ -115,7 +101,7 @@ def final_claim(out_root: Path, experiment: str, content: str) -> dict[str, Any]
         if claim.get("holdout_content") in (None, content):
             return claim
     for folder in _registries(out_root):
-        for entry in _read_lines(folder / FINALS):
+        for entry in read_lines(folder / FINALS):
             if entry.get("experiment") == experiment and entry.get("holdout_content") == content:
                 return entry
     return None

@@ -133,6 +133,23 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """The records of an append-only JSON-lines file (a registry, a ledger); torn lines are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
 @contextmanager
 def exclusive(lock_file: Path, *, wait: bool) -> Iterator[bool]:
     """An advisory lock (flock) between processes, released when its process dies; yields whether it was acquired."""
