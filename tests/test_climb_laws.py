@@ -125,3 +125,36 @@ def test_spend_counts_every_sample_the_experiment_uses_wherever_it_was_rendered(
     run("climb", "tiny-demo", reused=True)  # the climb linked it
     run("climb-again", "tiny-demo", reused=True)  # and used it twice
     assert spent_gpu_seconds(tmp_path, "tiny-demo") == 4.0
+
+
+@pytest.mark.slow
+def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim exists, its renders never ran (killed, refused): `--final` runs the claim's own commands once
+    (same token), records the result, and a later `--final` is refused."""
+    from assess.climb.commands import final_command
+    from assess.climb.final import RESULT, FinalRefused, control_overrides, final_cells, run_final
+    from assess.experiment import load_experiment
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out_root = (tmp_path / "outputs").resolve()
+    exp = load_experiment("tiny-demo", ["experiment.seeds=[0]"], out_root=out_root)
+    _, holdout = option_prompts("holdout")
+    inc = ("2", "none", "default")
+    cells = [exp.cell_overrides(inc), control_overrides(exp, 2)]
+    token = "feedc0de"
+    commands = [final_command(exp, cell, token) for cell in cells]
+    claim_final(out_root, "tiny-demo", {
+        "incumbent": {"cell": exp.as_dict(inc), "overrides": exp.cell_overrides(inc), "steps": 2, "cell_key": None},
+        "control": {"overrides": control_overrides(exp, 2)},
+        "anchor": {"overrides": [f"{k}={v}" for k, v in exp.anchor.items()]},
+        "token": token, "commands": [c.text for c in commands], "words": [list(c.words) for c in commands],
+        "cells": final_cells(exp, [[f"prompts={exp.holdout.option}", *cell] for cell in cells]),
+    }, content_hash(holdout))
+    db = tmp_path / "index.db"
+    result = run_final("tiny-demo", db=db, out_root=out_root, log=lambda line: None)
+    assert result.sweeps and (out_root / "experiments" / "tiny-demo" / RESULT).exists()
+    assert result.arm("incumbent").n_samples == len(holdout)
+    with pytest.raises(FinalRefused, match="the final was already claimed"):
+        run_final("tiny-demo", db=db, out_root=out_root, log=lambda line: None)
