@@ -81,14 +81,14 @@ def fidelity(images: list, reference: list) -> tuple[float, float]:
 
 
 def shapes_fit(result: dict[str, Any]) -> float:
-    from render.models.shapes.evaluate import Sample, score
+    from assess.metrics.shapes_eval import Sample, score
 
     return score(Sample(p, 0, img, 0.0) for p, img in zip(result["prompts"], result["images"])).fit
 
 
 def compile_probe(option: str, steps: int) -> None:
     """One fresh process: the compile time of `option`'s first call (run with a chosen HYPERGRID_CACHE)."""
-    from render.models.shapes.evaluate import compose_job
+    from assess.metrics.shapes_eval import compose_job
     from render.pipeline import PipelineCache
 
     job = compose_job("prompts=dev", "prompts.limit=1", f"steps={steps}", *OPTIONS[option])
@@ -122,7 +122,7 @@ def main() -> None:
     import torch
 
     from render.cell import anchor_job
-    from render.models.shapes.evaluate import compose_job
+    from assess.metrics.shapes_eval import compose_job
     from render.pipeline import PipelineCache
 
     pipelines = PipelineCache()
