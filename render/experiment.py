@@ -8,15 +8,14 @@ only with the claim's token, does the runner render the experiment's holdout, fo
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from render.errors import RenderError
-from render.holdout import FINAL, HoldoutLocked, experiment_dir, final_claim, option_prompts, record_claim, user_state_dir
-from render.rundir import STATE_DIR, append_record, atomic_write_json, check_name, file_mode, now_iso, read_lines, shared_texts
+from render.holdout import (FINAL, FINALS, HoldoutLocked, experiment_dir, final_claim, option_prompts, record_claim,
+                            registries)
+from render.rundir import append_record, atomic_write_json, check_name, create_json, now_iso, read_lines, shared_texts
 
 ANCHOR = "ANCHOR.json"
 
@@ -34,9 +33,7 @@ def final_record(out_root: Path, name: str) -> dict[str, Any] | None:
     path = experiment_dir(out_root, name) / FINAL
     if path.exists():
         return json.loads(path.read_text())
-    from render.holdout import FINALS, _registries
-
-    return next((e for folder in _registries(out_root) for e in read_lines(folder / FINALS) if e.get("experiment") == name), None)
+    return next((e for folder in registries(out_root) for e in read_lines(folder / FINALS) if e.get("experiment") == name), None)
 
 
 def claim_final(out_root: Path, name: str, payload: dict[str, Any], holdout_content: str | None = None) -> dict[str, Any]:
@@ -49,20 +46,11 @@ def claim_final(out_root: Path, name: str, payload: dict[str, Any], holdout_cont
     claim = {"experiment": name, "claimed_at": now_iso(), "holdout_content": holdout_content,
              "token": secrets.token_hex(8), **payload}
     path = experiment_dir(out_root, name) / FINAL
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".FINAL.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(claim, f, indent=2)
-            f.flush()
-            os.fchmod(f.fileno(), file_mode())
-            os.fsync(f.fileno())
-        os.link(tmp, path)  # exclusive and whole: fails when another claim got there first
+        create_json(path, claim)  # exclusive and whole: fails when another claim got there first
     except FileExistsError:
         raise FinalAlreadyClaimed(f"experiment {name}: the final holdout run was already claimed ({path}); "
                                   "the holdout is spent and cannot be rendered again") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     record_claim(out_root, claim)
     return claim
 
@@ -72,7 +60,7 @@ def frozen_anchor(out_root: Path, name: str) -> dict[str, Any] | None:
     path = experiment_dir(out_root, name) / ANCHOR
     if path.is_file():
         return json.loads(path.read_text())
-    for folder in (out_root / STATE_DIR, user_state_dir()):
+    for folder in registries(out_root):
         for entry in read_lines(folder / "anchors.jsonl"):
             if entry.get("experiment") == name and entry.get("out_root") in (None, str(out_root)):
                 return entry
@@ -96,7 +84,7 @@ def record_anchor(out_root: Path, name: str, anchor: Any) -> None:
     entry = {"experiment": name, "out_root": str(out_root), "cell_key": anchor.key, "cell": anchor.canonical(),
              "recorded_at": now_iso()}
     atomic_write_json(experiment_dir(out_root, name) / ANCHOR, entry)
-    for folder in (out_root / STATE_DIR, user_state_dir()):
+    for folder in registries(out_root):
         folder.mkdir(parents=True, exist_ok=True)
         append_record(folder / "anchors.jsonl", entry)
 

@@ -47,7 +47,8 @@ def user_state_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".local" / "state" / "hypergrid"
 
 
-def _registries(out_root: Path) -> list[Path]:
+def registries(out_root: Path) -> list[Path]:
+    """Where the evidence is kept twice: the output root's state folder and the user's."""
     return [out_root / STATE_DIR, user_state_dir()]
 
 
@@ -76,7 +77,7 @@ def register_holdout(out_root: Path, experiment: str, option: str) -> None:
     file, prompts = option_prompts(option)
     entry = {"experiment": experiment, "option": option, "file": file, "content": content_hash(prompts),
              "sha": sorted({text_hash(p.text) for p in prompts}), "registered_at": now_iso()}
-    for folder in _registries(out_root):
+    for folder in registries(out_root):
         known = read_lines(folder / HOLDOUTS)
         if not any(e.get("experiment") == experiment and e.get("content") == entry["content"] for e in known):
             folder.mkdir(parents=True, exist_ok=True)
@@ -86,7 +87,7 @@ def register_holdout(out_root: Path, experiment: str, option: str) -> None:
 def reserved(out_root: Path) -> dict[str, str]:
     """text hash -> whose holdout it is: the shipped manifest, and every registered experiment's."""
     owners = {text_hash(p.text): "the shipped holdout manifest" for p in load_prompts(str(PACKAGE_PROMPTS / SHIPPED_HOLDOUT))}
-    for folder in _registries(out_root):
+    for folder in registries(out_root):
         for entry in read_lines(folder / HOLDOUTS):
             for sha in entry.get("sha", []):
                 owners.setdefault(sha, f"experiment {entry.get('experiment')}'s holdout ({entry.get('option')})")
@@ -100,7 +101,7 @@ def final_claim(out_root: Path, experiment: str, content: str) -> dict[str, Any]
         claim = json.loads(path.read_text())
         if claim.get("holdout_content") in (None, content):
             return claim
-    for folder in _registries(out_root):
+    for folder in registries(out_root):
         for entry in read_lines(folder / FINALS):
             if entry.get("experiment") == experiment and entry.get("holdout_content") == content:
                 return entry
@@ -108,7 +109,7 @@ def final_claim(out_root: Path, experiment: str, content: str) -> dict[str, Any]
 
 
 def record_claim(out_root: Path, claim: dict[str, Any]) -> None:
-    for folder in _registries(out_root):
+    for folder in registries(out_root):
         folder.mkdir(parents=True, exist_ok=True)
         append_record(folder / FINALS, claim)
 

@@ -10,13 +10,12 @@ spent holdout, render.holdout).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from assess.errors import AssessError
 from assess.index import Index, json_dumps
+from render.rundir import create_json
 
 GENERATIONS = "generations"
 
@@ -49,23 +48,13 @@ def read_generations(out_root: Path, name: str) -> list[dict[str, Any]]:
 
 
 def write_generation(out_root: Path, name: str, record: dict[str, Any]) -> Path:
-    """Create the generation's file exclusively and atomically (temporary file, fsync, link)."""
+    """Create the generation's file exclusively and atomically (render.rundir.create_json)."""
     path = generation_path(out_root, name, record["generation"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise AssessError(f"generation {record['generation']} of experiment {name} was recorded meanwhile by "
-                              f"another climb ({path}); run the climb again") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+        create_json(path, record)
+    except FileExistsError:
+        raise AssessError(f"generation {record['generation']} of experiment {name} was recorded meanwhile by "
+                          f"another climb ({path}); run the climb again") from None
     return path
 
 

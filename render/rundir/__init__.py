@@ -14,7 +14,7 @@ all import. Nothing else names its files, parses its records, walks its folders 
 
 from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError, ShortWrite, UnsafeName
 from render.rundir.files import (CONTRACT_VERSION, DONE, FAILED, IMAGES, JOBS_JSON, LOG, MULTIRUN_YAML, RUN_JSON,
-                                 SAMPLES, STATE_DIR, SWEEP_JSON, append_record, atomic_write_bytes, atomic_write_json,
+                                 SAMPLES, STATE_DIR, SWEEP_JSON, append_record, atomic_write_bytes, atomic_write_json, create_json,
                                  digest, exclusive, file_digest, file_mode, now_iso, read_lines)
 from render.rundir.keys import cell_key_of, check_name, image_name, inside, normalise_text, shared_texts, text_hash
 from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
@@ -60,6 +60,7 @@ __all__ = [
     "atomic_write_json",
     "cell_key_of",
     "check_name",
+    "create_json",
     "digest",
     "exclusive",
     "file_digest",

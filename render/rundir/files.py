@@ -97,6 +97,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def create_json(path: Path, payload: Any) -> None:
+    """Create `path` whole and exclusively (temporary file, fsync, link): FileExistsError when it exists, so of
+    two concurrent writers exactly one wins and nobody ever reads a half record."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".{os.getpid()}.tmp")
+    try:
+        try:
+            _write_all(fd, (json.dumps(payload, indent=2, default=str) + "\n").encode())
+            os.fchmod(fd, file_mode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def atomic_write_json(path: Path, payload: Any) -> None:
     atomic_write_bytes(path, (json.dumps(payload, indent=2, default=str) + "\n").encode())
 
@@ -127,10 +144,6 @@ def append_record(path: Path, record: dict[str, Any]) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
