@@ -17,6 +17,7 @@ import click
 
 from assess.errors import AssessError, RunDirError
 from assess.metrics.registry import quality_metric_names, sample_metric_names
+from render.signals import Cancelled
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -32,6 +33,9 @@ def user_errors() -> Iterator[None]:
         yield
     except (AssessError, RunDirError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except Cancelled as exc:  # a stop signal, passed on to the render it was running
+        click.echo(f"cancelled: {exc}", err=True)
+        sys.exit(exc.exit_code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
