@@ -39,13 +39,13 @@ def check_text_file(path: Path, what: str, given: str) -> None:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise ConfigError(f"{what}={given}: cannot be read ({error.strerror or error}); fix its permissions or "
+        raise ConfigError(f"{what}={given}: {path} cannot be read ({error.strerror or error}); fix its permissions or "
                           f"choose another {what}") from None
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise ConfigError(f"{what}={given}: not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); save it "
+        raise ConfigError(f"{what}={given}: {path} is not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); save it "
                           f"as UTF-8, e.g. `iconv -f latin1 -t utf-8 {path} > {path.stem}.utf8{path.suffix}`") from None
 
 
