@@ -11,11 +11,11 @@ import pytest
 
 from render import preflight
 from render.cell import build_job
-from render.limits import SEED_MAX
 from render.preflight import PreflightCallback, PreflightError, preflight_config
 from tests.conftest import compose_cfg, run_render
 
 BIG = 2**63  # one past what sqlite's INTEGER (the index) holds
+SEED_MAX = BIG - 1
 
 
 def refused(*overrides: str, match: str, tmp_path: Path, out_root: Path | None = None) -> None:
@@ -40,9 +40,10 @@ def test_a_number_downstream_code_cannot_take_is_refused(overrides: list[str], m
     refused(*overrides, match=match, tmp_path=tmp_path)
 
 
-def test_the_largest_seed_the_index_holds_is_accepted() -> None:
-    job = build_job(compose_cfg("device=cpu", "model=tiny", f"seed={SEED_MAX}"))
-    assert job.seeds == [SEED_MAX]
+def test_seeds_are_accepted_up_to_what_the_index_holds_and_refused_past_it() -> None:
+    assert build_job(compose_cfg("device=cpu", "model=tiny", f"seed={SEED_MAX}")).seeds == [SEED_MAX]
+    with pytest.raises(ValueError, match=f"seed={BIG}: seeds must be integers from 0 to {SEED_MAX}"):
+        build_job(compose_cfg("device=cpu", "model=tiny", f"seed={BIG}"))
 
 
 def test_a_latin1_prompts_file_is_refused_naming_the_byte_and_line(tmp_path: Path) -> None:

@@ -1,0 +1,77 @@
+"""One bad run never blocks the others: score and status go on past a run they cannot read or index, name it
+and its problem, and exit 1 at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from assess.cli import cli
+from assess.index import Index
+from assess.score import score
+from tests.assess.conftest import RunFactory, make_cell
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def indexed_paths(db: Path) -> set[str]:
+    with Index.open(db) as index:
+        return {Path(r["path"]).name for r in index.query("SELECT path FROM runs")}
+
+
+def sweep_with_a_seed_sqlite_cannot_store(outputs: RunFactory) -> Path:
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_steps=28")
+    outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"])
+    outputs.run(sweep, "2_seed=2**63", make_cell(steps=4), overrides=["steps=4", f"seed={2**63}"], seeds=(2**63,))
+    return sweep
+
+
+def test_a_seed_sqlite_cannot_store_is_named_and_the_other_runs_are_indexed(outputs: RunFactory, db: Path) -> None:
+    sweep = sweep_with_a_seed_sqlite_cannot_store(outputs)
+    summary = score([sweep], db, metrics=["psnr"])
+    assert indexed_paths(db) == {"0_steps=28", "1_steps=8"}
+    (failed,) = summary.failed
+    assert failed.startswith(str(sweep / "2_seed=2**63")) and "OverflowError" in failed
+    with Index.open(db) as index:
+        assert index.query("SELECT count(*) AS n FROM scores WHERE metric = 'psnr'") == [{"n": 8}]
+
+
+def test_score_cli_names_the_run_it_could_not_index_and_exits_1(outputs: RunFactory, db: Path) -> None:
+    sweep = sweep_with_a_seed_sqlite_cannot_store(outputs)
+    result = invoke("score", str(sweep), "--db", str(db), "--metrics", "psnr")
+    assert result.exit_code == 1
+    assert "scored 2 run(s), 16 sample(s)" in result.output and "1 run(s) could not be indexed" in result.output
+    assert f"NOT INDEXED {sweep / '2_seed=2**63'}: OverflowError" in result.output
+
+
+def broken_run_json(outputs: RunFactory) -> tuple[Path, Path]:
+    sweep = outputs.sweep(cells=[{"overrides": ["steps=28"]}, {"overrides": ["steps=8"]}])
+    outputs.anchor(sweep, "0_steps=28")
+    bad = outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"])
+    (bad / "run.json").write_bytes(b'{"schema": 2, "cell_key": "\xff')  # torn by a full disk
+    return sweep, bad
+
+
+def test_a_run_json_that_cannot_be_read_is_named_and_the_others_are_scored(outputs: RunFactory, db: Path) -> None:
+    sweep, bad = broken_run_json(outputs)
+    result = invoke("score", str(sweep), "--db", str(db), "--metrics", "psnr")
+    assert result.exit_code == 1
+    assert f"NOT INDEXED {bad}: InvalidRunDirectory: {bad / 'run.json'}: not a readable JSON file" in result.output
+    assert indexed_paths(db) == {"0_steps=28"}
+
+
+def test_status_shows_an_unreadable_run_with_its_problem_and_the_others(outputs: RunFactory) -> None:
+    sweep, bad = broken_run_json(outputs)
+    result = invoke("status", str(sweep), "--json")
+    assert result.exit_code == 1
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert set(rows) == {"0_steps=28", "1_steps=8"}  # the unreadable cell is not also listed as pending
+    assert rows["0_steps=28"]["state"] == "done"
+    assert rows["1_steps=8"]["state"] == "unreadable" and "not a readable JSON file" in rows["1_steps=8"]["detail"]
+    plain = invoke("status", str(sweep))
+    assert plain.exit_code == 1 and "1 unreadable" in plain.output.splitlines()[-1]
