@@ -97,7 +97,7 @@ def test_rebuild_replaces_a_foreign_or_damaged_index(out_root_with_a_registered_
     assert runs_in(db) == {"0_steps=28", "1_steps=8", "run-outside"}
 
 
-@pytest.mark.parametrize("umask,mode", [(0o002, 0o664), (0o077, 0o600)])
+@pytest.mark.parametrize("umask,mode", [(0o002, 0o664), (0o007, 0o660)])  # sqlite alone: 0644 & ~umask
 def test_the_index_file_follows_the_umask(umask: int, mode: int, sweep_with_anchor: Path, db: Path) -> None:
     previous = os.umask(umask)
     try:
