@@ -1,6 +1,6 @@
 """The sqlite index: schema (a contract the hill climb reads), migrations, writes and queries.
 
-Derived from run directories only; `rm outputs/index.db && assess score outputs/` rebuilds it.
+Derived from run directories only; `assess score --rebuild outputs/` rebuilds it (assess/rebuild.py).
 Safe for many concurrent writers: WAL, a long busy timeout, and every write in a short
 `BEGIN IMMEDIATE` transaction (a deferred transaction that later wants to write can fail with
 "database is locked" whatever the timeout).
