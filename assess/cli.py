@@ -38,9 +38,13 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
     except (AssessError, RunDirError) as exc:
         raise click.ClickException(str(exc)) from exc
     except sqlite3.DatabaseError as exc:  # damage found past the open (a truncated file reads until it does not)
-        if not is_damage(exc):
-            raise
-        raise click.ClickException(str(damaged(db or default_index_path(), exc))) from exc
+        path = db or default_index_path()
+        if is_damage(exc):
+            raise click.ClickException(str(damaged(path, exc))) from exc
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            raise click.ClickException(f"{path} cannot be written by this user ({exc}): score into an index you can "
+                                       "write (--db PATH or $HYPERGRID_INDEX); `assess report` reads this one as it is") from exc
+        raise
     except Cancelled as exc:  # a stop signal, passed on to the render it was running
         click.echo(f"cancelled: {exc}", err=True)
         sys.exit(exc.exit_code)

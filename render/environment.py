@@ -68,15 +68,49 @@ def check_model_folder(folder: Path, given: str) -> None:
         if not sub.is_dir() or not any(sub.iterdir()):
             raise ConfigError(f"model.id={given}: model_index.json lists the component {name!r}, but {sub} is missing "
                               f"or empty; {fix}")
+        for weights in sorted(sub.glob("*.safetensors")):
+            problem = safetensors_problem(weights)
+            if problem:
+                raise ConfigError(f"model.id={given}: {weights} {problem}; {fix}")
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file cannot be loaded (a copy cut short, another file under its name), read from its
+    header alone: 8 bytes of header length, the JSON header, then the tensors' bytes it promises."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if size < 8 or length > size - 8:
+                return f"is truncated or not a safetensors file ({size} bytes, header of {length} promised)"
+            header = json.loads(f.read(length))
+    except (OSError, ValueError) as error:
+        return f"cannot be read as safetensors ({error})"
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)
+            and isinstance(t.get("data_offsets"), list) and len(t["data_offsets"]) == 2]
+    if ends and 8 + length + max(ends) > size:
+        return f"is truncated ({size} bytes, its header promises {8 + length + max(ends)})"
+    return None
 
 
 def check_builtin_model(name: str) -> None:
-    """A built-in model must be buildable where it is built: the tiny model once into the project's cache
-    ($HYPERGRID_CACHE, else ~/.cache/hypergrid), which must then be writable."""
+    """A built-in model must be loadable: the shipped shapes pipeline complete, the tiny model complete in the
+    project's cache ($HYPERGRID_CACHE, else ~/.cache/hypergrid) or that cache writable to build it once."""
+    if name == "shapes":
+        from render.models.shapes import shapes_model_dir
+
+        try:
+            folder = shapes_model_dir()
+        except FileNotFoundError as error:
+            raise ConfigError(f"model.id=hypergrid:shapes: {error}") from None
+        check_model_folder(folder, f"hypergrid:shapes (shipped in {folder})")
     if name == "tiny":
         from render.models.tiny import default_cache_root, tiny_model_dir
 
-        if not (tiny_model_dir() / "model_index.json").is_file():
+        folder = tiny_model_dir()
+        if (folder / "model_index.json").is_file():
+            check_model_folder(folder, f"hypergrid:tiny (built in {folder}; delete that folder to build it again)")
+        else:
             check_writable_folder(default_cache_root(), "HYPERGRID_CACHE (the tiny model is built there once)")
 
 

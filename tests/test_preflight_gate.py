@@ -136,3 +136,45 @@ def test_guidance_nan_exits_2_and_writes_no_anchor_folder(tmp_path: Path) -> Non
     result = run_render("model=tiny", "steps=1", "guidance=nan", cwd=tmp_path, env_extra={"HYPERGRID_CACHE": str(tmp_path / "cache")})
     assert result.returncode == 2 and "error: guidance=nan: must be a finite number" in result.stderr
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "cache").exists()
+
+
+def safetensors(path: Path, cut: int = 0) -> None:
+    """A one-tensor safetensors file (written by hand: the format is 8 bytes of header length, the header, data)."""
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    data = len(header).to_bytes(8, "little") + header + bytes(16)
+    path.write_bytes(data[: len(data) - cut])
+
+
+def pipeline_folder(folder: Path, cut: int) -> Path:
+    (folder / "transformer").mkdir(parents=True)
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": "FluxPipeline", "transformer": ["diffusers", "FluxTransformer2DModel"]}))
+    (folder / "transformer" / "config.json").write_text("{}")
+    safetensors(folder / "transformer" / "diffusion_pytorch_model.safetensors", cut)
+    return folder
+
+
+@pytest.mark.parametrize("cut,match", [(4, r"is truncated \(\d+ bytes, its header promises \d+\)"),
+                                       (60, r"is truncated or not a safetensors file")])
+def test_a_model_folder_with_truncated_weights_is_refused(cut: int, match: str, tmp_path: Path) -> None:
+    folder = pipeline_folder(tmp_path / "model", cut)
+    refused(f"model.id={folder}", match=rf"model.id={folder}: .*diffusion_pytorch_model.safetensors {match}",
+            tmp_path=tmp_path)
+
+
+def test_a_damaged_tiny_model_in_the_cache_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from render.models.tiny import tiny_model_dir
+
+    monkeypatch.setenv("HYPERGRID_CACHE", str(tmp_path / "cache"))
+    pipeline_folder(tiny_model_dir(), cut=4)
+    refused(match=r"model.id=hypergrid:tiny \(built in .*; delete that folder to build it again\): .*is truncated",
+            tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("args,key", [([], "hydra.run.dir"), (["-m"], "hydra.sweep.dir")])
+def test_a_hydra_folder_that_is_a_symlink_loop_exits_2(args: list[str], key: str, tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    result = run_render(*args, "model=tiny", "steps=1", "render_anchor=false", f"{key}={tmp_path / 'loop' / 'run'}",
+                        cwd=tmp_path, env_extra={"HYPERGRID_CACHE": str(tmp_path / "cache")})
+    assert result.returncode == 2, result.stderr
+    assert f"error: {key}={tmp_path / 'loop' / 'run'}: {tmp_path / 'loop'} is a symlink that leads nowhere" in result.stderr
+    assert not (tmp_path / "outputs").exists()

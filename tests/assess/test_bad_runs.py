@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
@@ -57,6 +58,14 @@ def broken_run_json(outputs: RunFactory) -> tuple[Path, Path]:
     return sweep, bad
 
 
+def two_terminal_records(outputs: RunFactory) -> tuple[Path, Path]:
+    sweep = outputs.sweep(cells=[{"overrides": ["steps=28"]}, {"overrides": ["steps=8"]}])
+    outputs.anchor(sweep, "0_steps=28")
+    bad = outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"])
+    (bad / "FAILED.json").write_text('{"category": "error"}')  # a requeued job's second ending, by hand
+    return sweep, bad
+
+
 def test_a_run_json_that_cannot_be_read_is_named_and_the_others_are_scored(outputs: RunFactory, db: Path) -> None:
     sweep, bad = broken_run_json(outputs)
     result = invoke("score", str(sweep), "--db", str(db), "--metrics", "psnr")
@@ -65,13 +74,15 @@ def test_a_run_json_that_cannot_be_read_is_named_and_the_others_are_scored(outpu
     assert indexed_paths(db) == {"0_steps=28"}
 
 
-def test_status_shows_an_unreadable_run_with_its_problem_and_the_others(outputs: RunFactory) -> None:
-    sweep, bad = broken_run_json(outputs)
+@pytest.mark.parametrize("spoil,problem", [(broken_run_json, "not a readable JSON file"),
+                                           (two_terminal_records, "both DONE.json and FAILED.json")])
+def test_status_shows_an_unreadable_run_with_its_problem_and_the_others(spoil, problem: str, outputs: RunFactory) -> None:
+    sweep, bad = spoil(outputs)
     result = invoke("status", str(sweep), "--json")
     assert result.exit_code == 1
     rows = {row["name"]: row for row in json.loads(result.output)}
     assert set(rows) == {"0_steps=28", "1_steps=8"}  # the unreadable cell is not also listed as pending
     assert rows["0_steps=28"]["state"] == "done"
-    assert rows["1_steps=8"]["state"] == "unreadable" and "not a readable JSON file" in rows["1_steps=8"]["detail"]
+    assert rows["1_steps=8"]["state"] == "unreadable" and problem in rows["1_steps=8"]["detail"]
     plain = invoke("status", str(sweep))
     assert plain.exit_code == 1 and "1 unreadable" in plain.output.splitlines()[-1]

@@ -86,6 +86,17 @@ def test_a_damaged_or_foreign_index_is_one_line_naming_the_rebuild(spoil, comman
     assert REBUILD in line and "Traceback" not in result.output
 
 
+def test_another_sqlite_database_names_the_rebuild(sweep_with_anchor: Path, db: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE photos (id INTEGER)")
+    result = CliRunner().invoke(cli, ["report", str(sweep_with_anchor), "--db", str(db)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (f"Error: {db} is not an assess index (it has tables but no 'meta' table): pass the "
+                                     f"index's path with --db, or rebuild it from the run directories with `{REBUILD}`")
+
+
 def test_rebuild_replaces_a_foreign_or_damaged_index(out_root_with_a_registered_run: Path, db: Path) -> None:
     foreign(db)
     result = invoke("score", "--rebuild", str(out_root_with_a_registered_run), "--db", str(db), "--metrics", "psnr", "-q")
@@ -131,6 +142,10 @@ def test_a_read_only_index_can_be_reported_on(sweep_with_anchor: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == str(out / "r" / "index.html") and (out / "r" / "index.html").is_file()
         assert sorted(p.name for p in shared.iterdir()) == ["index.db", "report-out"]  # no -wal/-shm left or made
+        scoring = [*command[: command.index("report")], "score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr"]
+        result = subprocess.run(scoring, capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.startswith(f"Error: {db} cannot be written by this user (")
     finally:
         shared.chmod(0o755)
         subprocess.run(["rm", "-rf", str(shared)], check=False)
