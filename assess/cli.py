@@ -124,7 +124,9 @@ def status(path: Path, as_json: bool) -> None:
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
            out_root: Path | None) -> None:
     """Write an HTML report and print its path: of SWEEPS (leaderboard, Pareto plot, contact sheets, failures),
-    or of an experiment's whole climb when the one argument names an experiment and no folder."""
+    or of an experiment's whole climb when the one argument names an experiment and no folder. A run directory it
+    cannot read is named in the report and here, and the command exits 1."""
+    problems: list[str] = []
     with user_errors(db):
         if len(sweeps) == 1 and not sweeps[0].exists() and _is_experiment(str(sweeps[0])):
             from assess.climb.report import write_experiment_report
@@ -133,8 +135,12 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
         else:
             from assess.report import write_report
 
-            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric)
+            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems)
     click.echo(str(path))
+    for line in problems:
+        click.echo(f"unreadable {line}", err=True)
+    if problems:
+        sys.exit(1)
 
 
 def _is_experiment(name: str) -> bool:

@@ -86,3 +86,16 @@ def test_status_shows_an_unreadable_run_with_its_problem_and_the_others(spoil, p
     assert rows["1_steps=8"]["state"] == "unreadable" and problem in rows["1_steps=8"]["detail"]
     plain = invoke("status", str(sweep))
     assert plain.exit_code == 1 and "1 unreadable" in plain.output.splitlines()[-1]
+
+
+def test_report_names_a_run_it_cannot_read_and_writes_the_rest(sweep_with_anchor: Path, db: Path, tmp_path: Path) -> None:
+    assert invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr", "-q").exit_code == 0
+    bad = sweep_with_anchor / "2_steps=8"
+    (bad / "FAILED.json").write_text('{"category": "error"}')  # next to its DONE.json: no longer a valid run
+    out = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", str(sweep_with_anchor), "--db", str(db), "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert (out / "index.html").is_file()
+    assert f"unreadable {bad}: InvalidRunDirectory: {bad}: both DONE.json and FAILED.json" in result.output
+    html = (out / "index.html").read_text()
+    assert "both DONE.json and FAILED.json" in html and "3_steps=4" in html
