@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from hydra_plugins.hypergrid import sweep
 from hydra_plugins.hypergrid.batches import CellSpec, cell_spec, seconds_per_step, timeout_minutes
+from hydra_plugins.hypergrid.oom import oom_kills
 from hydra_plugins.hypergrid.progress import watch
 from hydra_plugins.hypergrid.worker import CellBatch, collect
 from render.signals import Cancelled
@@ -40,6 +41,7 @@ class BatchLauncher(BaseSubmititLauncher):
         self.out_root = Path(str(OmegaConf.select(configs[0], "out_root", default=".")))
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        oom_before = oom_kills()
         submitted = self.submit(cells)
         record_jobs(sweep_dir, submitted)
         if not self.params.get("wait", True):  # only slurm has the option: the gpus launcher always waits
@@ -49,9 +51,9 @@ class BatchLauncher(BaseSubmititLauncher):
         except Cancelled:  # SIGTERM / SIGINT to the launcher: its jobs stop too, and their cells record it
             log.warning("cancelled: stopping %d job(s); each records `cancelled` in the cell it interrupts", len(submitted))
             self.stop(submitted)
-            collect(submitted)
+            collect(submitted, oom_before)
             raise
-        return collect(submitted)
+        return collect(submitted, oom_before)
 
     def stop(self, submitted: Submitted) -> None:
         """Ask every job to stop (SLURM: scancel, whose SIGTERM the scheduler delivers)."""

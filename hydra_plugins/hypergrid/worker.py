@@ -18,6 +18,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from hydra_plugins.hypergrid.batches import CellSpec
+from hydra_plugins.hypergrid.oom import oom_note
 from render.signals import Cancelled, cancel_on_signals
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,10 @@ def mark_unfinished(cells: Sequence[CellSpec], category: str, message: str, deta
         write_failed(cell.run_dir, category, message, detail, job_failed=True)
 
 
-def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]]) -> list[JobReturn]:
-    """Wait for every job; a job that died (cancelled, timed out, crashed) marks its unfinished cells."""
+def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]], oom_before: int | None = None) -> list[JobReturn]:
+    """Wait for every job; a job that died (cancelled, timed out, crashed) marks its unfinished cells. `oom_before`:
+    the out-of-memory killer's count when the jobs started (hydra_plugins.hypergrid.oom): a job that died
+    without a category while it rose is `oom`."""
     returns: list[JobReturn] = []
     for job, cells in submitted:
         try:
@@ -100,7 +103,10 @@ def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]]) -> list[JobRetu
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             message = f"job {job.job_id} ended {getattr(job, 'state', 'unknown')}: {first_line}"
             detail = f"{error}\n\n--- job stderr (tail) ---\n{_stderr_tail(job)}"
-            mark_unfinished(cells, failure_category(error, job), message, detail)
+            category, note = failure_category(error, job), oom_note(oom_before)
+            if category == "error" and note:
+                category, message = "oom", f"{message} ({note})"
+            mark_unfinished(cells, category, message, detail)
             returns.extend(_return_from_run_dir(cell) for cell in cells)
     return returns
 
