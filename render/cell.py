@@ -137,8 +137,8 @@ def parse_seeds(seed: Any) -> list[int]:
     seeds = []
     for value in values:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
-            raise ConfigError(f"seed={seed}: seeds must be integers from 0 to {SEED_MAX} (what the generator and the "
-                              "index both hold), e.g. seed=42 or seed=[0,1,2]")
+            raise ConfigError(f"seed={seed}: seeds must be non-negative integers up to {SEED_MAX} (what the generator "
+                              "and the index both hold), e.g. seed=42 or seed=[0,1,2]")
         seeds.append(value)
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seed={seed}: a seed is listed twice")
@@ -167,7 +167,7 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
     width = _size("width", cfg.width if cfg.width is not None else m.width, m)
     guidance = cfg.guidance if cfg.guidance is not None else m.guidance
     if not math.isfinite(guidance) or guidance < 0:
-        raise ConfigError(f"guidance={guidance}: must be a finite number >= 0")
+        raise ConfigError(f"guidance={guidance}: must be >= 0 and finite")
     try:
         check_image_size(height, width)
     except LimitError as error:
