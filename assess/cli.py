@@ -37,6 +37,8 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
         yield
     except (AssessError, RunDirError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:  # a folder or file of the machine (--out under a file, a full disk): one line, exit 1
+        raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from exc
     except sqlite3.DatabaseError as exc:  # damage found past the open (a truncated file reads until it does not)
         path = db or default_index_path()
         if is_damage(exc):

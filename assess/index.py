@@ -43,7 +43,7 @@ from urllib.parse import quote
 
 import sqlite_utils
 
-from assess.errors import IndexDamaged, IndexSchemaError, NotScored
+from assess.errors import IndexDamaged, IndexSchemaError, IndexUnwritable, NotScored
 from assess.metrics import SPECS, MetricSpec, Outcome
 from assess.metrics.registry import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
@@ -327,8 +327,12 @@ class Index:
         if not path.exists():
             if not create:
                 raise NotScored(f"no index at {path}: run `assess score <sweep>` first (or pass --db)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _create_file(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _create_file(path)
+            except OSError as exc:
+                raise IndexUnwritable(f"{path}: the index cannot be created there ({exc.strerror or exc}); pass --db a "
+                                      "path in a folder you can write (or set $HYPERGRID_INDEX)") from exc
         readonly = not create and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK))
         try:
             return cls._connect(path, readonly)

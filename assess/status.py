@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import NoRunsFound, RunDirError
-from render.rundir import (JOBS_JSON, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
+from render.rundir import (JOBS_JSON, SWEEP_JSON, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
 
@@ -82,11 +82,20 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
                       detail.splitlines()[0] if detail else "", str(run.path), slow, str(run.sweep) if run.sweep else None)
 
 
-def _unreadable(folder: Path, error: Exception) -> CellStatus:
-    sweep = folder.parent if is_sweep_folder(folder.parent) else None
+def _unreadable(folder: Path, error: Exception, sweep: Path | None = None) -> CellStatus:
+    sweep = sweep or (folder.parent if is_sweep_folder(folder.parent) else None)
     return CellStatus(folder.name, "unreadable", None, None, 0, None, None, None,
                       f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}", str(folder),
                       sweep=str(sweep) if sweep else None)
+
+
+def _read_sweep(folder: Path, rows: list[CellStatus]) -> SweepInfo | None:
+    """The sweep's SWEEP.json; when it cannot be read, a row naming it (its runs are still shown, not its pending cells)."""
+    try:
+        return load_sweep(folder)
+    except (RunDirError, OSError, ValueError) as error:
+        rows.append(_unreadable(folder / SWEEP_JSON, error, sweep=folder))
+        return None
 
 
 def _matches(cell: SweepCell, run: RunDir) -> bool:
@@ -121,14 +130,15 @@ def status(path: Path | str, now: datetime | None = None) -> list[CellStatus]:
     """One CellStatus per cell under `path` (a sweep folder, a run directory, or any folder)."""
     now = now or datetime.now(timezone.utc)
     root = Path(path).resolve()
-    sweep = load_sweep(root) if root.is_dir() and is_sweep_folder(root) else None
+    rows: list[CellStatus] = []
+    sweep = _read_sweep(root, rows) if root.is_dir() and is_sweep_folder(root) else None
     try:
         folders = find_run_dirs(root)
     except NoRunsFound:
-        if sweep is None:
+        if sweep is None and not rows:
             raise
         folders = []
-    runs, rows = [], []
+    runs = []
     for folder in folders:
         try:
             runs.append(load_run(folder))
@@ -152,7 +162,7 @@ def _pending_of_sweeps_below(runs: list[RunDir]) -> list[CellStatus]:
     """The pending cells of every sweep folder that holds some of these runs."""
     rows = []
     for folder in sorted({run.sweep for run in runs if run.sweep is not None}):
-        info = load_sweep(folder)
+        info = _read_sweep(folder, rows)
         if info is not None:
             mine = [r for r in runs if r.sweep == folder]
             submitted = _submitted(info)

@@ -99,3 +99,33 @@ def test_report_names_a_run_it_cannot_read_and_writes_the_rest(sweep_with_anchor
     assert f"unreadable {bad}: InvalidRunDirectory: {bad}: both DONE.json and FAILED.json" in result.output
     html = (out / "index.html").read_text()
     assert "both DONE.json and FAILED.json" in html and "3_steps=4" in html
+
+
+def test_status_of_an_output_root_goes_on_past_a_sweep_record_it_cannot_read(outputs: RunFactory) -> None:
+    good = outputs.sweep("2026-11-30/10-04-12-aaaa", cells=[{"overrides": ["steps=28"]}])
+    outputs.anchor(good, "0_steps=28")
+    bad = outputs.sweep("2026-11-30/11-00-00-bbbb", cells=[{"overrides": ["steps=8"]}])
+    outputs.run(bad, "0_steps=8", make_cell(steps=8), overrides=["steps=8"])
+    (bad / "SWEEP.json").write_text('{"cells": [')
+    for target in (outputs.root, bad):
+        result = invoke("status", str(target), "--json")
+        assert result.exit_code == 1, result.output
+        rows = {(Path(row["sweep"]).name, row["name"]): row for row in json.loads(result.output)}
+        assert rows[("11-00-00-bbbb", "SWEEP.json")]["state"] == "unreadable"
+        assert "not a readable JSON file" in rows[("11-00-00-bbbb", "SWEEP.json")]["detail"]
+        assert rows[("11-00-00-bbbb", "0_steps=8")]["state"] == "done"
+    assert {name for _, name in rows} == {"SWEEP.json", "0_steps=8"}
+
+
+def test_an_index_that_cannot_be_created_or_a_report_folder_under_a_file_is_one_line(sweep_with_anchor: Path,
+                                                                                    tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = CliRunner().invoke(cli, ["score", str(sweep_with_anchor), "--db", str(blocker / "index.db")])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert result.output.startswith(f"Error: {blocker / 'index.db'}: the index cannot be created there (")
+    db = tmp_path / "index.db"
+    assert invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr", "-q").exit_code == 0
+    result = CliRunner().invoke(cli, ["report", str(sweep_with_anchor), "--db", str(db), "--out", str(blocker / "r")])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert result.output.startswith("Error: ") and "Not a directory" in result.output and len(result.output.splitlines()) == 1
