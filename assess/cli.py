@@ -17,6 +17,7 @@ import click
 
 from assess.errors import AssessError, RunDirError
 from assess.metrics.registry import quality_metric_names, sample_metric_names
+from render.signals import Cancelled
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -27,11 +28,28 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
+def user_errors(db: Path | None = None) -> Iterator[None]:
+    import sqlite3
+
+    from assess.index import damaged, default_index_path, is_damage
+
     try:
         yield
     except (AssessError, RunDirError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except OSError as exc:  # a folder or file of the machine (--out under a file, a full disk): one line, exit 1
+        raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from exc
+    except sqlite3.DatabaseError as exc:  # damage found past the open (a truncated file reads until it does not)
+        path = db or default_index_path()
+        if is_damage(exc):
+            raise click.ClickException(str(damaged(path, exc))) from exc
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            raise click.ClickException(f"{path} cannot be written by this user ({exc}): score into an index you can "
+                                       "write (--db PATH or $HYPERGRID_INDEX); `assess report` reads this one as it is") from exc
+        raise
+    except Cancelled as exc:  # a stop signal, passed on to the render it was running
+        click.echo(f"cancelled: {exc}", err=True)
+        sys.exit(exc.exit_code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,18 +66,31 @@ def cli() -> None:
 @click.option("--clip-model", default=None, envvar="HYPERGRID_CLIP_MODEL", metavar="ID_OR_FOLDER",
               help="CLIP model for clip_score: hub id or local folder (default: openai/clip-vit-large-patch14)")
 @click.option("--force", is_flag=True, help="recompute scores that are already current")
+@click.option("--rebuild", is_flag=True,
+              help="build the index anew from every run PATHS know (an output root: its registered folders too), "
+                   "then replace the old one (damaged or not); prints the counts before and after")
 @click.option("-q", "--quiet", is_flag=True, help="print only the summary line")
 def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: str | None, force: bool,
-          quiet: bool) -> None:
-    """Score runs under PATHS (run directories, sweep folders or outputs/) into the index."""
+          rebuild: bool, quiet: bool) -> None:
+    """Score runs under PATHS (run directories, sweep folders or outputs/) into the index. A run that cannot be
+    read or indexed is named, the others are scored, and the command exits 1."""
+    from assess.rebuild import rebuild_index
     from assess.score import score as score_runs
 
     names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
     log = None if quiet else (lambda line: click.echo(line, err=True))
-    with user_errors():
-        summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log)
+    with user_errors(db):
+        if rebuild:
+            result = rebuild_index(list(paths), db, metrics=names, clip_model=clip_model, log=log)
+            summary = result.summary
+        else:
+            summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log)
     lines = summary.lines()
     click.echo("\n".join(lines[:1] if quiet else lines))
+    if rebuild:
+        click.echo(result.line())
+    if summary.failed:
+        sys.exit(1)
 
 
 @cli.command()
@@ -78,6 +109,8 @@ def status(path: Path, as_json: bool) -> None:
         print_table(rows)
     else:
         click.echo(format_plain(rows))
+    if any(r.state == "unreadable" for r in rows):
+        sys.exit(1)
 
 
 @cli.command()
@@ -95,8 +128,10 @@ def status(path: Path, as_json: bool) -> None:
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
            out_root: Path | None, overrides: tuple[str, ...]) -> None:
     """Write an HTML report and print its path: of SWEEPS (leaderboard, Pareto plot, contact sheets, failures),
-    or of an experiment's whole climb when the one argument names an experiment and no folder."""
-    with user_errors():
+    or of an experiment's whole climb when the one argument names an experiment and no folder. A run directory it
+    cannot read is named in the report and here, and the command exits 1."""
+    problems: list[str] = []
+    with user_errors(db):
         if len(sweeps) == 1 and not sweeps[0].exists() and _is_experiment(str(sweeps[0])):
             from assess.climb.report import write_experiment_report
 
@@ -104,8 +139,12 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
         else:
             from assess.report import write_report
 
-            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric)
+            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems)
     click.echo(str(path))
+    for line in problems:
+        click.echo(f"unreadable {line}", err=True)
+    if problems:
+        sys.exit(1)
 
 
 def _is_experiment(name: str) -> bool:
@@ -148,7 +187,7 @@ def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool,
     if final:
         from assess.climb.final import format_final, run_final
 
-        with user_errors():
+        with user_errors(db):
             result = run_final(experiment, db, out_root=out_root, overrides=overrides, force=force, log=log)
         click.echo(json.dumps(result.as_dict(), indent=1) if as_json else format_final(result))
         return
@@ -156,7 +195,7 @@ def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool,
     from assess.climb.text import format_step
 
     show = None if as_json else (lambda step: click.echo(format_step(step) + "\n"))
-    with user_errors():
+    with user_errors(db):
         steps = climb_generations(experiment, db, out_root=out_root, apply=apply, generations=generations,
                                   overrides=overrides, log=log, show=show)
     if as_json:
@@ -172,7 +211,7 @@ def ui(db: Path, datasette_args: tuple[str, ...]) -> None:
 
     from assess.datasette import datasette_command
 
-    with user_errors():
+    with user_errors(db):
         command = datasette_command(db, list(datasette_args))
     sys.exit(subprocess.call(command))
 

@@ -14,6 +14,14 @@ class IndexSchemaError(AssessError):
     """The index was written by a newer assess, or is not an assess index."""
 
 
+class IndexDamaged(AssessError):
+    """The index file cannot be read by sqlite (truncated, overwritten, another kind of file)."""
+
+
+class IndexUnwritable(AssessError):
+    """The index cannot be created or written where --db (or $HYPERGRID_INDEX) points."""
+
+
 class UnknownMetric(AssessError):
     """A metric name that is not in the registry."""
 

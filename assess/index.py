@@ -1,6 +1,6 @@
 """The sqlite index: schema (a contract the hill climb reads), migrations, writes and queries.
 
-Derived from run directories only; `rm outputs/index.db && assess score outputs/` rebuilds it.
+Derived from run directories only; `assess score --rebuild outputs/` rebuilds it (assess/rebuild.py).
 Safe for many concurrent writers: WAL, a long busy timeout, and every write in a short
 `BEGIN IMMEDIATE` transaction (a deferred transaction that later wants to write can fail with
 "database is locked" whatever the timeout).
@@ -39,15 +39,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlite_utils
 
-from render.rundir.identity import sample_text_id
-
-from assess.errors import IndexSchemaError, NotScored
+from assess.errors import IndexDamaged, IndexSchemaError, IndexUnwritable, NotScored
 from assess.metrics import SPECS, MetricSpec, Outcome
 from assess.metrics.registry import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
+from render.rundir.identity import sample_text_id
 
 INDEX_ENV = "HYPERGRID_INDEX"
 DEFAULT_INDEX = Path("outputs") / "index.db"
@@ -345,6 +345,29 @@ def default_index_path() -> Path:
     return Path(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
 
 
+REBUILD_HINT = "rebuild it from the run directories with `assess score --rebuild <out_root>`"
+
+
+def damaged(path: Path, exc: BaseException) -> IndexDamaged:
+    """The one-line message for an index file sqlite cannot read (truncated, overwritten, another kind of file)."""
+    return IndexDamaged(f"{path} is not a readable assess index ({exc}): {REBUILD_HINT}, or pass another --db")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """sqlite's own word for a file it cannot read as a database ("file is not a database", "database disk image
+    is malformed"): a plain DatabaseError, not one of its subclasses (locked, constraint, ...)."""
+    return type(exc) is sqlite3.DatabaseError
+
+
+def _create_file(path: Path) -> None:
+    """Create the empty database file with open(2)'s mode, so the index follows the umask like every other file
+    (sqlite itself creates 0644 whatever the umask allows; its -wal and -shm files copy the database's mode)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    except FileExistsError:
+        pass  # another scorer created it first
+
+
 def _split_statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";\n") if s.strip()]
 
@@ -371,17 +394,43 @@ class Index:
 
     @classmethod
     def open(cls, path: Path | str | None = None, create: bool = True) -> Index:
-        """Open (and create or migrate) the index; create=False raises NotScored if it is missing."""
+        """Open (and create or migrate) the index; create=False raises NotScored if it is missing, and opens an
+        index this user cannot write read-only (for status and reports). A file that is no sqlite database,
+        or a damaged one, raises IndexDamaged naming the command that rebuilds it."""
         path = Path(path) if path is not None else default_index_path()
         if not path.exists():
             if not create:
                 raise NotScored(f"no index at {path}: run `assess score <sweep>` first (or pass --db)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _create_file(path)
+            except OSError as exc:
+                raise IndexUnwritable(f"{path}: the index cannot be created there ({exc.strerror or exc}); pass --db a "
+                                      "path in a folder you can write (or set $HYPERGRID_INDEX)") from exc
+        readonly = not create and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK))
+        try:
+            return cls._connect(path, readonly)
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise damaged(path, exc) from exc
+            raise
+
+    @classmethod
+    def _connect(cls, path: Path, readonly: bool) -> Index:
+        if readonly:  # immutable: no -wal/-shm files are needed (or made) in a folder this user cannot write
+            uri = f"file:{quote(str(path.absolute()))}?mode=ro&immutable=1"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.create_function("hg_text_id", 2, sample_text_id, deterministic=True)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         index = cls(conn, path)
+        if readonly:
+            if index._check_version() != SCHEMA_VERSION or set(PIVOT_METRICS) - index._summary_columns():
+                raise IndexSchemaError(f"{path} was written by an older assess and is read-only here: run `assess "
+                                       "score` once where it can be written, to migrate it")
+            return index
         index._retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
         conn.execute("PRAGMA synchronous = NORMAL")
         index.migrate()
@@ -428,7 +477,8 @@ class Index:
         exists = self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
         if not exists:
             if self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise IndexSchemaError(f"{self.path} is not an assess index (it has tables but no 'meta' table)")
+                raise IndexSchemaError(f"{self.path} is not an assess index (it has tables but no 'meta' table): "
+                                       f"pass the index's path with --db, or {REBUILD_HINT}")
             return 0
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 0

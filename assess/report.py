@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from assess.errors import NotScored
+from assess.errors import NotScored, RunDirError
 from assess.index import Index
 from assess.metrics import SPECS
 from assess.metrics.registry import leaderboard_specs, quality_metric_names
@@ -468,7 +468,13 @@ def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
                          "category": run["category"], "message": run["message"] or "",
                          "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": traceback})
         elif Path(run["path"]).is_dir():
-            current = run_status(load_run(run["path"]), now)  # the index may predate the failure
+            try:
+                current = run_status(load_run(run["path"]), now)  # the index may predate the failure
+            except (RunDirError, OSError, ValueError) as exc:  # named in the report; the other runs go on
+                rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": "unreadable",
+                             "category": "unreadable", "message": f"{type(exc).__name__}: {exc}",
+                             "record": os.path.relpath(run["path"], out), "record_abs": run["path"], "traceback": ""})
+                continue
             if current.state in ("failed", "crashed"):
                 record = Path(run["path"]) / ("FAILED.json" if current.state == "failed" else "render.log")
                 rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": current.state,
@@ -506,8 +512,9 @@ def default_out(sweeps: list[Path]) -> Path:
 
 
 def write_report(sweeps: list[Path | str], index_path: Path | str | None = None, out: Path | str | None = None,
-                 quality_metric: str | None = None) -> Path:
-    """Write the report folder and return the path of its index.html."""
+                 quality_metric: str | None = None, problems: list[str] | None = None) -> Path:
+    """Write the report folder and return the path of its index.html. `problems`, when given, receives
+    "<run>: <problem>" for each run directory the report could not read (it is listed in the report too)."""
     sweep_paths = [Path(s).resolve() for s in sweeps]
     out_dir = Path(out).resolve() if out else default_out(sweep_paths)
     with Index.open(index_path, create=False) as index:
@@ -519,6 +526,9 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         staging.mkdir(parents=True)
         sheets = contact_sheets(index, views, staging)
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
+    failures = failure_rows(runs, out_dir)
+    if problems is not None:
+        problems += [f"{f['record_abs']}: {f['message']}" for f in failures if f["state"] == "unreadable"]
     columns, hidden = shown_columns(views)
     context = {
         "title": "hypergrid report: " + ", ".join(p.name for p in sweep_paths),
@@ -535,7 +545,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         "pareto_problem": pareto_problem,
         "pareto_legend": legend,
         "sheets": sheets,
-        "failures": failure_rows(runs, out_dir),
+        "failures": failures,
         "missing": missing,
     }
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")

@@ -40,16 +40,19 @@ class ScoreSummary:
     unavailable: Counter[tuple[str, str]] = field(default_factory=Counter)  # (metric, reason) -> n
     flagged: list[str] = field(default_factory=list)  # "<image path>: <problem>"
     problems: list[str] = field(default_factory=list)  # skipped samples.jsonl lines
+    failed: list[str] = field(default_factory=list)  # "<run path>: <problem>": runs that could not be indexed
 
     def lines(self) -> list[str]:
         out = [
             f"scored {self.runs} run(s), {self.samples} sample(s): {self.written} score(s) written, "
             f"{self.current} already current"
+            + (f"; {len(self.failed)} run(s) could not be indexed" if self.failed else "")
         ]
         out += [f"  {metric} unavailable for {n} sample(s): {reason}" for (metric, reason), n in
                 sorted(self.unavailable.items())]
         out += [f"  flagged {line}" for line in self.flagged]
         out += [f"  {line}" for line in self.problems]
+        out += [f"  NOT INDEXED {line}" for line in self.failed]
         return out
 
 
@@ -321,24 +324,40 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
 
 def score(paths: list[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
           clip_model: str | None = None, force: bool = False, log: Log | None = None) -> ScoreSummary:
-    """Score every run directory under `paths` (runs, sweeps, or any folder holding them).
+    """Score every run directory under `paths` (runs, sweeps, or any folder holding them; an output root
+    with the run folders it registered elsewhere).
 
     The anchor runs the runs' run.json name (anchor.dir, kept by the renderer outside the sweep)
-    are scored with them. Everything is read and checked before the index is opened: a path
-    that is not a run directory, or a sweep without runs, raises and writes nothing.
+    are scored with them. A path that is not a run directory, or a sweep without runs, raises before
+    the index is opened. A run that cannot be read or indexed is named in `summary.failed` and the
+    others are scored all the same.
     """
-    runs = load_runs(paths, with_anchors=True)
+    failed: list[str] = []
+    runs = load_runs(paths, with_anchors=True, problems=failed)
     sample_metrics = build_sample_metrics(metrics, clip_model)
-    summary = ScoreSummary(runs=len(runs), samples=sum(len(r.samples) for r in runs))
+    summary = ScoreSummary(failed=failed)
     summary.problems = [p for r in runs for p in r.problems]
     ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
     with Index.open(index_path) as index:
         index.sync_metric_catalogue()
-        for run in ordered:
-            ingest_run(index, run)
+        indexed = [run for run in ordered if _guarded(summary, run, lambda run=run: ingest_run(index, run))]
         cache = ImageCache()
-        for run in ordered:
+        for run in indexed:
             if log:
                 log(f"scoring {run.path} ({len(run.samples)} samples)")
-            score_run(index, run, sample_metrics, summary, force=force, cache=cache)
+            if _guarded(summary, run, lambda run=run: score_run(index, run, sample_metrics, summary, force=force,
+                                                                 cache=cache)):
+                summary.runs += 1
+                summary.samples += len(run.samples)
     return summary
+
+
+def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None]) -> bool:
+    """Run one run's step; a failure (a value sqlite cannot store, a file that breaks while read) is named in
+    the summary and the other runs go on. The step's transaction is rolled back by Index.write."""
+    try:
+        step()
+    except Exception as error:  # noqa: BLE001 - one bad run never blocks the others; it is reported
+        summary.failed.append(f"{run.path}: {type(error).__name__}: {error}")
+        return False
+    return True

@@ -3,7 +3,8 @@
 States: done (DONE.json) · failed (FAILED.json, with its category) · running · crashed (no
 terminal record and the process or job is gone) · pending (listed in SWEEP.json, no run
 directory yet) · aborted (pending, but the sweep's process is gone and no job was submitted for
-it: it will never start) · unknown (a SLURM job that neither squeue nor sacct can be asked about).
+it: it will never start) · unknown (a SLURM job that neither squeue nor sacct can be asked about) ·
+unreadable (a run directory whose records cannot be parsed: named with its problem, the others still shown).
 A running cell whose projected time passes twice its estimate is flagged `slow` (the watchdog,
 render.rundir.watchdog); nothing is killed.
 """
@@ -17,12 +18,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from assess.errors import NoRunsFound
-from render.rundir import (JOBS_JSON, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
+from assess.errors import NoRunsFound, RunDirError
+from render.rundir import (JOBS_JSON, SWEEP_JSON, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
 
-STATES = ("done", "failed", "running", "crashed", "pending", "aborted", "unknown")
+STATES = ("done", "failed", "running", "crashed", "pending", "aborted", "unknown", "unreadable")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,22 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
                       detail.splitlines()[0] if detail else "", str(run.path), slow, str(run.sweep) if run.sweep else None)
 
 
+def _unreadable(folder: Path, error: Exception, sweep: Path | None = None) -> CellStatus:
+    sweep = sweep or (folder.parent if is_sweep_folder(folder.parent) else None)
+    return CellStatus(folder.name, "unreadable", None, None, 0, None, None, None,
+                      f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}", str(folder),
+                      sweep=str(sweep) if sweep else None)
+
+
+def _read_sweep(folder: Path, rows: list[CellStatus]) -> SweepInfo | None:
+    """The sweep's SWEEP.json; when it cannot be read, a row naming it (its runs are still shown, not its pending cells)."""
+    try:
+        return load_sweep(folder)
+    except (RunDirError, OSError, ValueError) as error:
+        rows.append(_unreadable(folder / SWEEP_JSON, error, sweep=folder))
+        return None
+
+
 def _matches(cell: SweepCell, run: RunDir) -> bool:
     if cell.subdir:
         return cell.subdir == run.path.name
@@ -113,17 +130,26 @@ def status(path: Path | str, now: datetime | None = None) -> list[CellStatus]:
     """One CellStatus per cell under `path` (a sweep folder, a run directory, or any folder)."""
     now = now or datetime.now(timezone.utc)
     root = Path(path).resolve()
-    sweep = load_sweep(root) if root.is_dir() and is_sweep_folder(root) else None
+    rows: list[CellStatus] = []
+    sweep = _read_sweep(root, rows) if root.is_dir() and is_sweep_folder(root) else None
     try:
-        runs = [load_run(p) for p in find_run_dirs(root)]
+        folders = find_run_dirs(root)
     except NoRunsFound:
-        if sweep is None:
+        if sweep is None and not rows:
             raise
-        runs = []
-    rows = [run_status(run, now) for run in runs]
+        folders = []
+    runs = []
+    for folder in folders:
+        try:
+            runs.append(load_run(folder))
+        except (RunDirError, OSError, ValueError) as error:  # named, and the other cells are shown all the same
+            rows.append(_unreadable(folder, error))
+    unreadable = {Path(row.path).name for row in rows if row.path}
+    rows = [run_status(run, now) for run in runs] + rows
     if sweep is not None:
         submitted = _submitted(sweep)
-        rows += [_pending(cell, sweep, submitted) for cell in sweep.cells if not any(_matches(cell, r) for r in runs)]
+        rows += [_pending(cell, sweep, submitted) for cell in sweep.cells
+                 if not any(_matches(cell, r) for r in runs) and cell.subdir not in unreadable]
     else:
         rows += _pending_of_sweeps_below(runs)
     return rows
@@ -136,7 +162,7 @@ def _pending_of_sweeps_below(runs: list[RunDir]) -> list[CellStatus]:
     """The pending cells of every sweep folder that holds some of these runs."""
     rows = []
     for folder in sorted({run.sweep for run in runs if run.sweep is not None}):
-        info = load_sweep(folder)
+        info = _read_sweep(folder, rows)
         if info is not None:
             mine = [r for r in runs if r.sweep == folder]
             submitted = _submitted(info)
@@ -214,7 +240,7 @@ def print_table(rows: list[CellStatus]) -> None:
     from rich.table import Table
 
     colours = {"done": "green", "failed": "red", "crashed": "red", "running": "cyan", "pending": "dim", "aborted": "red",
-               "unknown": "yellow"}
+               "unknown": "yellow", "unreadable": "red"}
     console = Console()
     groups = by_sweep(rows)
     for folder, members in groups:

@@ -1,6 +1,6 @@
 """The hill climb's two numbers, measured side by side in one run.
 
-(a) cost: render/budget.py's estimate of a sweep (from the history under the output root) against
+(a) cost: render/laws/budget.py's estimate of a sweep (from the history under the output root) against
     what the sweep then measurably costs, on the tiny model. Goal: within +-25 %.
 (b) search: on a simulated grid with a known true quality and latency per cell and noisy per-prompt
     measurements, the GPU time successive halving plus one-factor moves spend until the climb
@@ -268,7 +268,7 @@ def measured(sweep: Path) -> tuple[float, float, int]:
 
 
 def cost_benchmark(prompts: int) -> dict[str, object]:
-    from render.budget import History, seconds_per_sample
+    from render.laws.budget import History, seconds_per_sample
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -279,7 +279,7 @@ def cost_benchmark(prompts: int) -> dict[str, object]:
             history = History.scan(out_root)
             values = [v for o in target if o.startswith("steps=") for v in o.split("=")[1].split(",")]
             n_cells = math.prod(len(o.split("=")[1].split(",")) for o in target)
-            per_cell = {int(s): seconds_per_sample(out_root, "tiny", 32, 32, "cpu", int(s), history=history)
+            per_cell = {int(s): seconds_per_sample(history, "tiny", 32, 32, "cpu", int(s))
                         for s in values}
             estimate = sum(per_cell.values()) * prompts * n_cells / len(values)
             loads = [r["load_s"] for r in history.samples(lambda meta: True) if r.get("load_s")]
@@ -289,7 +289,7 @@ def cost_benchmark(prompts: int) -> dict[str, object]:
                          "load_s": load, "ratio_latency": estimate / latency,
                          "ratio_spent": estimate / (latency + load),
                          "ratio_spent_with_load": (estimate + load_estimate) / (latency + load)})
-    print(f"(a) cost estimate (render/budget.py, from the history of a steps=4,16 sweep) vs measured, tiny model, "
+    print(f"(a) cost estimate (render/laws/budget.py, from the history of a steps=4,16 sweep) vs measured, tiny model, "
           f"{prompts} dev prompts per cell:")
     for r in rows:
         print(f"    {r['sweep']:<32} {r['samples']:>3} samples: estimate {r['estimate_s']:6.2f} s; rendering "

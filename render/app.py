@@ -15,7 +15,8 @@ from omegaconf import DictConfig
 from render.pipeline import PIPELINES
 from render.preflight import preflight_config
 from render.rundir import SampleStore
-from render.runner import Cancelled, CellResult, run_job
+from render.runner import CellResult, run_job
+from render.signals import Cancelled, cancel_on_signals
 
 # Process-level state: an in-process sweep scans the output root once.
 _STORES: dict[Path, SampleStore] = {}
@@ -52,21 +53,14 @@ def print_summary(results: list[CellResult]) -> None:
 
 @contextmanager
 def cancellable() -> Iterator[None]:
-    """SIGTERM (kill, schedulers) becomes `Cancelled`, recorded as FAILED.json `cancelled` by the cell it
-    interrupts, like SIGINT's KeyboardInterrupt; then the process ends with 128 + the signal number."""
-
-    def cancel(signum: int, frame: Any) -> None:
-        raise Cancelled(f"received {signal.Signals(signum).name}")
-
-    previous = signal.signal(signal.SIGTERM, cancel) if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else None
+    """SIGTERM (kill, schedulers) and SIGINT (Ctrl-C) become `Cancelled`, recorded as FAILED.json `cancelled` by
+    the cell they interrupt; then the process ends with 128 + the signal number."""
     try:
-        yield
+        with cancel_on_signals():
+            yield
     except Cancelled as error:
         print(f"cancelled: {error}; the interrupted cell records it in its FAILED.json", file=sys.stderr)
-        raise SystemExit(128 + signal.SIGTERM) from None
-    except KeyboardInterrupt:
+        raise SystemExit(error.exit_code) from None
+    except KeyboardInterrupt:  # a SIGINT that came before the handlers were in place
         print("cancelled: interrupted (SIGINT); the interrupted cell records it in its FAILED.json", file=sys.stderr)
         raise SystemExit(128 + signal.SIGINT) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)

@@ -7,6 +7,7 @@ cannot (ranges, seed lists, prompt files). It imports no torch unless the device
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from render.axes import axes_key_params
 from render.caches import CACHES, cache_key_params
 from render.errors import RenderError
+from render.limits import SEED_MAX, LimitError, check_image_size
 from render.prompts import Prompt, load_prompts
 from render.rundir import cell_key_of, check_name
 
@@ -135,8 +137,9 @@ def parse_seeds(seed: Any) -> list[int]:
         raise ConfigError("seed=[]: give at least one seed, e.g. seed=0 or seed=[0,1,2]")
     seeds = []
     for value in values:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"seed={seed}: seeds must be non-negative integers, e.g. seed=42 or seed=[0,1,2]")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+            raise ConfigError(f"seed={seed}: seeds must be non-negative integers up to {SEED_MAX} (what the generator "
+                              "and the index both hold), e.g. seed=42 or seed=[0,1,2]")
         seeds.append(value)
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seed={seed}: a seed is listed twice")
@@ -193,8 +196,12 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
     height = _size("height", cfg.height if cfg.height is not None else m.height, m)
     width = _size("width", cfg.width if cfg.width is not None else m.width, m)
     guidance = cfg.guidance if cfg.guidance is not None else m.guidance
-    if guidance < 0:
-        raise ConfigError(f"guidance={guidance}: must be >= 0")
+    if not math.isfinite(guidance) or guidance < 0:
+        raise ConfigError(f"guidance={guidance}: must be >= 0 and finite")
+    try:
+        check_image_size(height, width)
+    except LimitError as error:
+        raise ConfigError(str(error)) from None
     return Cell(model, device_kind, attention, cache, scheduler, _positive("steps", steps), float(guidance), int(height), int(width))
 
 

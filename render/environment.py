@@ -4,6 +4,7 @@ and models it must load."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import socket
 import subprocess
@@ -19,6 +20,9 @@ def check_writable_folder(folder: str | Path, what: str) -> None:
     path = Path(folder).expanduser().absolute()
     probe = path
     while not probe.exists():
+        if probe.is_symlink():  # there, but pointing nowhere: a dangling link, or a loop of links
+            raise ConfigError(f"{what}={folder}: {probe} is a symlink that leads nowhere (dangling, or a loop); "
+                              f"remove it or choose another {what}")
         if probe.parent == probe:
             break
         probe = probe.parent
@@ -28,6 +32,86 @@ def check_writable_folder(folder: str | Path, what: str) -> None:
     if not os.access(probe, os.W_OK | os.X_OK):
         verb = "is not writable" if probe == path else f"cannot be created: {probe} is not writable"
         raise ConfigError(f"{what}={folder}: {verb} by this user; choose another {what}")
+
+
+def check_text_file(path: Path, what: str, given: str) -> None:
+    """A file preflight's readers will decode: readable, and UTF-8 (else a ConfigError with the byte and line)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{what}={given}: {path} cannot be read ({error.strerror or error}); fix its permissions or "
+                          f"choose another {what}") from None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigError(f"{what}={given}: {path} is not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); save it "
+                          f"as UTF-8, e.g. `iconv -f latin1 -t utf-8 {path} > {path.stem}.utf8{path.suffix}`") from None
+
+
+def check_model_folder(folder: Path, given: str) -> None:
+    """A local diffusers pipeline folder that from_pretrained can load: model_index.json is a JSON object and
+    every component it lists has its subfolder."""
+    index = folder / "model_index.json"
+    fix = "re-save the pipeline with save_pretrained, or point model.id at a complete copy"
+    check_text_file(index, "model.id", given)
+    try:
+        components = json.loads(index.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ConfigError(f"model.id={given}: {index} is not valid JSON ({error}); {fix}") from None
+    if not isinstance(components, dict):
+        raise ConfigError(f"model.id={given}: {index} holds no JSON object; {fix}")
+    for name, spec in components.items():
+        if name.startswith("_") or not isinstance(spec, list) or len(spec) != 2 or spec[0] is None:
+            continue
+        sub = folder / name
+        if not sub.is_dir() or not any(sub.iterdir()):
+            raise ConfigError(f"model.id={given}: model_index.json lists the component {name!r}, but {sub} is missing "
+                              f"or empty; {fix}")
+        for weights in sorted(sub.glob("*.safetensors")):
+            problem = safetensors_problem(weights)
+            if problem:
+                raise ConfigError(f"model.id={given}: {weights} {problem}; {fix}")
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file cannot be loaded (a copy cut short, another file under its name), read from its
+    header alone: 8 bytes of header length, the JSON header, then the tensors' bytes it promises."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if size < 8 or length > size - 8:
+                return f"is truncated or not a safetensors file ({size} bytes, header of {length} promised)"
+            header = json.loads(f.read(length))
+    except (OSError, ValueError) as error:
+        return f"cannot be read as safetensors ({error})"
+    ends = [t["data_offsets"][1] for k, t in header.items() if k != "__metadata__" and isinstance(t, dict)
+            and isinstance(t.get("data_offsets"), list) and len(t["data_offsets"]) == 2]
+    if ends and 8 + length + max(ends) > size:
+        return f"is truncated ({size} bytes, its header promises {8 + length + max(ends)})"
+    return None
+
+
+def check_builtin_model(name: str) -> None:
+    """A built-in model must be loadable: the shipped shapes pipeline complete, the tiny model complete in the
+    project's cache ($HYPERGRID_CACHE, else ~/.cache/hypergrid) or that cache writable to build it once."""
+    if name == "shapes":
+        from render.models.shapes import shapes_model_dir
+
+        try:
+            folder = shapes_model_dir()
+        except FileNotFoundError as error:
+            raise ConfigError(f"model.id=hypergrid:shapes: {error}") from None
+        check_model_folder(folder, f"hypergrid:shapes (shipped in {folder})")
+    if name == "tiny":
+        from render.models.tiny import default_cache_root, tiny_model_dir
+
+        folder = tiny_model_dir()
+        if (folder / "model_index.json").is_file():
+            check_model_folder(folder, f"hypergrid:tiny (built in {folder}; delete that folder to build it again)")
+        else:
+            check_writable_folder(default_cache_root(), "HYPERGRID_CACHE (the tiny model is built there once)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -49,8 +133,13 @@ def check_hub_model(model: Any) -> None:
     """A hub model must be in the local cache, or the hub reachable to download it."""
     from huggingface_hub import try_to_load_from_cache
 
+    from huggingface_hub import constants
+
     cached = try_to_load_from_cache(model.id, "model_index.json", revision=model.revision)
-    if isinstance(cached, str) or hub_reachable():
+    if isinstance(cached, str):
+        return
+    if hub_reachable():
+        check_writable_folder(constants.HF_HUB_CACHE, "HF_HOME (the hub cache the model downloads into)")
         return
     raise ConfigError(hub_unavailable_message(model.id))
 

@@ -18,12 +18,16 @@ from omegaconf import DictConfig
 from render.attention import check_attention_usable
 from render.axes import check_axes, load_options
 from render.caches import check_cache_supported
-from render.environment import check_hub_model, check_writable_folder
+from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
+                                check_writable_folder)
 from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job
 from render.errors import RenderError
 from render.laws import Ledger, check_experiment, record_launch
-from render.laws.budget import BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve, spent_gpu_seconds
+from render.laws.budget import (BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve,
+                                spent_gpu_seconds)
+from render.limits import check_numbers
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
+from render.prompts import resolve_manifest
 from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
 from render.schedulers import check_scheduler_supported
 
@@ -36,12 +40,14 @@ class PreflightError(RenderError, ValueError):
 
 def check_model(model: Any) -> None:
     if model.id.startswith(BUILTIN_PREFIX):
+        check_builtin_model(model.id[len(BUILTIN_PREFIX):])
         return
     if model.id.startswith((".", "/", "~")):
         folder = Path(model.id).expanduser()
         if not (folder / "model_index.json").is_file():
             raise ConfigError(f"model.id={model.id}: no diffusers pipeline folder there (no model_index.json); "
                               "give a folder written by save_pretrained, or a hub id such as black-forest-labs/FLUX.1-dev")
+        check_model_folder(folder, model.id)
     else:
         check_hub_model(model)
         if model.weights == UNRESOLVED:
@@ -73,14 +79,26 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
     try:
         check_known_keys(cfg)
         check_writable_folder(cfg.out_root, "out_root")
+        check_text_file(resolve_manifest(cfg.prompts.file), "prompts.file", cfg.prompts.file)
         job = build_job(cfg)
+        check_numbers(cfg)  # after build_job, whose messages say more for the values it knows (seeds, guidance)
         check_job(job)
         check_experiment(cfg, overrides, job)
         if single:
             refuse_unused_cache_overrides(unused_cache_overrides(overrides, cfg), 1)
     except RenderError as error:
         raise PreflightError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - preflight is the only gate: whatever fails here stops the run
+        raise unexpected(error) from error
     return job
+
+
+def unexpected(error: BaseException) -> PreflightError:
+    """A failure of no known kind while checking (a filesystem fault, a library's own error): still a refusal
+    before anything is written, naming what failed; the traceback goes to the debug log."""
+    log.debug("preflight failed", exc_info=error)
+    return PreflightError(f"preflight could not check this cell ({type(error).__name__}: {error}); nothing was written. "
+                          "Fix the file, folder or value it names, and run again")
 
 
 def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
@@ -194,7 +212,9 @@ class PreflightCallback(Callback):
             check_writable_folder(config.hydra.run.dir, "hydra.run.dir")
             preflight_budget([job])
             record_launch([job])
-        except ConfigError as error:
-            exit_with(PreflightError(str(error)))
         except PreflightError as error:
             exit_with(error)
+        except RenderError as error:
+            exit_with(PreflightError(str(error)))
+        except Exception as error:  # noqa: BLE001 - Hydra would turn it into a warning and run the job
+            exit_with(unexpected(error))

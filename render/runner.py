@@ -29,6 +29,7 @@ from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
+from render.signals import Cancelled
 from render.rundir.watchdog import project
 
 log = logging.getLogger("render")
@@ -36,10 +37,6 @@ log = logging.getLogger("render")
 
 class NonFiniteOutput(RenderError, RuntimeError):
     """The pipeline produced NaN or infinite pixels."""
-
-
-class Cancelled(BaseException):
-    """The process was asked to stop (SIGTERM): a BaseException, so no library's `except Exception` swallows it."""
 
 
 @dataclass
@@ -59,7 +56,7 @@ def classify(error: BaseException) -> str:
     """The FAILED.json category of an exception."""
     text = str(error).lower()
     name = type(error).__name__
-    if name == "OutOfMemoryError" or "out of memory" in text:
+    if name == "OutOfMemoryError" or isinstance(error, MemoryError) or "out of memory" in text:
         return "oom"
     if isinstance(error, BackendUnavailable) or "is not usable because" in text or "backend" in text and "not available" in text:
         return "backend-unavailable"

@@ -19,7 +19,7 @@ CONF_DIR = str(Path(render.schema.__file__).parent / "conf")
 
 @pytest.fixture(autouse=True)
 def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test its own user-level record of holdouts and finals (render.holdout.user_state_dir)."""
+    """Each test its own user-level record of holdouts and finals (render.laws.user_state_dir)."""
     monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "hypergrid-state"))
 
 

@@ -19,6 +19,8 @@ class UncompletedJobError(RuntimeError):  # submitit's, recognised by name
 @pytest.mark.parametrize("error,category", [
     (OutOfMemoryError("CUDA error"), "oom"),
     (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
+    (MemoryError(), "oom"),  # out of memory on the CPU: numpy, PIL and torch's CPU allocator raise it bare
+    (MemoryError("Unable to allocate 3.00 GiB for an array with shape (1, 3, 16384, 16384)"), "oom"),
     (BackendUnavailable("attention=flash needs a CUDA GPU"), "backend-unavailable"),
     (RuntimeError("Backend flash_attn is not usable because the package is missing"), "backend-unavailable"),
     (RuntimeError("attention backend 'sage' is not available"), "backend-unavailable"),

@@ -44,11 +44,11 @@ def test_preflight_turns_render_errors_into_preflight_errors(overrides: list[str
         preflight.preflight_config(compose_cfg("device=cpu", "model=tiny", *overrides))
 
 
-def test_preflight_lets_a_bug_keep_its_traceback(monkeypatch) -> None:
-    def broken(job):  # a plain ValueError is a bug in render, not a user's bad value
+def test_preflight_refuses_on_any_exception_and_keeps_its_traceback(monkeypatch) -> None:
+    def broken(job):  # a plain ValueError (a bug, or a library's own error) still stops the run before it starts
         raise ValueError("bug")
 
     monkeypatch.setattr(preflight, "check_job", broken)
-    with pytest.raises(ValueError, match="bug") as error:
+    with pytest.raises(preflight.PreflightError, match=r"preflight could not check this cell \(ValueError: bug\)") as error:
         preflight.preflight_config(compose_cfg("device=cpu", "model=tiny"))
-    assert not isinstance(error.value, preflight.PreflightError)
+    assert isinstance(error.value.__cause__, ValueError)  # the traceback is kept (and logged at debug level)

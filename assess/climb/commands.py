@@ -19,6 +19,7 @@ from pathlib import Path
 from assess.climb.decide import Plan, Proposal, group_commands
 from assess.errors import AssessError
 from assess.experiment import Experiment
+from render.signals import forward_signals, send_to
 
 Log = Callable[[str], None]
 
@@ -64,16 +65,20 @@ def run_command(command: Command, out_root: Path, log: Log) -> tuple[int, list[P
                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert process.stdout is not None
     tail: list[str] = []
-    for raw in iter(process.stdout.readline, b""):
-        line = raw.decode(errors="replace").rstrip("\n")
-        sys.stderr.write(line + "\n")
-        tail = (tail + [line])[-20:]
-    code = process.wait()
+    with forward_signals(send_to(process)) as forwarded:  # kill of the climb reaches the render and its cell
+        for raw in iter(process.stdout.readline, b""):
+            line = raw.decode(errors="replace").rstrip("\n")
+            sys.stderr.write(line + "\n")
+            tail = (tail + [line])[-20:]
+        code = process.wait()
+    made = sorted(_sweep_dirs(out_root) - before)
+    forwarded.raise_if_stopped(f"the render command ended with exit {code}, its interrupted cell recorded `cancelled`"
+                               + (f"; score what it finished with: assess score {' '.join(map(str, made))}" if made else ""))
     if code == 2:
         errors = [line for line in tail if line.startswith("error:")]
         raise RenderRefused(f"the renderer refused `{command.text}` (exit 2), nothing was rendered: "
                             + (errors[-1][len("error: "):] if errors else "see its output above"))
-    return code, sorted(_sweep_dirs(out_root) - before)
+    return code, made
 
 
 def run_and_score(commands: Sequence[Command], exp: Experiment, db: Path | None, log: Log

@@ -18,8 +18,10 @@ from omegaconf import OmegaConf
 
 from hydra_plugins.hypergrid import sweep
 from hydra_plugins.hypergrid.batches import CellSpec, cell_spec, seconds_per_step, timeout_minutes
+from hydra_plugins.hypergrid.oom import oom_kills
 from hydra_plugins.hypergrid.progress import watch
 from hydra_plugins.hypergrid.worker import CellBatch, collect
+from render.signals import Cancelled
 
 log = logging.getLogger(__name__)
 Submitted = list[tuple[Any, list[CellSpec]]]
@@ -39,12 +41,24 @@ class BatchLauncher(BaseSubmititLauncher):
         self.out_root = Path(str(OmegaConf.select(configs[0], "out_root", default=".")))
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        oom_before = oom_kills()
         submitted = self.submit(cells)
         record_jobs(sweep_dir, submitted)
         if not self.params.get("wait", True):  # only slurm has the option: the gpus launcher always waits
             return detached(submitted, sweep_dir)
-        watch(submitted)
-        return collect(submitted)
+        try:
+            watch(submitted)
+        except Cancelled:  # SIGTERM / SIGINT to the launcher: its jobs stop too, and their cells record it
+            log.warning("cancelled: stopping %d job(s); each records `cancelled` in the cell it interrupts", len(submitted))
+            self.stop(submitted)
+            collect(submitted, oom_before)
+            raise
+        return collect(submitted, oom_before)
+
+    def stop(self, submitted: Submitted) -> None:
+        """Ask every job to stop (SLURM: scancel, whose SIGTERM the scheduler delivers)."""
+        for job, _ in submitted:
+            job.cancel(check=False)
 
     def batch(self, cells: Sequence[CellSpec]) -> CellBatch:
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None

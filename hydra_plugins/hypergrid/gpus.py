@@ -39,3 +39,13 @@ class GpusLauncher(BatchLauncher):
                                        signal_delay_s=self.params["signal_delay_s"])
             submitted.append((executor.submit(self.batch(batch)), batch))
         return submitted
+
+    def stop(self, submitted: Submitted) -> None:
+        """SIGTERM to each job's submitit controller, which passes it to its worker (LocalJob.cancel would send
+        SIGINT, on which the controller kills the worker a second later, maybe before its cell recorded it)."""
+        import signal
+
+        for job, _ in submitted:
+            process = getattr(job, "_process", None)
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)

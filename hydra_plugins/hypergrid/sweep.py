@@ -33,12 +33,15 @@ def task_part(config: DictConfig) -> DictConfig:
 
 def preflight_sweep(job_overrides: Sequence[Sequence[str]], configs: list[DictConfig]) -> list[Any]:
     """Validate every cell before anything is written; on failure exit 2 listing each bad cell."""
-    from render.preflight import PreflightError, exit_with, preflight_all
+    from render.errors import RenderError
+    from render.preflight import exit_with, preflight_all, unexpected
 
     try:
         return preflight_all([(list(o), task_part(c)) for o, c in zip(job_overrides, configs)])
-    except PreflightError as error:
+    except RenderError as error:
         exit_with(error)
+    except Exception as error:  # noqa: BLE001 - preflight is the only gate: no sweep folder for any failure
+        exit_with(unexpected(error))
 
 
 def preflight_launcher(config: DictConfig) -> None:

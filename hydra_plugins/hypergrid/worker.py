@@ -8,7 +8,9 @@ most the sample in flight is lost.
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+import os
+from contextlib import nullcontext
+from typing import Any, ContextManager, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, run_job, setup_globals
@@ -16,6 +18,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from hydra_plugins.hypergrid.batches import CellSpec
+from hydra_plugins.hypergrid.oom import oom_note
+from render.signals import Cancelled, cancel_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -33,20 +37,35 @@ class CellBatch:
         Singleton.set_state(self.singleton_state)
         setup_globals()
         job_id = submitit.JobEnvironment().job_id
-        returns = []
-        for cell in self.cells:
-            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(cell.overrides))
-            with open_dict(sweep_config.hydra.job) as job:
-                job.id = f"{job_id}_{cell.num}"
-                job.num = cell.num
-            returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=sweep_config,
-                                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
+        returns: list[JobReturn] = []
+        try:
+            with stop_signals():
+                for cell in self.cells:
+                    sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(cell.overrides))
+                    with open_dict(sweep_config.hydra.job) as job:
+                        job.id = f"{job_id}_{cell.num}"
+                        job.num = cell.num
+                    returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function,
+                                           config=sweep_config, job_dir_key="hydra.sweep.dir",
+                                           job_subdir_key="hydra.sweep.subdir"))
+        except Cancelled as error:  # the cell in flight recorded it; the cells after it never started
+            rest = self.cells[len(returns):]
+            mark_unfinished(rest, "cancelled", f"job {job_id} was cancelled ({error}) before this cell ended", "")
+            returns.extend(_return_from_run_dir(cell) for cell in rest)
         return returns
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         import submitit
 
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+
+
+def stop_signals() -> ContextManager[None]:
+    """SIGTERM / SIGINT cancel the cell in flight, on one machine (hydra/launcher=gpus). Under SLURM submitit keeps
+    its own handling: SIGTERM comes before a preemption's requeue there, and scancel is read from the job's state."""
+    if os.environ.get("SUBMITIT_EXECUTOR") == "local":
+        return cancel_on_signals()
+    return nullcontext()
 
 
 def failure_category(error: BaseException, job: Any) -> str:
@@ -72,8 +91,10 @@ def mark_unfinished(cells: Sequence[CellSpec], category: str, message: str, deta
         write_failed(cell.run_dir, category, message, detail, job_failed=True)
 
 
-def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]]) -> list[JobReturn]:
-    """Wait for every job; a job that died (cancelled, timed out, crashed) marks its unfinished cells."""
+def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]], oom_before: int | None = None) -> list[JobReturn]:
+    """Wait for every job; a job that died (cancelled, timed out, crashed) marks its unfinished cells. `oom_before`:
+    the out-of-memory killer's count when the jobs started (hydra_plugins.hypergrid.oom): a job that died
+    without a category while it rose is `oom`."""
     returns: list[JobReturn] = []
     for job, cells in submitted:
         try:
@@ -82,7 +103,10 @@ def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]]) -> list[JobRetu
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             message = f"job {job.job_id} ended {getattr(job, 'state', 'unknown')}: {first_line}"
             detail = f"{error}\n\n--- job stderr (tail) ---\n{_stderr_tail(job)}"
-            mark_unfinished(cells, failure_category(error, job), message, detail)
+            category, note = failure_category(error, job), oom_note(oom_before)
+            if category == "error" and note:
+                category, message = "oom", f"{message} ({note})"
+            mark_unfinished(cells, category, message, detail)
             returns.extend(_return_from_run_dir(cell) for cell in cells)
     return returns
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory
+from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError
 from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, append_record, now_iso
 from render.rundir.records import RunDir, is_sweep_folder, load_run
 
@@ -116,22 +116,45 @@ def find_run_dirs(path: Path | str) -> list[Path]:
     raise NotARunDirectory(f"{path} is not a run directory (no {RUN_JSON}) and holds no run directory below it")
 
 
-def load_runs(paths: list[Path | str], with_anchors: bool = False) -> list[RunDir]:
-    """Every run directory under `paths`, parsed; duplicates (same folder twice) collapse.
+def run_dirs_under(path: Path | str) -> list[Path]:
+    """`find_run_dirs`, and, when `path` is an output root, the run folders registered for it elsewhere:
+    every run the output root knows."""
+    found = find_run_dirs(path)
+    root = Path(path).resolve()
+    if registry_path(root).is_file():
+        listed = set(found)
+        found += [p for p in known_run_dirs(root) if p not in listed]
+    return found
+
+
+def load_runs(paths: list[Path | str], with_anchors: bool = False, problems: list[str] | None = None) -> list[RunDir]:
+    """Every run directory under `paths` (with the folders an output root registered), parsed; duplicates
+    (same folder twice) collapse.
 
     with_anchors: also the anchor runs that the runs' run.json name (anchor.dir under out_root),
     when that folder exists: the renderer keeps them outside the sweep.
+    problems: when given, a run directory that cannot be read is named there ("<path>: <problem>") and
+    skipped, so one bad run does not hide the others; without it, it raises.
     """
-    seen: dict[Path, RunDir] = {}
+    seen: dict[Path, RunDir | None] = {}
+
+    def add(run_path: Path) -> None:
+        if run_path in seen:
+            return
+        try:
+            seen[run_path] = load_run(run_path)
+        except (RunDirError, OSError, ValueError) as error:
+            if problems is None:
+                raise
+            seen[run_path] = None
+            problems.append(f"{run_path}: {type(error).__name__}: {error}")
+
     for path in paths:
-        for run_path in find_run_dirs(path):
-            if run_path not in seen:
-                seen[run_path] = load_run(run_path)
+        for run_path in run_dirs_under(path):
+            add(run_path)
     if with_anchors:
-        folders = {run.anchor_dir for run in seen.values() if not run.is_anchor and run.anchor_dir}
+        folders = {run.anchor_dir for run in seen.values() if run and not run.is_anchor and run.anchor_dir}
         for folder in sorted(f for f in folders if f is not None and f.is_dir()):
             for run_path in iter_run_dirs(folder):
-                run_path = run_path.resolve()
-                if run_path not in seen:
-                    seen[run_path] = load_run(run_path)
-    return list(seen.values())
+                add(run_path.resolve())
+    return [run for run in seen.values() if run is not None]

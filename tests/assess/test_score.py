@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from assess.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory
+from assess.errors import NoRunsFound, NotARunDirectory
 from assess.index import Index
 from assess.metrics import fidelity
 from assess.metrics.fidelity import psnr_identical
@@ -145,15 +145,16 @@ def test_not_a_run_directory_is_an_error_and_writes_nothing(outputs: RunFactory,
     assert not db.exists()
 
 
-def test_a_broken_run_json_is_an_error_and_writes_nothing(sweep_with_anchor: Path, db: Path) -> None:
+def test_a_broken_run_json_is_named_and_the_other_runs_are_scored(sweep_with_anchor: Path, db: Path) -> None:
     run_json = sweep_with_anchor / "2_steps=8" / "run.json"
     data = json.loads(run_json.read_text())
     del data["anchor"]
     run_json.write_text(json.dumps(data))
-    with pytest.raises(InvalidRunDirectory) as err:
-        score([sweep_with_anchor], db, metrics=FAST)
-    assert str(err.value) == f"{run_json}: missing key(s) anchor (see docs/run-directory.md)"
-    assert not db.exists()
+    summary = score([sweep_with_anchor], db, metrics=FAST)
+    assert summary.failed == [f"{run_json.parent}: InvalidRunDirectory: {run_json}: missing key(s) anchor "
+                              "(see docs/run-directory.md)"]
+    assert summary.runs == 3
+    assert {Path(r["path"]).name for r in rows(db, "SELECT path FROM runs")} == {"0_steps=28", "1_attention=sdpa", "3_steps=4"}
 
 
 def test_a_missing_anchor_names_the_command_that_renders_it(outputs: RunFactory, db: Path) -> None:
