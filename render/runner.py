@@ -63,7 +63,9 @@ def classify(error: BaseException) -> str:
     if isinstance(error, NonFiniteOutput):
         return "non-finite-output"
     if isinstance(error, (Cancelled, KeyboardInterrupt, SystemExit, BudgetStop)):
-        return "cancelled"  # BudgetStop: the experiment reached its navigable ceiling (message "budget: ...")  # SystemExit: submitit leaving after it requeued a preempted or timed-out job
+        # SystemExit: submitit leaving after it requeued a preempted or timed-out job; BudgetStop: the experiment
+        # reached its navigable ceiling (the message says "budget: ...")
+        return "cancelled"
     if isinstance(error, TimeoutError) or name == "UncompletedJobError" and "timed-out" in text:
         return "timeout"
     return "error"
