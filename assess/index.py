@@ -18,6 +18,7 @@ Tables (see SCHEMA below for every column):
   cell_summary per (cell_key, split): status, counts and the main metrics as columns (what the
                `cells` view shows; kept in step with cell_scores in the same transactions)
   run_experiments, generations, generation_cells, finals: the hill climb (migration 0002_climb)
+  samples.category, samples.challenge: the prompt's labels in its suite (migration 0003_prompt_labels)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs).
 
@@ -255,9 +256,16 @@ CREATE TABLE finals (
 )
 """
 
+# A prompt's labels in its suite (samples.jsonl category, challenge): the per-category answers group by them.
+SCHEMA_0003_PROMPT_LABELS = """
+ALTER TABLE samples ADD COLUMN category TEXT;
+ALTER TABLE samples ADD COLUMN challenge TEXT
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
+    ("0003_prompt_labels", [SCHEMA_0003_PROMPT_LABELS]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -149,6 +149,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "warmup": int(sample.warmup), "steps": sample.steps, "s_per_step": sample.s_per_step,
         "peak_mem_bytes": sample.peak_mem_bytes, "mem_kind": sample.mem_kind, "load_s": sample.load_s,
         "reused_from": sample.reused_from, "finished_at": sample.finished_at,
+        "category": sample.category, "challenge": sample.challenge,
         "problem": None if image.is_file() else f"image missing: {image}",
     }
 

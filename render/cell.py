@@ -16,7 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from render.axes import axes_key_params
 from render.caches import CACHES, cache_key_params
 from render.errors import RenderError
-from render.prompts import Prompt, load_prompts
+from render.prompts import Prompt, load_split
 from render.rundir import cell_key_of, check_name
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -168,6 +168,15 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
     return Cell(model, device_kind, attention, cache, scheduler, _positive("steps", steps), float(guidance), int(height), int(width))
 
 
+def check_prompts_fit(cfg: DictConfig) -> None:
+    """A split written for some models only (the shapes captions) is refused for the others."""
+    fits = cfg.prompts.get("models")
+    if fits and cfg.model.name not in fits:
+        raise ConfigError(f"prompts={cfg.prompts.name} holds captions written for model {' or '.join(fits)}, not "
+                          f"model={cfg.model.name}: render the project suite (prompts=suite-dev) or a suite of your own "
+                          "(docs/quality.md); prompts.models=null renders these anyway")
+
+
 def build_job(cfg: DictConfig) -> Job:
     """Validate the composed config and build the job. Raises ConfigError / PromptError."""
     m = cfg.model
@@ -196,7 +205,8 @@ def build_job(cfg: DictConfig) -> Job:
     anchor = _make_cell(cfg, model, device_kind, steps=a.steps, attention=a.attention,
                         cache=cache_key_params(CACHES[a.cache][0]()), scheduler=a.scheduler)
     anchor_overrides = [f"model={m.name}", f"steps={a.steps}", f"attention={a.attention}", f"cache={a.cache}", f"scheduler={a.scheduler}"]
-    prompts = load_prompts(cfg.prompts.file, cfg.prompts.limit)
+    check_prompts_fit(cfg)
+    prompts = load_split(cfg.prompts)
     return Job(
         cell=cell,
         anchor=anchor,

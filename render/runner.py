@@ -17,7 +17,7 @@ import resource
 import secrets
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,7 @@ class CellWriter:
         self.records: list[rundir.SampleRecord] = []
         self.current: dict[str, Any] | None = None  # the sample being produced, named in FAILED.json
         self.warned = False
+        self.labels = {p.id: {"category": p.category, "challenge": p.challenge} for p in job.prompts}
 
     def _pipeline(self) -> LoadedPipeline:
         if self.loaded is None:
@@ -167,9 +168,10 @@ class CellWriter:
         self.current = {"prompt_id": prompt_id, "seed": seed}
         self.store.refresh_cell(self.job.cell.key)
         found = self.store.find(self.job.cell.key, prompt_id, text, seed)
+        labels = self.labels.get(prompt_id, {})
         if found is not None:
-            if found.run_dir.resolve() != self.run_dir.resolve():
-                self._append(rundir.link_sample(found, self.run_dir, self.job.out_root))
+            if found.run_dir.resolve() != self.run_dir.resolve():  # the labels are this split's, not the found run's
+                self._append(replace(rundir.link_sample(found, self.run_dir, self.job.out_root), **labels))
                 self.result.n_reused += 1
             return
         loaded = self._pipeline()
@@ -185,7 +187,7 @@ class CellWriter:
             s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
             reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
             prompt_sha=rundir.text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
-            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes))
+            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes, **labels))
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
         loaded.warmups_left -= 1
         self.result.n_rendered += 1
