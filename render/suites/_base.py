@@ -70,12 +70,12 @@ def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
             check_name(prompt_id, "prompt id")  # ids name image files
         except UnsafeName as error:
             raise PromptError(f"{entry.where}: {error}") from None
-        if prompt_id in ids:
-            raise PromptError(f"{entry.where}: duplicate prompt id {prompt_id!r}")
         norm = normalise_text(text)
         if norm in texts:
             log.warning("%s: the same text as %s (%r): kept once", entry.where, texts[norm], text)
             continue
+        if prompt_id in ids:
+            raise PromptError(f"{entry.where}: duplicate prompt id {prompt_id!r}")
         ids.add(prompt_id)
         texts[norm] = entry.where
         prompts.append(Prompt(prompt_id, text, _label(entry.category), _label(entry.challenge)))
