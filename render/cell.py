@@ -16,6 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from render.axes import axes_key_params
 from render.caches import CACHES, cache_key_params
 from render.errors import RenderError
+from render.loading import BUILTIN_PREFIX
 from render.prompts import Prompt, load_split
 from render.rundir import cell_key_of, check_name
 
@@ -169,9 +170,10 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
 
 
 def check_prompts_fit(cfg: DictConfig) -> None:
-    """A split written for some models only (the shapes captions) is refused for the others."""
+    """A split written for some models only (the shapes captions) is refused for the others: a model fits by its
+    name, or by the project id (`hypergrid:<name>`) a model of another name inherits (conf/model/my-tiny.yaml)."""
     fits = cfg.prompts.get("models")
-    if fits and cfg.model.name not in fits:
+    if fits and cfg.model.name not in fits and cfg.model.id not in [f"{BUILTIN_PREFIX}{name}" for name in fits]:
         raise ConfigError(f"prompts={cfg.prompts.name} holds captions written for model {' or '.join(fits)}, not "
                           f"model={cfg.model.name}: render the project suite (prompts=suite-dev) or a suite of your own "
                           "(docs/quality.md); prompts.models=null renders these anyway")

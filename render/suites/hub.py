@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from render.hub import hub_reachable
 from render.suites._base import PromptError
 
 
@@ -37,8 +38,6 @@ def download_command(dataset: str, file: str, revision: str | None, cache: Path)
 
 def dataset_file(dataset: str, file: str, revision: str | None = None) -> Path:
     """The local path of `file` in the hub dataset `dataset` (downloaded now when not cached yet)."""
-    from render.environment import hub_reachable
-
     cache = datasets_cache()
     found = _cached(dataset, file, revision, cache)
     if found is not None:
