@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from assess.errors import AssessError, RunDirError
-from assess.metrics.registry import quality_metric_names, sample_metric_names
+from assess.metrics.registry import quality_metric_names, scored_metric_names
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -44,20 +44,30 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
 @click.option("--metrics", "metrics", default=None, metavar="NAMES",
-              help=f"comma-separated sample metrics (default: all: {','.join(sample_metric_names())})")
+              help=f"comma-separated metrics (default: all: {','.join(scored_metric_names())})")
 @click.option("--clip-model", default=None, envvar="HYPERGRID_CLIP_MODEL", metavar="ID_OR_FOLDER",
               help="CLIP model for clip_score: hub id or local folder (default: openai/clip-vit-large-patch14)")
+@click.option("--metric-model", "metric_models", multiple=True, metavar="METRIC=ID_OR_FOLDER",
+              help="the model a metric uses, e.g. pickscore=/models/PickScore_v1 (repeatable; docs/quality.md)")
 @click.option("--force", is_flag=True, help="recompute scores that are already current")
 @click.option("-q", "--quiet", is_flag=True, help="print only the summary line")
-def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: str | None, force: bool,
-          quiet: bool) -> None:
+def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: str | None,
+          metric_models: tuple[str, ...], force: bool, quiet: bool) -> None:
     """Score runs under PATHS (run directories, sweep folders or outputs/) into the index."""
     from assess.score import score as score_runs
 
     names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    models = {}
+    for item in metric_models:
+        metric, sep, model = item.partition("=")
+        if not sep or not metric.strip() or not model.strip():
+            raise click.BadParameter(f"{item!r}: give METRIC=ID_OR_FOLDER, e.g. pickscore=/models/PickScore_v1",
+                                     param_hint="--metric-model")
+        models[metric.strip()] = model.strip()
     log = None if quiet else (lambda line: click.echo(line, err=True))
     with user_errors():
-        summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log)
+        summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log,
+                             metric_models=models)
     lines = summary.lines()
     click.echo("\n".join(lines[:1] if quiet else lines))
 

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assess.index import Index, ScoreRow, json_dumps, now_iso
-from assess.metrics import Outcome, SampleInput, SampleMetric, build_sample_metrics
+from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
+from assess.setscore import score_sets
 from render.rundir import ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
 if TYPE_CHECKING:
@@ -318,7 +319,8 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
 
 
 def score(paths: list[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
-          clip_model: str | None = None, force: bool = False, log: Log | None = None) -> ScoreSummary:
+          clip_model: str | None = None, force: bool = False, log: Log | None = None,
+          metric_models: dict[str, str] | None = None) -> ScoreSummary:
     """Score every run directory under `paths` (runs, sweeps, or any folder holding them).
 
     The anchor runs the runs' run.json name (anchor.dir, kept by the renderer outside the sweep)
@@ -326,7 +328,7 @@ def score(paths: list[Path | str], index_path: Path | str | None = None, metrics
     that is not a run directory, or a sweep without runs, raises and writes nothing.
     """
     runs = load_runs(paths, with_anchors=True)
-    sample_metrics = build_sample_metrics(metrics, clip_model)
+    sample_metrics, set_metrics = build_metrics(metrics, clip_model, metric_models)
     summary = ScoreSummary(runs=len(runs), samples=sum(len(r.samples) for r in runs))
     summary.problems = [p for r in runs for p in r.problems]
     ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
@@ -339,4 +341,6 @@ def score(paths: list[Path | str], index_path: Path | str | None = None, metrics
             if log:
                 log(f"scoring {run.path} ({len(run.samples)} samples)")
             score_run(index, run, sample_metrics, summary, force=force, cache=cache)
+        if set_metrics:
+            score_sets(index, ordered, set_metrics, summary, read=read_image, force=force)
     return summary
