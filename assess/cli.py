@@ -44,7 +44,7 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
 @click.option("--metrics", "metrics", default=None, metavar="NAMES",
-              help=f"comma-separated metrics (default: all: {','.join(scored_metric_names())})")
+              help=f"comma-separated metrics (default: all: {', '.join(scored_metric_names())})")
 @click.option("--clip-model", default=None, envvar="HYPERGRID_CLIP_MODEL", metavar="ID_OR_FOLDER",
               help="CLIP model for clip_score: hub id or local folder (default: openai/clip-vit-large-patch14)")
 @click.option("--metric-model", "metric_models", multiple=True, metavar="METRIC=ID_OR_FOLDER",

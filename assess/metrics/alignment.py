@@ -49,7 +49,7 @@ def embeddings(loaded: object, items: list[SampleInput]) -> tuple[object, object
                       return_tensors="pt", padding=True, truncation=True)
     with torch.no_grad():
         out = model(**batch)
-    return out.image_embeds, out.text_embeds, model.logit_scale.exp()
+    return out.image_embeds, out.text_embeds, model.logit_scale.detach().exp()
 
 
 class CLIPScoreMetric(SampleMetric):
