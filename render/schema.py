@@ -81,6 +81,8 @@ class ParityConf:
     metric: str = "ssim"  # the quality metric (an assess metric name) compared to the anchor
     band: float = 0.02  # parity: the paired mean difference to the anchor lies within +-band (equivalence test)
     alpha: float = 0.05  # significance level: TOST parity per cell; Wilcoxon p-values Holm-corrected across a rung's cells
+    per_category: bool = False  # parity also needs every category with enough prompts in band (docs/quality.md)
+    category_min_prompts: int = 8  # prompts a category needs before it is flagged (or, per_category, can deny parity)
 
 
 @dataclass
