@@ -75,15 +75,32 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list, one object per cell")
-def status(path: Path, as_json: bool) -> None:
-    """One line per cell of a sweep (or run): done, failed, running, crashed, pending."""
+@db_option
+@click.option("--quality-metric", default=None, metavar="NAME",
+              help="with --json and an index: the metric of each cell's answers per category (default: the first "
+                   "quality metric the cell has)")
+@click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
+              help="with --json and an index: the parity band that decides parity and flags categories out of band")
+def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band: float | None) -> None:
+    """One line per cell of a sweep (or run): done, failed, running, crashed, pending. With --json and an
+    index, each scored cell's paired delta to its anchor per category ("quality")."""
     from assess.status import format_plain, print_table
     from assess.status import status as sweep_status
 
     with user_errors():
         rows = sweep_status(path)
     if as_json:
-        click.echo(json.dumps([r.as_dict() for r in rows], indent=1))
+        records = [r.as_dict() for r in rows]
+        if db.is_file():
+            from assess.category_report import cells_quality
+            from assess.index import Index
+
+            with user_errors(), Index.open(db, create=False) as index:
+                quality = cells_quality(index, [r.cell_key for r in rows if r.cell_key], quality_metric, band)
+            for record in records:
+                if record["cell_key"] in quality:
+                    record["quality"] = quality[record["cell_key"]]
+        click.echo(json.dumps(records, indent=1))
     elif sys.stdout.isatty():
         print_table(rows)
     else:
@@ -100,8 +117,11 @@ def status(path: Path, as_json: bool) -> None:
                    "of these that the cells have)")
 @click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="for an experiment: the output root of its renders (default: the experiment config's out_root)")
+@click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
+              help="parity band in the quality metric's units: decide each cell's parity and flag the categories "
+                   "a cell at parity is out of band on (docs/quality.md)")
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
-           out_root: Path | None) -> None:
+           out_root: Path | None, band: float | None) -> None:
     """Write an HTML report and print its path: of SWEEPS (leaderboard, Pareto plot, contact sheets, failures),
     or of an experiment's whole climb when the one argument names an experiment and no folder."""
     with user_errors():
@@ -112,7 +132,7 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
         else:
             from assess.report import write_report
 
-            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric)
+            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, band=band)
     click.echo(str(path))
 
 

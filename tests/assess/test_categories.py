@@ -64,3 +64,64 @@ def test_the_climb_warns_and_with_per_category_picks_another_incumbent() -> None
     strict = decide(replace(plan, per_category=True), cells, [], budget)
     assert strict.incumbent == ("8",) and strict.current[("4",)].verdict == "out"
     assert not [r for r in strict.reasons if r.startswith("warning:")]
+
+
+# -- the report and `assess status --json` on an index -------------------------------------
+
+SUITE = {f"hg-{c}-{i}": f"a {c} prompt number {i}" for c in ("animals", "scenes", "text") for i in range(8)}
+SUITE_CATEGORIES = {p: p.split("-")[1] for p in SUITE}
+
+
+def _degraded_text_sweep(outputs, db):
+    from assess.score import score
+    from tests.assess.conftest import make_cell, noise
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor", prompts=SUITE, categories=SUITE_CATEGORIES)
+    bad_text = noise(20)  # SSIM about 0.5 on the text prompts: their mean delta -0.5, the overall mean -0.16
+
+    def perturb(image, prompt_id, seed):
+        return bad_text(image, prompt_id, seed) if SUITE_CATEGORIES[prompt_id] == "text" else image.copy()
+
+    outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=perturb, prompts=SUITE,
+                categories=SUITE_CATEGORIES)
+    score([sweep], db, metrics=["ssim"])
+    return sweep
+
+
+def test_the_report_flags_a_cell_at_parity_that_breaks_on_a_category(outputs, db, tmp_path) -> None:
+    from assess.report import write_report
+
+    sweep = _degraded_text_sweep(outputs, db)
+    html = write_report([sweep], db, out=tmp_path / "report", quality_metric="ssim", band=0.3).read_text()
+    assert "Per category (ssim)" in html and "Where it breaks (ssim)" in html
+    assert "is at parity overall but out of band on 1 category: text: -" in html
+    table = html.split('id="categories-table"', 1)[1].split("</table>", 1)[0]
+    assert table.count("✗") == 1  # only text, only for the one cell
+    plain = write_report([sweep], db, out=tmp_path / "plain", quality_metric="ssim").read_text()
+    assert "is at parity overall" not in plain and "Give <code>--band</code>" in plain
+    breaks = plain.split('id="where-it-breaks"', 1)[1].split('id="contact-sheets"', 1)[0]
+    assert breaks.count("<td>text</td>") == 4  # the worst prompts are the degraded category's
+    assert len(list((tmp_path / "plain" / "images").rglob("*.png"))) >= 8
+
+
+def test_status_json_carries_each_cells_answers_per_category(outputs, db) -> None:
+    from click.testing import CliRunner
+
+    from assess.cli import cli
+
+    sweep = _degraded_text_sweep(outputs, db)
+    result = CliRunner().invoke(cli, ["status", str(sweep), "--json", "--db", str(db), "--band", "0.3"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    import json
+
+    rows = {r["name"]: r for r in json.loads(result.output)}
+    quality = rows["1_steps=8"]["quality"]["smoke"]
+    assert quality["metric"] == "ssim" and quality["verdict"] == "parity" and quality["warning"]
+    by_category = {c["category"]: c for c in quality["categories"]}
+    assert by_category["text"]["breaks"] and by_category["text"]["n"] == 8 and by_category["text"]["low"] is not None
+    assert not by_category["animals"]["breaks"] and by_category["animals"]["mean"] == pytest.approx(0.0, abs=1e-9)
+    assert "quality" not in rows["0_anchor"]
+    bad = CliRunner().invoke(cli, ["status", str(sweep), "--json", "--db", str(db), "--quality-metric", "fid"])
+    assert bad.exit_code == 1 and "unknown quality metric 'fid'" in bad.output
