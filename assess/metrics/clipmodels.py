@@ -68,7 +68,7 @@ def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
     return bool(reached)
 
 
-def how_to_load(name: str, what: str, fix: str) -> bool | str:
+def how_to_load(name: str, what: str, fix: str, probe: str = "config.json") -> bool | str:
     """Whether from_pretrained must read the local cache alone (True) or may use the hub (False), or why
     the model cannot be had now. A local folder and HF_HUB_OFFLINE load as from_pretrained does; for a hub
     id the hub is probed once: unreachable, a cached snapshot is read without the network, and a model
@@ -80,7 +80,7 @@ def how_to_load(name: str, what: str, fix: str) -> bool | str:
     if a_path or offline or hub_reachable():
         return False
     try:
-        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        if isinstance(try_to_load_from_cache(name, probe), str):  # `probe`: a file every snapshot of the model has
             return True
     except ValueError:  # not a valid hub id: from_pretrained says so
         return False

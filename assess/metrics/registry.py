@@ -85,6 +85,9 @@ CLIP_SCORE = _sample("clip_score", "alignment", "higher", False, "CLIPScoreMetri
 PICKSCORE = _sample("pickscore", "preference", "higher", False, "PickScoreMetric", "PickScore", 7,
                     description="PickScore (CLIP-H tuned on human choices): logit_scale * cos(image, prompt); its "
                                 "model and the model's content identity are in scores.config")
+IMAGEREWARD = _sample("imagereward", "imagereward", "higher", False, "ImageRewardMetric", "ImageReward", 8,
+                      description="ImageReward (BLIP + MLP tuned on human rankings): 0 = an average image; its model "
+                                  "and the model's content identity are in scores.config")
 SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes correct", 5,
                  description="shapes captions only: 1 when the caption's colour, shape and position are all in the "
                              "image, else 0; per-attribute verdicts in the detail")
@@ -110,7 +113,7 @@ LOAD_S = _speed("load_s", "lower", "s", "load (s)", "longest model load among th
 GPU_S = _speed("gpu_s", "lower", "s", "GPU-s spent",
                "device seconds spent: rendered samples' latency + load; reused samples cost 0", leaderboard=True)
 
-SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE)
+SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD)
 SET_SPECS = (CMMD,)
 SPEED_SPECS = (LATENCY_MEDIAN, LATENCY_P90, S_PER_STEP, IMAGES_PER_S, PEAK_MEM, LOAD_S, GPU_S)
 SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in (*SAMPLE_SPECS, *SET_SPECS, *SPEED_SPECS)}

@@ -32,7 +32,7 @@ def _help(*args: str) -> str:
 
 def test_every_sample_metric_is_computable_and_named_in_score_help() -> None:
     names = sample_metric_names()
-    assert {"psnr", "ssim", "lpips", "clip_score", "shapes", "shapes_fit", "pickscore"} <= set(names)
+    assert {"psnr", "ssim", "lpips", "clip_score", "shapes", "shapes_fit", "pickscore", "imagereward"} <= set(names)
     assert [m.spec.name for m in build_sample_metrics()] == names
     sample, sets = build_metrics()
     assert [m.spec.name for m in (*sample, *sets)] == scored_metric_names() == [*names, "cmmd"]
