@@ -125,3 +125,14 @@ def test_status_json_carries_each_cells_answers_per_category(outputs, db) -> Non
     assert "quality" not in rows["0_anchor"]
     bad = CliRunner().invoke(cli, ["status", str(sweep), "--json", "--db", str(db), "--quality-metric", "fid"])
     assert bad.exit_code == 1 and "unknown quality metric 'fid'" in bad.output
+
+
+def test_an_experiment_on_the_suite_gives_the_climb_its_categories_and_per_category() -> None:
+    from assess.experiment import load_experiment
+
+    exp = load_experiment("tiny-demo", ["experiment.dev=suite-dev", "experiment.holdout=suite-holdout",
+                                        "experiment.quality.per_category=true", "experiment.quality.category_min_prompts=3"])
+    plan = Plan.from_experiment(exp)
+    assert plan.per_category and plan.category_min_prompts == 3
+    assert len(plan.categories) == 216 and set(plan.categories.values()) >= {"text", "counting", "long"}
+    assert not Plan.from_experiment(load_experiment("tiny-demo")).per_category
