@@ -31,7 +31,7 @@ class CellCategories:
     band: float | None
     answers: tuple[CategoryAnswer, ...] = ()
     warning: str | None = None
-    deltas: dict[str, float] = field(default_factory=dict)
+    deltas: dict[str, float] = field(default_factory=dict)  # prompt text identity -> its delta
 
     def as_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "band": self.band, "verdict": self.verdict, "warning": self.warning,
@@ -42,8 +42,10 @@ class CellCategories:
 
 
 def prompt_categories(index: Any, cell_key: str, split: str) -> dict[str, str | None]:
-    rows = index.query("SELECT DISTINCT prompt_id, category FROM samples WHERE cell_key = ? AND split = ?", (cell_key, split))
-    return {r["prompt_id"]: r["category"] for r in rows}
+    """prompt text identity -> its category, for a cell's samples of a split (what quality_deltas is keyed by)."""
+    rows = index.query("SELECT DISTINCT prompt_sha, category FROM samples WHERE cell_key = ? AND split = ?",
+                       (cell_key, split))
+    return {r["prompt_sha"]: r["category"] for r in rows}
 
 
 def cell_categories(index: Any, cell_key: str, anchor_cell_key: str, split: str, metric: str, label: str,
@@ -70,17 +72,17 @@ def worst_prompts(index: Any, cells: CellCategories, anchor_cell_key: str, split
     sign = 1.0 if SPECS[cells.metric].direction == "higher" else -1.0
     worst = sorted(cells.deltas, key=lambda p: (sign * cells.deltas[p], p))[:k]
     rows = []
-    for prompt_id in worst:
-        mine = [r for r in index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ? AND prompt_id = ? "
-                                       "ORDER BY seed", (cells.cell_key, split, prompt_id))
-                if keys is None or (r["prompt_id"], r["seed"]) in keys]
+    for text_id in worst:
+        mine = [r for r in index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ? AND prompt_sha = ? "
+                                       "ORDER BY seed", (cells.cell_key, split, text_id))
+                if keys is None or (r["prompt_sha"], r["seed"]) in keys]
         if not mine:
             continue
         sample = mine[0]
-        anchor = index.query("SELECT * FROM samples WHERE cell_key = ? AND prompt_id = ? AND seed = ?",
-                             (anchor_cell_key, prompt_id, sample["seed"]))
-        rows.append({"prompt_id": prompt_id, "prompt": sample["prompt"] or "", "category": sample["category"] or "",
-                     "seed": sample["seed"], "delta": cells.deltas[prompt_id],
+        anchor = index.query("SELECT * FROM samples WHERE cell_key = ? AND prompt_sha = ? AND seed = ?",
+                             (anchor_cell_key, text_id, sample["seed"]))
+        rows.append({"prompt_id": sample["prompt_id"], "prompt": sample["prompt"] or "",
+                     "category": sample["category"] or "", "seed": sample["seed"], "delta": cells.deltas[text_id],
                      "image": copy_image(sample, cells.cell_key),
                      "anchor": copy_image(anchor[0] if anchor else None, anchor_cell_key)})
     return rows

@@ -1,6 +1,6 @@
 """Set metrics (CMMD): each cell's images against its anchor's over a split, in one value per (cell, split).
 
-A cell's sample is paired with the anchor's sample of the same prompt text (its content hash) and seed;
+A cell's sample is paired with the anchor's sample of the same prompt text (its identity, samples.prompt_sha) and seed;
 flagged samples (missing, unreadable or not the recorded file) are left out. The value is kept with its
 sample size and a digest of the pairs, so a set that gained samples is scored again.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from assess.index import Index
 from assess.metrics import SetMetric
-from render.rundir import RunDir, text_hash
+from render.rundir import RunDir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,12 +25,12 @@ ReadImage = Callable[[Path], "np.ndarray"]
 
 
 def _usable(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    return {(text_hash(r["prompt"]), r["seed"]): r for r in rows if r["prompt"] and not r["problem"]}
+    return {(r["prompt_sha"], r["seed"]): r for r in rows if not r["problem"]}
 
 
 def paired_samples(index: Index, cell_key: str, anchor_key: str, split: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(cell sample, anchor sample) rows of the split, paired by prompt text and seed, in a stable order."""
-    columns = "prompt_id, seed, prompt, run_path, image, problem"
+    """(cell sample, anchor sample) rows of the split, paired by prompt text identity and seed, in a stable order."""
+    columns = "prompt_sha, prompt_id, seed, prompt, run_path, image, problem"
     cell = _usable(index.query(f"SELECT {columns} FROM samples WHERE cell_key = ? AND split = ?", (cell_key, split)))
     anchor = _usable(index.query(f"SELECT {columns} FROM samples WHERE cell_key = ?", (anchor_key,)))
     return [(cell[key], anchor[key]) for key in sorted(cell) if key in anchor]

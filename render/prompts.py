@@ -9,13 +9,7 @@ from typing import Any
 from render.suites import FORMATS, READERS, Prompt, PromptError, read_suite
 from render.suites.project import DEV_FILE as SUITE_DEV, HOLDOUT_FILE as SUITE_HOLDOUT
 
-PACKAGE_PROMPTS = Path(__file__).parent / "prompts"
-SHAPES_HOLDOUT = "holdout.jsonl"
-
-
-def shipped_holdouts() -> list[Path]:
-    """Every holdout manifest hypergrid ships: their texts are reserved by the holdout lock."""
-    return [PACKAGE_PROMPTS / SHAPES_HOLDOUT, PACKAGE_PROMPTS / SUITE_HOLDOUT]
+PACKAGE_PROMPTS = Path(__file__).parent / "prompts"  # every *holdout*.jsonl here is reserved (render.laws.holdout)
 
 
 def resolve_manifest(file: str) -> Path:
@@ -57,4 +51,4 @@ def load_split(conf: Any) -> list[Prompt]:
 
 
 __all__ = ["FORMATS", "PACKAGE_PROMPTS", "Prompt", "PromptError", "SUITE_DEV", "SUITE_HOLDOUT", "load_prompts",
-           "load_split", "resolve_manifest", "shipped_holdouts"]
+           "load_split", "resolve_manifest"]

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from render.cell import ConfigError, build_job
-from render.prompts import PACKAGE_PROMPTS, PromptError, load_prompts, shipped_holdouts
+from render.laws.holdout import shipped_holdouts
+from render.prompts import PACKAGE_PROMPTS, PromptError, load_prompts
 from render.rundir import text_hash
 from render.suites import READERS, read_suite
 from render.suites.project import DEV_FILE, HOLDOUT_FILE, split_suite
@@ -225,9 +226,8 @@ def test_the_suites_texts_are_not_the_shapes_captions() -> None:
     assert not shapes & {text_hash(p.text) for p in dev + holdout}
 
 
-def test_every_shipped_holdout_is_listed() -> None:
-    assert shipped_holdouts() == [PACKAGE_PROMPTS / "holdout.jsonl", PACKAGE_PROMPTS / HOLDOUT_FILE]
-    assert all(path.is_file() for path in shipped_holdouts())
+def test_the_suites_holdout_is_a_shipped_holdout() -> None:
+    assert {PACKAGE_PROMPTS / "holdout.jsonl", PACKAGE_PROMPTS / HOLDOUT_FILE} == set(shipped_holdouts())
 
 
 @pytest.mark.parametrize("model", REAL_MODELS)
@@ -251,8 +251,6 @@ def test_the_shapes_splits_stay_the_shapes_models() -> None:
     assert build_job(compose_cfg("model=shapes", "prompts=dev", "device=cpu")).prompts[0].id == "dev-000"
 
 
-@pytest.mark.xfail(strict=True, reason="render/holdout.py (the lead's) reserves only the shapes holdout; it passes once "
-                                       "its reserved() reads render.prompts.shipped_holdouts()")
 @pytest.mark.parametrize("route", ["the option", "its texts in a plain-text file"])
 def test_the_suites_holdout_is_locked(tmp_path: Path, route: str) -> None:
     args = ["prompts=suite-holdout"]

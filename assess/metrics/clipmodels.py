@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from assess.metrics.identity import model_identity
 
 HUB_PROBE_TIMEOUT_S = 1.5
 _LOADED: dict[tuple[str, str], object] = {}
@@ -36,10 +35,11 @@ class MetricModel:
 
 
 def config_of(name: str, processor: str | None = None) -> str:
-    """A score's `config`: the model's name and, when its files are here, their content identity."""
-    identity = model_identity(name)
-    words = [f"model={name}"] + ([f"processor={processor}"] if processor else [])
-    return " ".join(words + ([f"identity={identity}"] if identity else []))
+    """A score's `config`: the model by its identity (assess.metrics.model_identity), and the processor's
+    when it comes from elsewhere (PickScore's)."""
+    from assess.metrics.model_identity import model_config
+
+    return model_config(name) + (f" processor={model_config(processor).removeprefix('model=')}" if processor else "")
 
 
 def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from render.errors import RenderError
-from render.rundir import UnsafeName, check_name, normalise_text, text_hash
+from render.rundir import UnsafeName, check_name, text_hash, text_identity
 
 log = logging.getLogger("render")
 
@@ -57,7 +57,7 @@ def _label(value: object) -> str | None:
 
 
 def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
-    """Prompts with safe, unique ids. A text found again (normalised) is the same prompt: the first is kept."""
+    """Prompts with safe, unique ids. A text found again (the same text identity) is the same prompt: the first is kept."""
     prompts: list[Prompt] = []
     ids: set[str] = set()
     texts: dict[str, str] = {}
@@ -70,7 +70,7 @@ def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
             check_name(prompt_id, "prompt id")  # ids name image files
         except UnsafeName as error:
             raise PromptError(f"{entry.where}: {error}") from None
-        norm = normalise_text(text)
+        norm = text_identity(text)
         if norm in texts:
             log.warning("%s: the same text as %s (%r): kept once", entry.where, texts[norm], text)
             continue

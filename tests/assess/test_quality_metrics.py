@@ -13,7 +13,8 @@ import pytest
 
 from assess.metrics.base import SampleInput
 from assess.metrics.distribution import CMMDMetric, mmd
-from assess.metrics.identity import folder_digest, model_identity
+from assess.metrics.model_identity import metric_model_identity
+from render.rundir import folder_digest
 from assess.metrics.preference import PICKSCORE_PROCESSOR, PickScoreMetric
 from assess.score import score
 from tests.assess.conftest import RunFactory, anchor_image, make_cell, noise, shift
@@ -45,7 +46,7 @@ def test_pickscore_is_the_models_logit_for_each_prompt(tiny_clip: Path) -> None:
     expected = model.logit_scale.detach().exp() * (img * txt).sum(-1)
     assert [o.value for o in outs] == pytest.approx([float(v) for v in expected], abs=1e-4)
     assert metric.processor is None  # the folder holds its own processor
-    assert metric.config == f"model={tiny_clip} identity=sha256:{folder_digest(tiny_clip)}"
+    assert metric.config == f"model={metric_model_identity(str(tiny_clip))}"
 
 
 def test_pickscore_without_its_processor_or_model_is_unavailable_with_the_fix(tiny_clip: Path, tmp_path: Path) -> None:
@@ -97,14 +98,17 @@ def test_cmmd_without_its_model_is_unavailable_with_the_fix(tmp_path: Path) -> N
     assert out.unavailable_reason.endswith("pass --metric-model cmmd=<local folder> or set HYPERGRID_CMMD_MODEL")
 
 
-def test_a_models_identity_is_its_files_content(tiny_clip: Path, tmp_path: Path) -> None:
+def test_each_metric_records_its_models_identity(tiny_clip: Path, tmp_path: Path) -> None:
     copy = tmp_path / "same-clip"
     shutil.copytree(tiny_clip, copy)
-    assert folder_digest(copy) == folder_digest(tiny_clip) and model_identity(str(copy)) == model_identity(str(tiny_clip))
-    (copy / "config.json").write_text((copy / "config.json").read_text().replace("}", ', "x": 1}', 1))
-    assert folder_digest(copy) != folder_digest(tiny_clip)
-    assert model_identity(str(tmp_path / "absent")) is None
-    assert model_identity("someone/not-cached-anywhere") is None
+    assert PickScoreMetric(str(copy)).config == PickScoreMetric(str(tiny_clip)).config  # the same bytes elsewhere
+    assert CMMDMetric(str(copy)).config == f"model={metric_model_identity(str(tiny_clip))}"
+    assert folder_digest(copy) in CMMDMetric(str(copy)).config
+    weights_only = tmp_path / "weights-only"
+    weights_only.mkdir()
+    shutil.copy(tiny_clip / "config.json", weights_only / "config.json")
+    shutil.copy(tiny_clip / "model.safetensors", weights_only / "model.safetensors")
+    assert PickScoreMetric(str(weights_only)).config.endswith(f" processor={PICKSCORE_PROCESSOR}")  # not here: by name
 
 
 def test_scoring_a_sweep_writes_set_scores_with_their_sample_size(outputs: RunFactory, db: Path, tiny_clip: Path) -> None:
@@ -119,7 +123,7 @@ def test_scoring_a_sweep_writes_set_scores_with_their_sample_size(outputs: RunFa
         cell = dict(conn.execute("SELECT value, n, detail FROM cell_scores WHERE metric = 'cmmd'").fetchone())
         picks = conn.execute("SELECT count(*), count(value) FROM scores WHERE metric = 'pickscore'").fetchone()
     (row,) = sets  # the anchor has no set score: it is the reference
-    assert row["n"] == 8 and row["value"] is not None and row["config"].startswith(f"model={tiny_clip} identity=sha256:")
+    assert row["n"] == 8 and row["value"] is not None and row["config"] == f"model={metric_model_identity(str(tiny_clip))}"
     assert cell == {"value": row["value"], "n": 8, "detail": "n=8"}  # 4 prompts x 2 seeds, each paired
     assert tuple(picks) == (16, 16) and not summary.unavailable  # the anchor's samples too: PickScore needs no reference
     again = score([sweep], db, metrics=["cmmd"], metric_models=models)
