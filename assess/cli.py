@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from assess.errors import AssessError, RunDirError
-from assess.metrics.registry import quality_metric_names, sample_metric_names
+from assess.metrics.registry import quality_metric_names, scored_metric_names
 from render.signals import Cancelled
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
@@ -62,29 +62,40 @@ def cli() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
 @click.option("--metrics", "metrics", default=None, metavar="NAMES",
-              help=f"comma-separated sample metrics (default: all: {','.join(sample_metric_names())})")
+              help=f"comma-separated metrics (default: all: {', '.join(scored_metric_names())})")
 @click.option("--clip-model", default=None, envvar="HYPERGRID_CLIP_MODEL", metavar="ID_OR_FOLDER",
               help="CLIP model for clip_score: hub id or local folder (default: openai/clip-vit-large-patch14)")
+@click.option("--metric-model", "metric_models", multiple=True, metavar="METRIC=ID_OR_FOLDER",
+              help="the model a metric uses, e.g. pickscore=/models/PickScore_v1 (repeatable; docs/quality.md)")
 @click.option("--force", is_flag=True, help="recompute scores that are already current")
 @click.option("--rebuild", is_flag=True,
               help="build the index anew from every run PATHS know (an output root: its registered folders too), "
                    "then replace the old one (damaged or not); prints the counts before and after")
 @click.option("-q", "--quiet", is_flag=True, help="print only the summary line")
-def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: str | None, force: bool,
-          rebuild: bool, quiet: bool) -> None:
+def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: str | None,
+          metric_models: tuple[str, ...], force: bool, rebuild: bool, quiet: bool) -> None:
     """Score runs under PATHS (run directories, sweep folders or outputs/) into the index. A run that cannot be
     read or indexed is named, the others are scored, and the command exits 1."""
     from assess.rebuild import rebuild_index
     from assess.score import score as score_runs
 
     names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    models = {}
+    for item in metric_models:
+        metric, sep, model = item.partition("=")
+        if not sep or not metric.strip() or not model.strip():
+            raise click.BadParameter(f"{item!r}: give METRIC=ID_OR_FOLDER, e.g. pickscore=/models/PickScore_v1",
+                                     param_hint="--metric-model")
+        models[metric.strip()] = model.strip()
     log = None if quiet else (lambda line: click.echo(line, err=True))
     with user_errors(db):
         if rebuild:
-            result = rebuild_index(list(paths), db, metrics=names, clip_model=clip_model, log=log)
+            result = rebuild_index(list(paths), db, metrics=names, clip_model=clip_model, log=log,
+                                   metric_models=models)
             summary = result.summary
         else:
-            summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log)
+            summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log,
+                                 metric_models=models)
     lines = summary.lines()
     click.echo("\n".join(lines[:1] if quiet else lines))
     if rebuild:
@@ -96,15 +107,32 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list, one object per cell")
-def status(path: Path, as_json: bool) -> None:
-    """One line per cell of a sweep (or run): done, failed, running, crashed, pending."""
+@db_option
+@click.option("--quality-metric", default=None, metavar="NAME",
+              help="with --json and an index: the metric of each cell's answers per category (default: the first "
+                   "quality metric the cell has)")
+@click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
+              help="with --json and an index: the parity band that decides parity and flags categories out of band")
+def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band: float | None) -> None:
+    """One line per cell of a sweep (or run): done, failed, running, crashed, pending. With --json and an
+    index, each scored cell's paired delta to its anchor per category ("quality")."""
     from assess.status import format_plain, print_table
     from assess.status import status as sweep_status
 
     with user_errors():
         rows = sweep_status(path)
     if as_json:
-        click.echo(json.dumps([r.as_dict() for r in rows], indent=1))
+        records = [r.as_dict() for r in rows]
+        if db.is_file():
+            from assess.category_report import cells_quality
+            from assess.index import Index
+
+            with user_errors(), Index.open(db, create=False) as index:
+                quality = cells_quality(index, [r.cell_key for r in rows if r.cell_key], quality_metric, band)
+            for record in records:
+                if record["cell_key"] in quality:
+                    record["quality"] = quality[record["cell_key"]]
+        click.echo(json.dumps(records, indent=1))
     elif sys.stdout.isatty():
         print_table(rows)
     else:
@@ -125,8 +153,11 @@ def status(path: Path, as_json: bool) -> None:
               help="for an experiment: the output root of its renders (default: the experiment config's out_root)")
 @click.option("--set", "overrides", multiple=True, metavar="OVERRIDE",
               help="for an experiment: a Hydra override composed with it, as `assess climb --set` (repeatable)")
+@click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
+              help="parity band in the quality metric's units: decide each cell's parity and flag the categories "
+                   "a cell at parity is out of band on (docs/quality.md)")
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
-           out_root: Path | None, overrides: tuple[str, ...]) -> None:
+           out_root: Path | None, overrides: tuple[str, ...], band: float | None) -> None:
     """Write an HTML report and print its path: of SWEEPS (leaderboard, Pareto plot, contact sheets, failures),
     or of an experiment's whole climb when the one argument names an experiment and no folder. A run directory it
     cannot read is named in the report and here, and the command exits 1."""
@@ -139,7 +170,8 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
         else:
             from assess.report import write_report
 
-            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems)
+            path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems,
+                                band=band)
     click.echo(str(path))
     for line in problems:
         click.echo(f"unreadable {line}", err=True)

@@ -18,6 +18,8 @@ Tables (see SCHEMA below for every column):
   cell_summary per (cell_key, split): status, counts and the main metrics as columns (what the
                `cells` view shows; kept in step with cell_scores in the same transactions)
   run_experiments, generations, generation_cells, finals: the hill climb (migration 0002_climb)
+  samples.category, samples.challenge: the prompt's labels in its suite; set_scores: set-level metrics of a
+               cell against its anchor (CMMD) per split (migration 0004_quality)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs).
 
@@ -311,10 +313,36 @@ CREATE INDEX samples_run ON samples (run_path);
 CREATE INDEX scores_metric ON scores (metric, cell_key);
 """
 
+# A prompt's labels in its suite (samples.jsonl category, challenge): the per-category answers group by them.
+# Set metrics (CMMD): one score per (cell, split) of its images against the anchor's; refresh_cell copies them
+# into cell_scores (n = the pairs), where the cells view shows them.
+SCHEMA_0004_QUALITY = """
+ALTER TABLE samples ADD COLUMN category TEXT;
+ALTER TABLE samples ADD COLUMN challenge TEXT;
+CREATE TABLE set_scores (
+  cell_key TEXT NOT NULL,
+  split TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  metric_version INTEGER NOT NULL,
+  value REAL,
+  unavailable_reason TEXT,
+  direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+  n INTEGER NOT NULL,                 -- samples paired with the anchor's (same prompt text and seed)
+  config TEXT NOT NULL DEFAULT '',    -- the metric's model by its identity
+  reference_cell_key TEXT NOT NULL,   -- the anchor compared against
+  pairs TEXT NOT NULL,                -- digest of the paired samples: a changed set is scored again
+  detail TEXT,
+  scored_at TEXT NOT NULL,
+  PRIMARY KEY (cell_key, split, metric, metric_version),
+  CHECK ((value IS NULL) <> (unavailable_reason IS NULL))
+)
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
     ("0003_text_identity", [SCHEMA_0003_TEXT_IDENTITY, cells_view_sql(), leaderboard_view_sql()]),
+    ("0004_quality", [SCHEMA_0004_QUALITY]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -621,6 +649,19 @@ class Index:
             ],
         )
 
+    def write_set_score(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
+        """Upsert one set score (other versions of the metric for the cell and split are replaced)."""
+        conn.execute("DELETE FROM set_scores WHERE cell_key = ? AND split = ? AND metric = ? AND metric_version <> ?",
+                     (row["cell_key"], row["split"], row["metric"], row["metric_version"]))
+        columns = [*row, "scored_at"]
+        conn.execute(f"INSERT OR REPLACE INTO set_scores ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                     [*row.values(), now_iso()])
+
+    def set_score(self, cell_key: str, split: str, metric: str) -> dict[str, Any] | None:
+        found = self.query("SELECT * FROM set_scores WHERE cell_key = ? AND split = ? AND metric = ? "
+                           "ORDER BY metric_version DESC LIMIT 1", (cell_key, split, metric))
+        return found[0] if found else None
+
     def refresh_cell(self, conn: sqlite3.Connection, cell_key: str) -> None:
         """Recompute the cell's `cell_scores` and `cell_summary` rows from its runs, samples and scores."""
         samples = conn.execute("SELECT * FROM samples WHERE cell_key = ?", (cell_key,)).fetchall()
@@ -637,6 +678,9 @@ class Index:
         for sample in samples:
             samples_by_split[sample["split"]].append(sample)
         rows = self._aggregate_scores(cell_key, scores)
+        rows += [(cell_key, r["split"], r["metric"], r["metric_version"], r["direction"], r["value"],
+                  r["unavailable_reason"], r["n"], 0, r["detail"])
+                 for r in conn.execute("SELECT * FROM set_scores WHERE cell_key = ?", (cell_key,))]
         for split, split_runs in runs_by_split.items():
             gpu_s = sum(r["gpu_s"] for r in split_runs)
             speed = cell_speed(samples_by_split.get(split, []), gpu_s)

@@ -53,7 +53,8 @@ def counts(path: Path) -> Counts | str:
 
 
 def rebuild_index(paths: list[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
-                  clip_model: str | None = None, log: Log | None = None) -> Rebuilt:
+                  clip_model: str | None = None, log: Log | None = None,
+                  metric_models: dict[str, str] | None = None) -> Rebuilt:
     """Score every run `paths` know into a new index, then put it in the old one's place."""
     path = Path(index_path) if index_path is not None else default_index_path()
     before = counts(path)
@@ -61,7 +62,7 @@ def rebuild_index(paths: list[Path | str], index_path: Path | str | None = None,
     staging = path.with_name(f".{path.name}.rebuild-{os.getpid()}")
     _remove(staging)
     try:
-        summary = score(paths, staging, metrics=metrics, clip_model=clip_model, log=log)
+        summary = score(paths, staging, metrics=metrics, clip_model=clip_model, log=log, metric_models=metric_models)
         after = counts(staging)
         assert isinstance(after, Counts), after
         _checkpoint(staging)

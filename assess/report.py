@@ -28,6 +28,7 @@ from assess.metrics import SPECS
 from assess.metrics.registry import leaderboard_specs, quality_metric_names
 from render.rundir import find_run_dirs, load_run, parse_override
 from assess.scope import Scope, scope_of, scoped_cell
+from assess.category_report import cell_categories, worst_prompts
 from assess.stats import CellComparison, Estimate, compare_cell, pareto_front
 
 MAX_PROMPTS = 8
@@ -53,6 +54,7 @@ class CellView:
     groups: list[str] = field(default_factory=list)  # the sweep folders its samples come from (a union: several)
     command: str = ""  # the runnable line that renders the row's samples
     mark: str = ""  # short name on the Pareto plot: A (anchor), 1, 2, ... in leaderboard order
+    sizes: dict[str, int] = field(default_factory=dict)  # set metric -> its sample size (pairs with the anchor)
 
     @property
     def axes(self) -> dict[str, str]:
@@ -169,7 +171,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
             label=_label(_without_seed(overrides) if scope.is_union else overrides, cell_key, cell.is_anchor),
             n_values=row["height"] * row["width"] * 3 if row["height"] and row["width"] else None,
             keys=cell.keys, reused=scoped.reused_elsewhere, groups=sorted(cell.groups),
-            command=render_line(overrides, prompts.get((cell_key, split), []), cell.keys),
+            command=render_line(overrides, prompts.get((cell_key, split), []), cell.keys), sizes=scoped.sizes,
         )
         if not view.is_anchor:
             anchor = scope.cells.get((cell.anchor_cell_key, split))
@@ -224,6 +226,10 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
         return {"text": "n/a", "title": reason, "cls": "na"}
     if spec.display == "bytes":
         return {"text": _bytes(value), "title": "", "cls": ""}
+    if spec.is_set:
+        n = view.sizes.get(metric)
+        return {"text": f"{_fmt(value)} (n={n})", "title": f"over {n} samples paired with the anchor's (the split)",
+                "cls": ""}
     estimate = comparison.metrics.get(metric) if comparison else None
     if estimate is None:
         return {"text": _fmt(value), "title": "", "cls": ""}
@@ -511,10 +517,34 @@ def default_out(sweeps: list[Path]) -> Path:
     return sweeps[0] / "report"
 
 
+def category_sections(index: Index, views: list[CellView], metric: str, band: float | None, alpha: float,
+                      out: Path) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+    """(per-category rows, the categories, the "where it breaks" rows) of the report's cells on `metric`."""
+    by_key = {(v.cell_key, v.split): v for v in views}
+    rows, breaks = [], []
+    for v in views:
+        if v.is_anchor:
+            continue
+        anchor = by_key.get((v.anchor_cell_key, v.split))
+        answers = cell_categories(index, v.cell_key, v.anchor_cell_key, v.split, metric, v.label, band, alpha,
+                                  keys=v.keys, anchor_keys=anchor.keys if anchor else None)
+        rows.append({"mark": v.mark, "label": v.label, "cell_key": v.cell_key, "answers": answers,
+                     "by_category": {a.category: a for a in answers.answers}})
+        worst = worst_prompts(index, answers, v.anchor_cell_key, v.split, lambda row, key: _copy_image(row, key, out),
+                              keys=v.keys)
+        if worst:
+            breaks.append({"mark": v.mark, "label": v.label, "cell_key": v.cell_key, "prompts": worst})
+    names = sorted({a.category for r in rows for a in r["answers"].answers})
+    return rows, names, breaks
+
+
 def write_report(sweeps: list[Path | str], index_path: Path | str | None = None, out: Path | str | None = None,
-                 quality_metric: str | None = None, problems: list[str] | None = None) -> Path:
+                 quality_metric: str | None = None, problems: list[str] | None = None, band: float | None = None,
+                 alpha: float = 0.05) -> Path:
     """Write the report folder and return the path of its index.html. `problems`, when given, receives
-    "<run>: <problem>" for each run directory the report could not read (it is listed in the report too)."""
+    "<run>: <problem>" for each run directory the report could not read (it is listed in the report too). With a
+    band (in the quality metric's units), each cell's parity is decided and a cell at parity that breaks on a
+    category is flagged."""
     sweep_paths = [Path(s).resolve() for s in sweeps]
     out_dir = Path(out).resolve() if out else default_out(sweep_paths)
     with Index.open(index_path, create=False) as index:
@@ -525,6 +555,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         sheets = contact_sheets(index, views, staging)
+        category_rows, category_names, breaks = category_sections(index, views, metric, band, alpha, staging)
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
     failures = failure_rows(runs, out_dir)
     if problems is not None:
@@ -545,6 +576,11 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         "pareto_problem": pareto_problem,
         "pareto_legend": legend,
         "sheets": sheets,
+        "band": band,
+        "category_rows": category_rows,
+        "category_names": category_names,
+        "category_warnings": [r["answers"].warning for r in category_rows if r["answers"].warning],
+        "breaks": breaks,
         "failures": failures,
         "missing": missing,
     }

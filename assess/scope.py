@@ -97,6 +97,7 @@ class ScopedCell:
     values: dict[str, float | None]  # metric -> mean over the scope's samples (speed: the cell statistic)
     reasons: dict[str, str]  # metric -> why it has no value (the most common reason)
     reused_elsewhere: int  # samples of the scope rendered by a run outside it (their speed: as rendered there)
+    sizes: dict[str, int] = field(default_factory=dict)  # set metric -> the pairs its value is over (over the split)
 
 
 def sample_rows(index: Any, cell: CellScope) -> list[dict[str, Any]]:
@@ -127,7 +128,13 @@ def scoped_cell(index: Any, cell: CellScope) -> ScopedCell:
         if speed[spec.name].unavailable_reason:
             reasons[spec.name] = speed[spec.name].unavailable_reason or ""
     reused = sum(1 for s in samples if s["run_path"] not in own_runs) if own_runs else 0
-    return ScopedCell(samples, {m: v for m, v in values.items() if m in SPECS}, reasons, reused)
+    sizes: dict[str, int] = {}
+    for row in index.query("SELECT metric, value, unavailable_reason, n FROM set_scores WHERE cell_key = ? AND split = ?",
+                           (cell.cell_key, cell.split)):  # set metrics (CMMD): one value over the split's pairs
+        values[row["metric"]], sizes[row["metric"]] = row["value"], row["n"]
+        if row["value"] is None:
+            reasons[row["metric"]] = row["unavailable_reason"]
+    return ScopedCell(samples, {m: v for m, v in values.items() if m in SPECS}, reasons, reused, sizes)
 
 
 def _spent(cell: CellScope, samples: list[dict[str, Any]]) -> float:

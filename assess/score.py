@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assess.index import Index, ScoreRow, json_dumps, now_iso
-from assess.metrics import Outcome, SampleInput, SampleMetric, build_sample_metrics
+from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
+from assess.setscore import score_sets
 from render.rundir import ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "warmup": int(sample.warmup), "steps": sample.steps, "s_per_step": sample.s_per_step,
         "peak_mem_bytes": sample.peak_mem_bytes, "mem_kind": sample.mem_kind, "load_s": sample.load_s,
         "reused_from": sample.reused_from, "finished_at": sample.finished_at,
+        "category": sample.category, "challenge": sample.challenge,
         "problem": None if image.is_file() else f"image missing: {image}",
     }
 
@@ -323,7 +325,8 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
 
 
 def score(paths: list[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
-          clip_model: str | None = None, force: bool = False, log: Log | None = None) -> ScoreSummary:
+          clip_model: str | None = None, force: bool = False, log: Log | None = None,
+          metric_models: dict[str, str] | None = None) -> ScoreSummary:
     """Score every run directory under `paths` (runs, sweeps, or any folder holding them; an output root
     with the run folders it registered elsewhere).
 
@@ -334,7 +337,7 @@ def score(paths: list[Path | str], index_path: Path | str | None = None, metrics
     """
     failed: list[str] = []
     runs = load_runs(paths, with_anchors=True, problems=failed)
-    sample_metrics = build_sample_metrics(metrics, clip_model)
+    sample_metrics, set_metrics = build_metrics(metrics, clip_model, metric_models)
     summary = ScoreSummary(failed=failed)
     summary.problems = [p for r in runs for p in r.problems]
     ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
@@ -349,6 +352,8 @@ def score(paths: list[Path | str], index_path: Path | str | None = None, metrics
                                                                  cache=cache)):
                 summary.runs += 1
                 summary.samples += len(run.samples)
+        if set_metrics:
+            score_sets(index, ordered, set_metrics, summary, read=read_image, force=force)
     return summary
 
 

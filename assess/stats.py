@@ -271,6 +271,23 @@ def _warm_latencies(index: Any, cell_key: str, split: str, keys: set[tuple[str, 
     return [r["latency_s"] for r in rows if keys is None or (r["prompt_sha"], r["seed"]) in keys]
 
 
+def quality_deltas(index: Any, cell_key: str, anchor_cell_key: str, split: str, metric: str,
+                   keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
+                   ) -> dict[str, float]:
+    """prompt text identity -> one metric's quality delta to the anchor, as the climb reads it: cell - anchor on the samples
+    both have under the same configuration; for a reference metric, its value minus the anchor's against itself
+    (SSIM 1). Empty for a reference metric without such a value (PSNR)."""
+    from assess.metrics import SPECS
+
+    spec = SPECS[metric]
+    cell = _sample_values(index, cell_key, split, keys).get(metric, {})
+    if spec.needs_reference:
+        return per_prompt_deltas({k: v for k, (v, _) in cell.items()}, spec.identity) if spec.identity is not None else {}
+    theirs = _sample_values(index, anchor_cell_key, split, anchor_keys).get(metric, {})
+    same = {k for k, (_, config) in cell.items() if k in theirs and theirs[k][1] == config}
+    return per_prompt_deltas({k: cell[k][0] for k in same}, {k: theirs[k][0] for k in same})
+
+
 def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
                  keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
                  ) -> CellComparison:

@@ -18,7 +18,8 @@ from render.axes import axes_key_params
 from render.caches import CACHES, cache_key_params
 from render.errors import RenderError
 from render.limits import SEED_MAX, LimitError, check_image_size
-from render.prompts import Prompt, load_prompts
+from render.loading import BUILTIN_PREFIX
+from render.prompts import Prompt, load_split
 from render.rundir import cell_key_of, check_name
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -152,7 +153,7 @@ UNRESOLVED = "hub:unresolved"  # a hub revision that is neither cached nor reach
 def weights_identity(model_id: str, revision: str | None) -> str:
     """The model's weights by content: a local (or built-in) folder's digest, a hub model's resolved commit.
     Two runs whose weights differ are different cells, whatever the model's name or path."""
-    from render.loading import BUILTIN_PREFIX, ModelUnavailable, builtin_folder
+    from render.loading import ModelUnavailable, builtin_folder
     from render.rundir import model_identity
 
     if model_id.startswith(BUILTIN_PREFIX):
@@ -205,6 +206,16 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
     return Cell(model, device_kind, attention, cache, scheduler, _positive("steps", steps), float(guidance), int(height), int(width))
 
 
+def check_prompts_fit(cfg: DictConfig) -> None:
+    """A split written for some models only (the shapes captions) is refused for the others: a model fits by its
+    name, or by the project id (`hypergrid:<name>`) a model of another name inherits (conf/model/my-tiny.yaml)."""
+    fits = cfg.prompts.get("models")
+    if fits and cfg.model.name not in fits and cfg.model.id not in [f"{BUILTIN_PREFIX}{name}" for name in fits]:
+        raise ConfigError(f"prompts={cfg.prompts.name} holds captions written for model {' or '.join(fits)}, not "
+                          f"model={cfg.model.name}: render the project suite (prompts=suite-dev) or a suite of your own "
+                          "(docs/quality.md); prompts.models=null renders these anyway")
+
+
 def build_job(cfg: DictConfig) -> Job:
     """Validate the composed config and build the job. Raises ConfigError / PromptError."""
     m = cfg.model
@@ -234,7 +245,8 @@ def build_job(cfg: DictConfig) -> Job:
     anchor = _make_cell(cfg, model, device_kind, steps=a.steps, attention=a.attention,
                         cache=cache_key_params(CACHES[a.cache][0]()), scheduler=a.scheduler)
     anchor_overrides = [f"model={m.name}", f"steps={a.steps}", f"attention={a.attention}", f"cache={a.cache}", f"scheduler={a.scheduler}"]
-    prompts = load_prompts(cfg.prompts.file, cfg.prompts.limit)
+    check_prompts_fit(cfg)
+    prompts = load_split(cfg.prompts)
     return Job(
         cell=cell,
         anchor=anchor,

@@ -3,16 +3,14 @@ and models it must load."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from render.cell import ConfigError
+from render.hub import hub_reachable
 
 
 def check_writable_folder(folder: str | Path, what: str) -> None:
@@ -112,21 +110,6 @@ def check_builtin_model(name: str) -> None:
             check_model_folder(folder, f"hypergrid:tiny (built in {folder}; delete that folder to build it again)")
         else:
             check_writable_folder(default_cache_root(), "HYPERGRID_CACHE (the tiny model is built there once)")
-
-
-@functools.lru_cache(maxsize=None)
-def hub_reachable(timeout_s: float = 2.0) -> bool:
-    """Whether the Hugging Face hub answers a TCP connection (once per process, within `timeout_s`)."""
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return False
-    url = urlparse(constants.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout_s).close()
-    except OSError:
-        return False
-    return True
 
 
 def check_hub_model(model: Any) -> None:

@@ -1,71 +1,54 @@
-"""Prompt manifests: JSONL files of {"id": ..., "text": ...} with stable ids."""
+"""Prompt splits: a manifest shipped with hypergrid, a suite file of a supported format, or a file of a
+hub dataset (fetched once into the cache). Readers: render/suites/ (one per format)."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from render.errors import RenderError
-from render.rundir import UnsafeName, check_name
+from render.suites import FORMATS, READERS, Prompt, PromptError, read_suite
+from render.suites.project import DEV_FILE as SUITE_DEV, HOLDOUT_FILE as SUITE_HOLDOUT
 
-PACKAGE_PROMPTS = Path(__file__).parent / "prompts"
-
-
-class PromptError(RenderError, ValueError):
-    """A prompt manifest is missing or malformed."""
-
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    text: str
+PACKAGE_PROMPTS = Path(__file__).parent / "prompts"  # every *holdout*.jsonl here is reserved (render.laws.holdout)
 
 
 def resolve_manifest(file: str) -> Path:
     """An absolute path, a path relative to the working directory, or a manifest shipped with hypergrid."""
     path = Path(file).expanduser()
-    if path.is_absolute() or path.exists():
-        candidates = [path]
-    else:
-        candidates = [path, PACKAGE_PROMPTS / path]
+    candidates = [path] if path.is_absolute() or path.exists() else [path, PACKAGE_PROMPTS / path]
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
     shipped = ", ".join(sorted(p.name for p in PACKAGE_PROMPTS.glob("*.jsonl")))
     raise PromptError(
         f"prompts.file={file!r}: no such file (looked in {', '.join(str(c) for c in candidates)}). "
-        f"Give a JSONL file of {{\"id\", \"text\"}} lines, or one of the shipped manifests: {shipped}"
+        f"Give a suite file ({', '.join(READERS)}; prompts.format picks the reader), a hub dataset's file "
+        f"(prompts.dataset=<id> prompts.file=<path in it>), or one of the shipped manifests: {shipped}"
     )
 
 
-def load_prompts(file: str, limit: int | None = None) -> list[Prompt]:
-    """Read a manifest; ids must be unique and texts non-empty. `limit` keeps the first N prompts."""
-    path = resolve_manifest(file)
-    prompts: list[Prompt] = []
-    seen: set[str] = set()
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            prompt = Prompt(id=str(record["id"]), text=str(record["text"]))
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise PromptError(f"{path}:{number}: expected a JSON object with \"id\" and \"text\" ({error})") from error
-        try:
-            check_name(prompt.id, "prompt id")  # ids name image files
-        except UnsafeName as error:
-            raise PromptError(f"{path}:{number}: {error}") from None
-        if prompt.id in seen:
-            raise PromptError(f"{path}:{number}: duplicate prompt id {prompt.id!r}")
-        if not prompt.text.strip():
-            raise PromptError(f"{path}:{number}: prompt {prompt.id!r} has an empty text")
-        seen.add(prompt.id)
-        prompts.append(prompt)
-    if not prompts:
-        raise PromptError(f"{path}: the manifest holds no prompts")
+def load_prompts(file: str, limit: int | None = None, format: str = "auto", dataset: str | None = None,
+                 revision: str | None = None) -> list[Prompt]:
+    """A split's prompts: `file` read by `format`'s reader (auto: by its suffix), from a hub dataset when
+    `dataset` is set. Ids are unique and texts non-empty. `limit` keeps the first N prompts."""
+    if dataset:
+        from render.suites.hub import dataset_file
+
+        path = dataset_file(dataset, file, revision)
+    else:
+        path = resolve_manifest(file)
+    prompts = read_suite(path, format)
     if limit is not None:
         if limit < 1:
             raise PromptError(f"prompts.limit={limit}: must be at least 1 (or null for all {len(prompts)} prompts)")
         prompts = prompts[:limit]
     return prompts
+
+
+def load_split(conf: Any) -> list[Prompt]:
+    """The prompts a `prompts` config node (render.schema.PromptsConf) names."""
+    return load_prompts(conf.file, conf.limit, conf.get("format", "auto"), conf.get("dataset"), conf.get("revision"))
+
+
+__all__ = ["FORMATS", "PACKAGE_PROMPTS", "Prompt", "PromptError", "SUITE_DEV", "SUITE_HOLDOUT", "load_prompts",
+           "load_split", "resolve_manifest"]

@@ -17,7 +17,7 @@ import resource
 import secrets
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,7 @@ class CellWriter:
         self.records: list[rundir.SampleRecord] = []
         self.current: dict[str, Any] | None = None  # the sample being produced, named in FAILED.json
         self.warned = False
+        self.labels = {p.id: {"category": p.category, "challenge": p.challenge} for p in job.prompts}
         self.guard = guard_for(job)  # an experiment's budget: stops before the final's reserve is spent
         self.last_s = 0.0
 
@@ -169,9 +170,11 @@ class CellWriter:
         self.current = {"prompt_id": prompt_id, "seed": seed}
         self.store.refresh_cell(self.job.cell.key)
         found = self.store.find(self.job.cell.key, prompt_id, text, seed)
+        labels = self.labels.get(prompt_id, {})
         if found is not None:
             if found.run_dir.resolve() != self.run_dir.resolve() or found.record.prompt_id != prompt_id:
-                self._append(rundir.link_sample(found, self.run_dir, self.job.out_root, prompt_id))
+                # the labels are this split's, not the found run's
+                self._append(replace(rundir.link_sample(found, self.run_dir, self.job.out_root, prompt_id), **labels))
                 self.result.n_reused += 1
             return
         if self.guard is not None:
@@ -189,7 +192,7 @@ class CellWriter:
             s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
             reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
             prompt_sha=rundir.text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
-            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes))
+            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes, **labels))
         if self.guard is not None:
             self.guard.spent(latency + self.load_s)
         self.last_s = latency

@@ -61,8 +61,12 @@ class SchedulerConf:
 class PromptsConf:
     name: str = MISSING  # manifest name, e.g. smoke, dev, holdout
     split: str = MISSING  # smoke | dev | holdout | custom: holdout renders are locked by the climb
-    file: str = MISSING  # JSONL manifest, one {"id", "text"} per line; relative paths: cwd, then the package's prompts/
+    file: str = MISSING  # a suite file (relative: cwd, then the package's prompts/), or the file's path in `dataset`
     limit: Optional[int] = None  # render only the first N prompts (a rung of successive halving)
+    format: str = "auto"  # the file's reader: auto (by suffix) | manifest | drawbench | parti | geneval | coco | text
+    dataset: Optional[str] = None  # a hub dataset id holding `file`: downloaded once into the cache (docs/quality.md)
+    revision: Optional[str] = None  # the dataset's revision (commit or tag); pin it for reproducible splits
+    models: Optional[List[str]] = None  # the models the split was written for (the shapes captions: shapes, tiny); None: any
 
 
 @dataclass
@@ -77,6 +81,8 @@ class ParityConf:
     metric: str = "ssim"  # the quality metric (an assess metric name) compared to the anchor
     band: float = 0.02  # parity: the paired mean difference to the anchor lies within +-band (equivalence test)
     alpha: float = 0.05  # significance level: TOST parity per cell; Wilcoxon p-values Holm-corrected across a rung's cells
+    per_category: bool = False  # parity also needs every category with enough prompts in band (docs/quality.md)
+    category_min_prompts: int = 8  # prompts a category needs before it is flagged (or, per_category, can deny parity)
 
 
 @dataclass

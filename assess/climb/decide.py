@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from assess.categories import warning
 from assess.climb.evaluate import Evaluation, correct, evaluate
 from assess.climb.plan import (BudgetState, CellData, Coords, Decision, Estimator, Family, Plan, Proposal, _blocked,  # noqa: F401
                                plausible, reached, scored_rungs)
@@ -50,10 +51,11 @@ from assess.stats import pareto_front
 def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
     by_rung: dict[int, dict[Coords, Evaluation]] = {}
     for rung in plan.rungs:
-        raw = {c: evaluate(d.deltas, d.latencies, plan.dev_ids[:rung], plan.band)
+        raw = {c: evaluate(d.deltas, d.latencies, plan.dev_ids[:rung], plan.band, plan.categories,
+                           plan.category_min_prompts)
                for c, d in cells.items() if rung in scored_rungs(plan, d)}
         if raw:
-            by_rung[rung] = {k: v for k, v in correct(raw, plan.alpha).items()}  # type: ignore[misc]
+            by_rung[rung] = {k: v for k, v in correct(raw, plan.alpha, plan.per_category).items()}  # type: ignore[misc]
     return by_rung
 
 
@@ -354,6 +356,12 @@ def _reasons(plan: Plan, d: Decision) -> list[str]:
     if d.newly_pruned:
         out.append("pruned (off the frontier two generations running): "
                    + ", ".join(f"{a}={v}" for a, v in d.newly_pruned))
+    for coords in dict.fromkeys([d.incumbent, *d.frontier]):
+        e = d.current.get(coords)
+        if e is not None and e.breaks and e.tost_p is not None and e.tost_p < plan.alpha:  # at parity overall
+            note = warning(f"warning: {plan.label(coords)}", e.categories)
+            out.append(f"{note} (experiment.quality.per_category: true makes this deny parity)" if not plan.per_category
+                       else f"{note}: not at parity (experiment.quality.per_category)")
     return out
 
 

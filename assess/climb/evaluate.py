@@ -10,6 +10,11 @@ seeds averaged first; for a reference metric such as SSIM the anchor's own value
 - out of band, the mirror test: the mean lies beyond the band on the side it falls;
 - the median warm latency (the objective) over the same prompts.
 
+Per category of the rung's prompts (assess.categories): the same mean delta and interval, and whether the
+category is out of band. A cell at parity that is out of band on a category with enough prompts carries a
+warning; with `experiment.quality.per_category: true` it is not at parity (out when that category's
+out-of-band test says so, else undecided).
+
 Across the cells evaluated at the same rung, the Wilcoxon p-values are Holm-adjusted (assess.stats.holm):
 which cells differ from the anchor, the family-wise error controlled. A cell is at parity when its
 TOST p < alpha, out of band when its out-of-band p < alpha (it is then dropped from promotion),
@@ -27,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from assess.categories import MIN_PROMPTS, CategoryAnswer, broken, category_answers
 from assess.stats import Verdict, holm, mean_interval, parity_verdict, tost, wilcoxon_p
 
 
@@ -47,22 +53,33 @@ class Evaluation:
     n_warm: int
     wilcoxon_holm: float | None = None
     verdict: str = "undecided"  # parity | out | undecided | no-data
+    categories: tuple[CategoryAnswer, ...] = ()  # per category of the rung's prompts, worst first
+
+    @property
+    def breaks(self) -> list[CategoryAnswer]:
+        """Categories with enough prompts that are out of band."""
+        return broken(self.categories)
 
     def as_dict(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items()}
+        out: dict[str, object] = {k: v for k, v in self.__dict__.items() if k != "categories"}
+        return {**out, "categories": [a.as_dict() for a in self.categories]}
 
 
 def evaluate(deltas: Mapping[str, float], latencies: Mapping[str, Sequence[float]], prompt_ids: Sequence[str],
-             band: float) -> Evaluation:
-    """One cell on these prompts (the rung's), before any correction across cells."""
+             band: float, categories: Mapping[str, str | None] | None = None, min_prompts: int = MIN_PROMPTS
+             ) -> Evaluation:
+    """One cell on these prompts (the rung's), before any correction across cells; `categories`: each
+    prompt's category in its suite (None: no answers per category)."""
     values = tuple(deltas.get(p) for p in prompt_ids)
     warm = tuple(tuple(latencies.get(p, ())) for p in prompt_ids)
-    return _evaluate(values, warm, tuple(prompt_ids), band)
+    labels = tuple((categories or {}).get(p) for p in prompt_ids)
+    return _evaluate(values, warm, tuple(prompt_ids), band, labels, min_prompts)
 
 
 @lru_cache(maxsize=8192)
 def _evaluate(values_or_none: tuple[float | None, ...], warm_by_prompt: tuple[tuple[float, ...], ...],
-              prompt_ids: tuple[str, ...], band: float) -> Evaluation:
+              prompt_ids: tuple[str, ...], band: float, labels: tuple[str | None, ...] = (),
+              min_prompts: int = MIN_PROMPTS) -> Evaluation:
     """Pure and cached: a climb re-evaluates the same cells at the same rungs every generation."""
     values = [v for v in values_or_none if v is not None]
     missing = tuple(p for p, v in zip(prompt_ids, values_or_none, strict=True) if v is None)
@@ -74,11 +91,23 @@ def _evaluate(values_or_none: tuple[float | None, ...], warm_by_prompt: tuple[tu
     interval = mean_interval(values)
     w_p, _why = wilcoxon_p(values) if len(values) >= 2 else (None, None)
     tost_p, out_p = tost(values, band)
+    present = {p: v for p, v in zip(prompt_ids, values_or_none, strict=True) if v is not None}
+    answers = category_answers(present, dict(zip(prompt_ids, labels, strict=False)), band, min_prompts)
     return Evaluation(len(prompt_ids), len(values), missing, interval.value, interval.low, interval.high, w_p, tost_p,
-                      out_p, latency, len(warm))
+                      out_p, latency, len(warm), categories=answers)
 
 
-def correct(evaluations: Mapping[object, Evaluation], alpha: float) -> dict[object, Evaluation]:
+def verdict_of(e: Evaluation, alpha: float, per_category: bool = False) -> str:
+    """The overall verdict; with per_category, parity also needs every category with enough prompts in band."""
+    verdict = parity_verdict(e.tost_p, e.out_p, alpha, e.n)
+    if per_category and verdict == Verdict.PARITY.value and e.breaks:
+        out = any(a.out_p is not None and a.out_p < alpha for a in e.breaks)
+        verdict = Verdict.OUT.value if out else Verdict.UNDECIDED.value
+    return verdict
+
+
+def correct(evaluations: Mapping[object, Evaluation], alpha: float, per_category: bool = False
+            ) -> dict[object, Evaluation]:
     """Holm across the cells of one rung (Wilcoxon), then each cell's verdict."""
     w = holm({k: e.wilcoxon_p for k, e in evaluations.items()})
     out = {}
@@ -86,5 +115,5 @@ def correct(evaluations: Mapping[object, Evaluation], alpha: float) -> dict[obje
         if e.verdict == Verdict.NO_DATA.value:
             out[key] = e
             continue
-        out[key] = replace(e, wilcoxon_holm=w[key], verdict=parity_verdict(e.tost_p, e.out_p, alpha, e.n))
+        out[key] = replace(e, wilcoxon_holm=w[key], verdict=verdict_of(e, alpha, per_category))
     return out

@@ -10,12 +10,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from assess.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
 
 Coords = tuple[str, ...]
 Family = tuple[str, str]  # (axis, value)
 # (cell, its steps, samples) -> device seconds, None when unknown; the cell is None for the anchor
 Estimator = Callable[["Coords | None", int, int], "float | None"]
+
+
+def split_categories(file: str) -> dict[str, str | None]:
+    """prompt id -> category of a split's manifest (the suite's labels; None where it has none)."""
+    from render.prompts import load_prompts
+
+    return {p.id: p.category for p in load_prompts(file)}
 
 
 @dataclass(frozen=True)
@@ -34,13 +42,19 @@ class Plan:
     default_steps: int = 0
     anchor_steps: int = 0
     holdout_n: int = 0  # holdout prompts: what the final renders for the incumbent, the control and the anchor
+    categories: Mapping[str, str | None] = field(default_factory=dict)  # dev prompt id -> its category in the suite
+    per_category: bool = False  # experiment.quality.per_category: parity needs every category in band
+    category_min_prompts: int = MIN_PROMPTS  # experiment.quality.category_min_prompts
 
     @classmethod
     def from_experiment(cls, exp: Any) -> Plan:
+        quality = (getattr(exp, "conf", None) or {}).get("quality") or {}
         return cls(axes=dict(exp.axes), start=exp.start, rungs=exp.rungs, eta=exp.eta, band=exp.quality.band,
                    alpha=exp.quality.alpha, higher_is_better=exp.quality.direction == "higher",
                    dev_ids=exp.dev.ids, n_seeds=len(exp.seeds), default_steps=exp.default_steps,
-                   anchor_steps=int(exp.anchor["steps"]), holdout_n=len(exp.holdout.ids))
+                   anchor_steps=int(exp.anchor["steps"]), holdout_n=len(exp.holdout.ids),
+                   categories=split_categories(exp.dev.file), per_category=bool(quality.get("per_category", False)),
+                   category_min_prompts=int(quality.get("category_min_prompts", MIN_PROMPTS)))
 
     @property
     def top(self) -> int:

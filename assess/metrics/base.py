@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,8 +62,9 @@ class SampleMetric(ABC):
     spec: MetricSpec
 
     @classmethod
-    def from_options(cls, clip_model: str | None = None) -> SampleMetric:
-        """An instance for `assess score`'s options (only the metrics that use an option read it)."""
+    def from_options(cls, models: Mapping[str, str] | None = None) -> SampleMetric:
+        """An instance for `assess score`'s options: `models` maps a metric name to the model it uses
+        (`--metric-model`, `--clip-model`); only the metrics that use a model read it."""
         return cls()
 
     @property
@@ -98,3 +100,31 @@ class SampleMetric(ABC):
     @abstractmethod
     def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
         """Outcomes for inputs whose reference (if needed) is present and comparable."""
+
+
+class SetMetric(ABC):
+    """A metric of a set: a cell's images against the anchor's images of the same prompts and seeds."""
+
+    spec: MetricSpec
+    min_pairs = 2
+
+    @classmethod
+    def from_options(cls, models: Mapping[str, str] | None = None) -> SetMetric:
+        return cls()
+
+    @property
+    def config(self) -> str:
+        return ""
+
+    def score(self, images: list[np.ndarray], references: list[np.ndarray]) -> Outcome:
+        """One outcome for the pairs (images[i], references[i]); too few pairs is unavailable, with the count."""
+        if len(images) != len(references):
+            raise ValueError(f"{len(images)} images but {len(references)} references")
+        if len(images) < self.min_pairs:
+            return Outcome.unavailable(f"{self.spec.name} needs at least {self.min_pairs} samples paired with the "
+                                       f"anchor's; {len(images)} found")
+        return self.compute(images, references)
+
+    @abstractmethod
+    def compute(self, images: list[np.ndarray], references: list[np.ndarray]) -> Outcome:
+        """The set's outcome; its detail names the sample size."""

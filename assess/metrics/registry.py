@@ -32,7 +32,8 @@ class MetricSpec:
     unit: str
     description: str
     label: str = ""  # the report's column title (default: the name)
-    compute: str | None = None  # "module:Class" of a sample metric (a SampleMetric); None for cell-level metrics
+    compute: str | None = None  # "module:Class" of a sample metric (SampleMetric) or of a set metric (SetMetric: a
+    # cell-level metric of the cell's images against the anchor's over the split); None: computed per cell (speed)
     quality_rank: int | None = None  # preference as the report's default quality axis (1 first); None: not quality
     identity: float | None = None  # a reference metric's value for the anchor against itself (what parity is around)
     leaderboard: bool = False  # a column of the report's leaderboard
@@ -41,6 +42,11 @@ class MetricSpec:
     @property
     def title(self) -> str:
         return self.label or self.name
+
+    @property
+    def is_set(self) -> bool:
+        """A set-level metric: one value per (cell, split) from all its images paired with the anchor's."""
+        return self.level == "cell" and self.compute is not None
 
     @property
     def is_quality(self) -> bool:
@@ -76,12 +82,23 @@ LPIPS = _sample("lpips", "fidelity", "lower", True, "LPIPSMetric", "LPIPS", 3, i
                 description="LPIPS (AlexNet) vs the anchor's sample; unavailable when its weights are not at hand")
 CLIP_SCORE = _sample("clip_score", "alignment", "higher", False, "CLIPScoreMetric", "CLIP score", 4,
                      description="CLIP score, 100 * max(cos(image, prompt), 0); the CLIP model is in scores.config")
+PICKSCORE = _sample("pickscore", "preference", "higher", False, "PickScoreMetric", "PickScore", 7,
+                    description="PickScore (CLIP-H tuned on human choices): logit_scale * cos(image, prompt); its "
+                                "model and the model's content identity are in scores.config")
+IMAGEREWARD = _sample("imagereward", "imagereward", "higher", False, "ImageRewardMetric", "ImageReward", 8,
+                      description="ImageReward (BLIP + MLP tuned on human rankings): 0 = an average image; its model "
+                                  "and the model's content identity are in scores.config")
 SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes correct", 5,
                  description="shapes captions only: 1 when the caption's colour, shape and position are all in the "
                              "image, else 0; per-attribute verdicts in the detail")
 SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric", "shapes fit", 6,
                      description="shapes captions only: soft IoU of the image's shape with the asked shape fitted to "
                                  "its bounding box (0-1)")
+
+CMMD = MetricSpec(name="cmmd", version=1, family="distribution", level="cell", direction="lower", needs_reference=True,
+                  unit="", label="CMMD", compute="assess.metrics.distribution:CMMDMetric", leaderboard=True,
+                  description="CMMD (Jayasumana et al. 2024): MMD of CLIP image embeddings, the cell's images vs the "
+                              "anchor's over the split (same prompts and seeds); n = the pairs (cell_scores.n)")
 
 LATENCY_MEDIAN = _speed("latency_median_s", "lower", "s", "median latency (s)", "median warm latency of one image",
                         leaderboard=True)
@@ -96,14 +113,20 @@ LOAD_S = _speed("load_s", "lower", "s", "load (s)", "longest model load among th
 GPU_S = _speed("gpu_s", "lower", "s", "GPU-s spent",
                "device seconds spent: rendered samples' latency + load; reused samples cost 0", leaderboard=True)
 
-SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT)
+SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD)
+SET_SPECS = (CMMD,)
 SPEED_SPECS = (LATENCY_MEDIAN, LATENCY_P90, S_PER_STEP, IMAGES_PER_S, PEAK_MEM, LOAD_S, GPU_S)
-SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in (*SAMPLE_SPECS, *SPEED_SPECS)}
+SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in (*SAMPLE_SPECS, *SET_SPECS, *SPEED_SPECS)}
 
 
 def sample_metric_names() -> list[str]:
-    """What `assess score --metrics` accepts (and scores by default)."""
+    """The sample metrics: one value per (cell, prompt, seed)."""
     return [s.name for s in SAMPLE_SPECS]
+
+
+def scored_metric_names() -> list[str]:
+    """What `assess score --metrics` accepts (and scores by default): sample metrics, then set metrics."""
+    return [s.name for s in (*SAMPLE_SPECS, *SET_SPECS)]
 
 
 def quality_metric_names() -> list[str]:

@@ -45,13 +45,13 @@ def cell_spec(overrides: Sequence[str], config: DictConfig) -> CellSpec:
 
 
 def _count_prompts(config: DictConfig) -> int:
-    file = _select(config, "prompts.file", None)
-    if not file:
+    prompts = _select(config, "prompts", None)
+    if not prompts or not prompts.get("file"):
         return 1
     try:
-        from render.prompts import load_prompts
+        from render.prompts import load_split
 
-        return len(load_prompts(str(file)))
+        return len(load_split(prompts))
     except Exception:  # noqa: BLE001 - a cost estimate, not a check (preflight checks the file)
         return 1
 

@@ -46,6 +46,8 @@ class SampleRecord:
     compiled_frames: int | None = None  # frames dynamo compiled during this call
     recompiles: int | None = None  # frames compiled on a call after the cell's first: recompilations
     weights_bytes: int | None = None  # the pipeline's weights footprint as loaded (after quantization)
+    category: str | None = None  # the prompt's category in its suite (DrawBench Category, GenEval tag, ...)
+    challenge: str | None = None  # the prompt's challenge level (PartiPrompts Challenge)
 
     @property
     def key(self) -> tuple[str, str, int]:

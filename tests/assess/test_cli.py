@@ -50,7 +50,8 @@ def test_score_of_a_folder_without_runs(tmp_path: Path, db: Path) -> None:
 def test_score_with_an_unknown_metric(sweep_with_anchor: Path, db: Path) -> None:
     result = invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr,fid")
     assert result.exit_code == 1
-    assert result.output == "Error: unknown metric(s): fid. Valid metrics are: psnr, ssim, lpips, clip_score, shapes, shapes_fit\n"
+    assert result.output == ("Error: unknown metric(s): fid. Valid metrics are: psnr, ssim, lpips, clip_score, shapes, "
+                             "shapes_fit, pickscore, imagereward, cmmd\n")
     assert not db.exists()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from assess.metrics import alignment
+from assess.metrics import alignment, clipmodels
 from assess.metrics.alignment import DEFAULT_CLIP_MODEL, CLIPScoreMetric, hub_reachable
 from assess.metrics.fidelity import LPIPSMetric, torchvision_install_line
 from assess.score import score
@@ -20,7 +20,7 @@ def online_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(alignment, "_LOADED", {})
+    monkeypatch.setattr(clipmodels, "_LOADED", {})
     if hub_reachable():
         pytest.skip("the hub is reachable from here: this test needs it unreachable")
 
@@ -36,7 +36,7 @@ def test_an_uncached_clip_model_is_unavailable_at_once_with_the_fix(outputs: Run
     assert metric == "clip_score" and summary.unavailable[(metric, reason)] == summary.samples
     assert reason.startswith(f"CLIP model '{DEFAULT_CLIP_MODEL}' is not in the local Hugging Face cache")
     assert f"hf download {DEFAULT_CLIP_MODEL}" in reason and "--clip-model <local folder>" in reason
-    assert "--metrics psnr,ssim,lpips,shapes,shapes_fit" in reason
+    assert "--metrics psnr,ssim,lpips,shapes,shapes_fit,pickscore,imagereward,cmmd" in reason
     printed = capfd.readouterr()
     assert "Retry" not in printed.out + printed.err and "thrown while requesting" not in printed.err
 

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from assess.cli import cli
 from assess.experiment import ExperimentError, load_experiment
 from assess.index import Index
-from assess.metrics import build_sample_metrics
+from assess.metrics import build_metrics, build_sample_metrics
 from assess.metrics.registry import (
-    SPECS, climb_metric_names, leaderboard_specs, quality_metric_names, sample_metric_names,
+    SPECS, climb_metric_names, leaderboard_specs, quality_metric_names, sample_metric_names, scored_metric_names,
 )
 from assess.report import leaderboard_columns, write_report
 from assess.score import score
@@ -32,9 +32,12 @@ def _help(*args: str) -> str:
 
 def test_every_sample_metric_is_computable_and_named_in_score_help() -> None:
     names = sample_metric_names()
-    assert {"psnr", "ssim", "lpips", "clip_score", "shapes", "shapes_fit"} <= set(names)
+    assert {"psnr", "ssim", "lpips", "clip_score", "shapes", "shapes_fit", "pickscore", "imagereward"} <= set(names)
     assert [m.spec.name for m in build_sample_metrics()] == names
-    assert f"(default: all: {','.join(names)})" in _help("score")
+    sample, sets = build_metrics()
+    assert [m.spec.name for m in (*sample, *sets)] == scored_metric_names() == [*names, "cmmd"]
+    assert all(m.spec.is_set for m in sets) and not any(m.spec.is_set for m in sample)
+    assert f"(default: all: {', '.join(scored_metric_names())})" in _help("score")
 
 
 def test_report_help_lists_the_registry_quality_metrics() -> None:

@@ -1,0 +1,116 @@
+"""The report's answers per category and its "where it breaks" sheet, from the index.
+
+For each cell against its anchor, on one quality metric: the paired per-prompt deltas (assess.stats.
+quality_deltas) grouped by the prompts' categories (assess.categories). With a band, each cell's overall
+parity (TOST) is decided too, and a cell at parity that breaks on a category is flagged. The sheet shows
+each cell's worst prompts on that metric beside the anchor's images.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from assess.categories import MIN_PROMPTS, CategoryAnswer, category_answers, warning
+from assess.metrics import SPECS
+from assess.stats import Estimate, mean_interval, parity_verdict, quality_deltas, tost
+
+WORST = 4  # prompts per cell on the "where it breaks" sheet
+CopyImage = Callable[[Any, str], dict[str, Any]]
+
+
+@dataclass
+class CellCategories:
+    cell_key: str
+    label: str
+    metric: str
+    overall: Estimate | None
+    verdict: str | None  # parity | out | undecided | no-data, when a band was given
+    band: float | None
+    answers: tuple[CategoryAnswer, ...] = ()
+    warning: str | None = None
+    deltas: dict[str, float] = field(default_factory=dict)  # prompt text identity -> its delta
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "band": self.band, "verdict": self.verdict, "warning": self.warning,
+                "overall": self.overall.as_dict() if self.overall else None,
+                "categories": [a.as_dict() if self.band is not None else
+                               {k: v for k, v in a.as_dict().items() if k not in ("out_p", "out_of_band", "breaks", "band")}
+                               for a in self.answers]}
+
+
+def prompt_categories(index: Any, cell_key: str, split: str) -> dict[str, str | None]:
+    """prompt text identity -> its category, for a cell's samples of a split (what quality_deltas is keyed by)."""
+    rows = index.query("SELECT DISTINCT prompt_sha, category FROM samples WHERE cell_key = ? AND split = ?",
+                       (cell_key, split))
+    return {r["prompt_sha"]: r["category"] for r in rows}
+
+
+def cell_categories(index: Any, cell_key: str, anchor_cell_key: str, split: str, metric: str, label: str,
+                    band: float | None = None, alpha: float = 0.05, min_prompts: int = MIN_PROMPTS,
+                    keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
+                    ) -> CellCategories:
+    """A cell's answers per category on `metric`; without a band, only the deltas and their intervals."""
+    deltas = quality_deltas(index, cell_key, anchor_cell_key, split, metric, keys, anchor_keys)
+    values = [deltas[p] for p in sorted(deltas)]
+    overall = mean_interval(values) if values else None
+    answers = category_answers(deltas, prompt_categories(index, cell_key, split),
+                               band if band is not None else math.inf, min_prompts)
+    verdict = note = None
+    if band is not None:
+        tost_p, out_p = tost(values, band)
+        verdict = parity_verdict(tost_p, out_p, alpha, len(values))
+        note = warning(label, answers) if verdict == "parity" else None
+    return CellCategories(cell_key, label, metric, overall, verdict, band, answers, note, deltas)
+
+
+def worst_prompts(index: Any, cells: CellCategories, anchor_cell_key: str, split: str, copy_image: CopyImage,
+                  keys: set[tuple[str, int]] | None = None, k: int = WORST) -> list[dict[str, Any]]:
+    """The cell's `k` worst prompts on its metric (each at its first seed), with its image and the anchor's."""
+    sign = 1.0 if SPECS[cells.metric].direction == "higher" else -1.0
+    worst = sorted(cells.deltas, key=lambda p: (sign * cells.deltas[p], p))[:k]
+    rows = []
+    for text_id in worst:
+        mine = [r for r in index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ? AND prompt_sha = ? "
+                                       "ORDER BY seed", (cells.cell_key, split, text_id))
+                if keys is None or (r["prompt_sha"], r["seed"]) in keys]
+        if not mine:
+            continue
+        sample = mine[0]
+        anchor = index.query("SELECT * FROM samples WHERE cell_key = ? AND prompt_sha = ? AND seed = ?",
+                             (anchor_cell_key, text_id, sample["seed"]))
+        rows.append({"prompt_id": sample["prompt_id"], "prompt": sample["prompt"] or "",
+                     "category": sample["category"] or "", "seed": sample["seed"], "delta": cells.deltas[text_id],
+                     "image": copy_image(sample, cells.cell_key),
+                     "anchor": copy_image(anchor[0] if anchor else None, anchor_cell_key)})
+    return rows
+
+
+def cells_quality(index: Any, cell_keys: list[str], metric: str | None = None, band: float | None = None,
+                  alpha: float = 0.05) -> dict[str, dict[str, Any]]:
+    """cell key -> its answers per category (CellCategories.as_dict) on each split it was indexed with, for
+    `assess status --json`; the metric defaults to the first quality metric the cell has deltas on."""
+    from assess.errors import UnknownMetric
+    from assess.metrics.registry import quality_metric_names
+
+    if metric is not None and metric not in quality_metric_names():
+        raise UnknownMetric(f"unknown quality metric {metric!r}. Valid: {', '.join(quality_metric_names())}")
+    out: dict[str, dict[str, Any]] = {}
+    for cell_key in dict.fromkeys(cell_keys):
+        runs = index.query("SELECT DISTINCT split, anchor_cell_key, is_anchor, describe FROM runs WHERE cell_key = ?",
+                           (cell_key,))
+        per_split = {}
+        for run in runs:
+            if run["is_anchor"]:
+                continue
+            for name in [metric] if metric else quality_metric_names():
+                answers = cell_categories(index, cell_key, run["anchor_cell_key"], run["split"], name,
+                                          run["describe"] or cell_key, band, alpha)
+                if answers.deltas or metric:
+                    per_split[run["split"]] = answers.as_dict()
+                    break
+        if per_split:
+            out[cell_key] = per_split
+    return out

@@ -1,0 +1,125 @@
+"""The CLIP-architecture models the metrics use (CLIP score, PickScore, CMMD): which one a metric uses,
+how it is loaded (a local folder or a hub id, never a stall on an unreachable hub), and its identity.
+
+A model that cannot be had is a reason with its fix, never a number (STYLE.md, rule 7).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+HUB_PROBE_TIMEOUT_S = 1.5
+_LOADED: dict[tuple[str, str], object] = {}
+
+
+@dataclass(frozen=True)
+class MetricModel:
+    """Which model a metric uses: `--metric-model <metric>=<id or folder>`, else its variable, else the default."""
+
+    metric: str
+    default: str  # the hub id the field's published numbers use
+    env: str  # the environment variable that sets it
+    option: str = ""  # the CLI option that sets it (default: --metric-model <metric>=...)
+
+    def resolve(self, models: Mapping[str, str] | None = None) -> str:
+        return (models or {}).get(self.metric) or os.environ.get(self.env) or self.default
+
+    @property
+    def fix(self) -> str:
+        option = self.option or f"--metric-model {self.metric}=<local folder>"
+        return f"pass {option} or set {self.env}"
+
+
+def config_of(name: str, processor: str | None = None) -> str:
+    """A score's `config`: the model by its identity (assess.metrics.model_identity), and the processor's
+    when it comes from elsewhere (PickScore's)."""
+    from assess.metrics.model_identity import model_config
+
+    return model_config(name) + (f" processor={model_config(processor).removeprefix('model=')}" if processor else "")
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """One TCP connection to the hub (or to the HTTPS proxy, when one is set), within timeout_s, DNS included."""
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    target = urlsplit(proxy if proxy else constants.ENDPOINT)
+    address = (target.hostname or "", target.port or (443 if target.scheme == "https" else 80))
+    reached: list[bool] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection(address, timeout=timeout_s).close()
+            reached.append(True)
+        except OSError:
+            pass
+
+    probe = threading.Thread(target=connect, daemon=True)  # a thread: getaddrinfo has no timeout of its own
+    probe.start()
+    probe.join(timeout_s)
+    return bool(reached)
+
+
+def how_to_load(name: str, what: str, fix: str, probe: str = "config.json") -> bool | str:
+    """Whether from_pretrained must read the local cache alone (True) or may use the hub (False), or why
+    the model cannot be had now. A local folder and HF_HUB_OFFLINE load as from_pretrained does; for a hub
+    id the hub is probed once: unreachable, a cached snapshot is read without the network, and a model
+    that is not cached is answered here, at once, instead of by from_pretrained's retries."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE") or constants.HF_HUB_OFFLINE
+    a_path = name.startswith(("/", ".", "~")) or Path(name).expanduser().is_dir()
+    if a_path or offline or hub_reachable():
+        return False
+    try:
+        if isinstance(try_to_load_from_cache(name, probe), str):  # `probe`: a file every snapshot of the model has
+            return True
+    except ValueError:  # not a valid hub id: from_pretrained says so
+        return False
+    return (f"{what} {name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the hub "
+            f"({constants.ENDPOINT}) cannot be reached. Fix: download it once where the hub is reachable "
+            f"(`hf download {name}`, then copy {constants.HF_HUB_CACHE}), or {fix}")
+
+
+def load_clip(name: str, what: str, fix: str, processor: str | None = None) -> object:
+    """(CLIPModel, CLIPProcessor), or the reason they cannot be had (cached per process). `processor`: where
+    the processor is, when the model's folder has none (PickScore's is LAION's CLIP-H processor)."""
+    key = (name, processor or name)
+    if key not in _LOADED:
+        how = how_to_load(name, what, fix)
+        if isinstance(how, str):
+            _LOADED[key] = how
+        else:
+            other = how_to_load(processor, f"{what} processor", fix) if processor and processor != name else how
+            _LOADED[key] = other if isinstance(other, str) else _from_pretrained(name, processor or name, what, fix,
+                                                                                  how, other)
+    return _LOADED[key]
+
+
+def _from_pretrained(name: str, processor_name: str, what: str, fix: str, local_model: bool,
+                     local_processor: bool) -> object:
+    try:
+        import transformers
+        from transformers import CLIPModel, CLIPProcessor
+
+        transformers.logging.set_verbosity_error()
+        model = CLIPModel.from_pretrained(name, local_files_only=local_model).eval()
+        processor = CLIPProcessor.from_pretrained(processor_name, local_files_only=local_processor)
+        return (model, processor)
+    except Exception as exc:  # not a CLIP checkpoint, a broken cache, a download that failed
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{what} {name!r} could not be loaded ({type(exc).__name__}: {first_line}); {fix}"
+
+
+def has_processor(name: str) -> bool:
+    """A local folder that holds its own processor (a model saved with save_pretrained, processor included)."""
+    folder = Path(name).expanduser()
+    return (folder / "preprocessor_config.json").is_file() or (folder / "processor_config.json").is_file()

@@ -1,0 +1,84 @@
+"""The one shape every prompt-suite reader has: a format name, the file suffixes it claims, and
+`read(path) -> list[Entry]`. What is common to all of them (ids derived from content where the file
+has none, duplicates, safe ids, empty texts) is done once, by `to_prompts`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from render.errors import RenderError
+from render.rundir import UnsafeName, check_name, text_hash, text_identity
+
+log = logging.getLogger("render")
+
+
+class PromptError(RenderError, ValueError):
+    """A prompt manifest or suite file is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+    category: str | None = None  # the suite's category (DrawBench "Category", GenEval "tag", ...)
+    challenge: str | None = None  # PartiPrompts' "Challenge" (what makes the prompt hard)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One prompt as a reader found it; `where` ("file:line") is for error messages."""
+
+    text: str
+    where: str
+    id: str | None = None  # None: derived from the text (`content_id`)
+    category: str | None = None
+    challenge: str | None = None
+
+
+@dataclass(frozen=True)
+class Reader:
+    format: str  # the prompts.format value
+    suffixes: tuple[str, ...]  # what prompts.format=auto picks it for
+    description: str  # one line for errors and docs
+    read: Callable[[Path], list[Entry]]
+
+
+def content_id(prefix: str, text: str) -> str:
+    """A stable id for a prompt that has none in its file: the format and the text's content hash."""
+    return f"{prefix}-{text_hash(text)[:10]}"
+
+
+def _label(value: object) -> str | None:
+    text = " ".join(str(value).split()) if value is not None else ""
+    return text or None
+
+
+def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
+    """Prompts with safe, unique ids. A text found again (the same text identity) is the same prompt: the first is kept."""
+    prompts: list[Prompt] = []
+    ids: set[str] = set()
+    texts: dict[str, str] = {}
+    for entry in entries:
+        text = entry.text.strip()
+        if not text:
+            raise PromptError(f"{entry.where}: empty prompt text")
+        prompt_id = entry.id if entry.id is not None else content_id(prefix, text)
+        try:
+            check_name(prompt_id, "prompt id")  # ids name image files
+        except UnsafeName as error:
+            raise PromptError(f"{entry.where}: {error}") from None
+        norm = text_identity(text)
+        if norm in texts:
+            log.warning("%s: the same text as %s (%r): kept once", entry.where, texts[norm], text)
+            continue
+        if prompt_id in ids:
+            raise PromptError(f"{entry.where}: duplicate prompt id {prompt_id!r}")
+        ids.add(prompt_id)
+        texts[norm] = entry.where
+        prompts.append(Prompt(prompt_id, text, _label(entry.category), _label(entry.challenge)))
+    if not prompts:
+        raise PromptError(f"{path}: the file holds no prompts")
+    return prompts

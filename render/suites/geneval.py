@@ -1,0 +1,28 @@
+"""GenEval (Ghosh et al. 2023): evaluation_metadata.jsonl, one {"tag", "prompt", "include", ...} per line.
+
+The tag (single_object, two_object, counting, colors, position, color_attr) is the category; no ids.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from render.suites._base import Entry, PromptError, Reader
+
+
+def read(path: Path) -> list[Entry]:
+    entries = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+            entries.append(Entry(text=str(record["prompt"]), where=where, category=record.get("tag")))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+            raise PromptError(f"{where}: expected a GenEval metadata object with \"prompt\" and \"tag\" ({error})") from error
+    return entries
+
+
+READER = Reader("geneval", (), 'GenEval metadata JSONL: {"tag", "prompt", ...} per line', read)
