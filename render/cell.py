@@ -16,17 +16,13 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from render.axes import axes_key_params
 from render.caches import CACHES, cache_key_params
-from render.errors import RenderError
+from render.errors import ConfigError, RenderError
 from render.limits import SEED_MAX, LimitError, check_image_size
 from render.loading import BUILTIN_PREFIX
 from render.prompts import Prompt, load_split
 from render.rundir import cell_key_of, check_name
 
 DTYPES = ("float32", "float16", "bfloat16")
-
-
-class ConfigError(RenderError, ValueError):
-    """A config value that composes but cannot be rendered."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +153,9 @@ def weights_identity(model_id: str, revision: str | None) -> str:
     from render.rundir import model_identity
 
     if model_id.startswith(BUILTIN_PREFIX):
+        from render.environment import check_builtin_model
+
+        check_builtin_model(model_id[len(BUILTIN_PREFIX):])  # complete, or its cache writable to build it
         try:
             return model_identity(str(builtin_folder(model_id)), None)
         except (ModelUnavailable, OSError, RuntimeError) as error:
@@ -228,8 +227,7 @@ def build_job(cfg: DictConfig) -> Job:
     dtype = cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype)
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype}: valid values are {', '.join(DTYPES)}")
-    model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length,
-                      weights_identity(m.id, m.revision))
+    model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length)
     steps = cfg.steps if cfg.steps is not None else m.steps
     cell = _make_cell(cfg, model, device_kind, steps=steps, attention=cfg.attention.name,
                       cache=cache_key_params(cfg.cache), scheduler=cfg.scheduler.name)
@@ -247,6 +245,9 @@ def build_job(cfg: DictConfig) -> Job:
     anchor_overrides = [f"model={m.name}", f"steps={a.steps}", f"attention={a.attention}", f"cache={a.cache}", f"scheduler={a.scheduler}"]
     check_prompts_fit(cfg)
     prompts = load_split(cfg.prompts)
+    # the weights' identity last: a built-in model may have to be built for it, after every value was checked
+    model = dataclasses.replace(model, weights=weights_identity(m.id, m.revision))
+    cell, anchor = dataclasses.replace(cell, model=model), dataclasses.replace(anchor, model=model)
     return Job(
         cell=cell,
         anchor=anchor,

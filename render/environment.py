@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from render.cell import ConfigError
+from render.errors import ConfigError
 from render.hub import hub_reachable
 
 

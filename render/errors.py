@@ -9,3 +9,7 @@ that caught those keeps working.
 
 class RenderError(Exception):
     """Base of render's own exceptions."""
+
+
+class ConfigError(RenderError, ValueError):
+    """A config value that composes but cannot be rendered."""
