@@ -211,8 +211,9 @@ def check_disjoint(dev: Split, holdout: Split) -> None:
 def _split(cfg: Any, option: str, key: str) -> Split:
     from render.prompts import PromptError, load_prompts
 
-    try:
-        prompts = load_prompts(cfg.prompts.file)
+    p = cfg.prompts
+    try:  # the whole split (its file, format or hub dataset), never its limit: rungs take the first N
+        prompts = load_prompts(p.file, None, p.get("format", "auto"), p.get("dataset"), p.get("revision"))
     except PromptError as exc:
         raise ExperimentError(f"experiment.{key}={option}: {exc}") from None
     return Split(option, str(cfg.prompts.split), str(cfg.prompts.file),

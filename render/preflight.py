@@ -79,7 +79,8 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
     try:
         check_known_keys(cfg)
         check_writable_folder(cfg.out_root, "out_root")
-        check_text_file(resolve_manifest(cfg.prompts.file), "prompts.file", cfg.prompts.file)
+        if cfg.prompts.get("dataset") is None:  # a hub dataset's file is checked by its reader, once downloaded
+            check_text_file(resolve_manifest(cfg.prompts.file), "prompts.file", cfg.prompts.file)
         job = build_job(cfg)
         check_numbers(cfg)  # after build_job, whose messages say more for the values it knows (seeds, guidance)
         check_job(job)

@@ -38,8 +38,10 @@ def option_prompts(option: str) -> tuple[str, list[Prompt]]:
     for folder in conf_dirs():
         path = folder / "prompts" / f"{option}.yaml"
         if path.is_file():
-            file = str(OmegaConf.load(path).file)
-            return file, load_prompts(file)
+            node = OmegaConf.load(path)  # the whole split (file, format, hub dataset), never its limit
+            file = str(node.file)
+            return file, load_prompts(file, None, str(node.get("format") or "auto"), node.get("dataset"),
+                                      node.get("revision"))
     raise HoldoutLocked(f"prompts option {option!r} not found in {', '.join(str(d / 'prompts') for d in conf_dirs())}")
 
 
