@@ -24,7 +24,7 @@ from typing import Any
 
 from render import axes, provenance, rundir
 from render.axes.compile import CompileCounters
-from render.attention import BackendUnavailable
+from render.axes.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
@@ -151,7 +151,7 @@ class CellWriter:
                 prompt_id, text, seed = job.samples[0]
                 loaded.pipe(**call_kwargs(job.cell, text, seed))
 
-            configure(loaded, job.cell, job.cache_conf, calibrate, record_in=self.run_dir / rundir.RUN_JSON)
+            configure(loaded, job.cell, calibrate, record_in=self.run_dir / rundir.RUN_JSON)
             if loaded.fresh:  # newly configured: the cell's warm-up calls start again
                 loaded.warmups_left = job.warmup if job.warmup is not None else axes.default_warmups(job.cell)
             self.loaded = loaded

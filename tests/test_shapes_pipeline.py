@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from assess.metrics.shapes import check
-from render.caches import CACHES, runs_branches_separately
+from render.axes.caches import CACHES
+from render.axes.caches.fastercache import runs_branches_separately
 from render.models.shapes import WEIGHTS_DIR, shapes_model_dir
 from assess.metrics.shapes_eval import as_loaded, compose_job, load_shipped, render_job
 from render.models.shapes.pipeline import ShapesPipeline, patchify, unpatchify
 from render.pipeline import call_kwargs, configure
 from render.runner import render_sample
-from render.schedulers import SCHEDULERS
+from render.axes.scheduler import SCHEDULERS
 
 SMOKE = ["prompts=smoke", "seed=0"]
 STEPS = 16

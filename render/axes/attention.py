@@ -1,4 +1,7 @@
-"""The attention axis: option name -> diffusers attention backend and what it needs to run."""
+"""The attention axis: option name -> diffusers attention backend and what it needs to run.
+
+A new backend is one entry in `BACKENDS` and one option file `render/conf/attention/<name>.yaml`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,11 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import MISSING
+
+from render.axes.base import NamedAxis, Record, Target, Where
 from render.errors import RenderError
+from render.spec import Cell
 
 
 class BackendUnavailable(RenderError, RuntimeError):
@@ -21,7 +28,7 @@ class AttentionBackend:
     pip: str | None = None  # what to install when the package is missing
 
 
-ATTENTION: dict[str, AttentionBackend] = {
+BACKENDS: dict[str, AttentionBackend] = {
     "native": AttentionBackend("native"),
     "math": AttentionBackend("_native_math"),
     "flex": AttentionBackend("flex"),
@@ -34,31 +41,51 @@ ATTENTION: dict[str, AttentionBackend] = {
 }
 
 
+@dataclass
+class AttentionConf:
+    name: str = MISSING  # option name, e.g. native, flex, flash (BACKENDS maps it to a diffusers backend)
+
+
+def _runs_here(spec: AttentionBackend, device_kind: str) -> bool:
+    return not (spec.needs_cuda and device_kind == "cpu") and not (spec.package and importlib.util.find_spec(spec.package) is None)
+
+
 def check_attention_usable(name: str, device_kind: str) -> None:
     """Raise BackendUnavailable naming what is missing and which options would run here."""
-    spec = ATTENTION.get(name)
+    spec = BACKENDS.get(name)
     if spec is None:
-        raise BackendUnavailable(f"attention={name!r} is not a known backend; valid: {', '.join(ATTENTION)}")
+        raise BackendUnavailable(f"attention={name!r} is not a known backend; valid: {', '.join(BACKENDS)}")
     problem = None
     if spec.needs_cuda and device_kind == "cpu":
         problem = "needs a CUDA GPU and this cell runs on the CPU"
     elif spec.package and importlib.util.find_spec(spec.package) is None:
         problem = f"needs the package {spec.package!r} (pip install {spec.pip})"
     if problem:
-        usable = [n for n, s in ATTENTION.items() if not s.needs_cuda or device_kind != "cpu"]
-        usable = [n for n in usable if not ATTENTION[n].package or importlib.util.find_spec(ATTENTION[n].package)]
+        usable = [n for n, s in BACKENDS.items() if _runs_here(s, device_kind)]
         raise BackendUnavailable(f"attention={name} {problem}; usable here: {', '.join(usable)}")
 
 
-def apply_attention(transformer: Any, name: str) -> None:
-    """Set the backend on the denoiser, `native` included.
+class AttentionAxis(NamedAxis):
+    name = "attention"
+    help = "the attention backend diffusers runs the denoiser with"
+    schema = AttentionConf
+    default = "native"
 
-    diffusers' reset_attention_backend() leaves the process-wide active backend that
-    set_attention_backend() changed, so a `native` cell after a `math` cell would really run math:
-    the backend is always set explicitly instead.
-    """
-    transformer.set_attention_backend(ATTENTION[name].backend)
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        check_attention_usable(value, where.device_kind)
+
+    def apply(self, value: Any, target: Target) -> Record:
+        """Set the backend on the denoiser, `native` included.
+
+        diffusers' reset_attention_backend() leaves the process-wide active backend that
+        set_attention_backend() changed, so a `native` cell after a `math` cell would really run math:
+        the backend is always set explicitly instead.
+        """
+        target.denoiser.set_attention_backend(BACKENDS[value].backend)
+        return {}
+
+    def reset(self, target: Target) -> None:
+        self.apply("native", target)
 
 
-def reset_attention(transformer: Any) -> None:
-    apply_attention(transformer, "native")
+AXIS = AttentionAxis()
