@@ -3,10 +3,11 @@ and models it must load."""
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -15,34 +16,61 @@ from render.cell import ConfigError
 
 
 def check_writable_folder(folder: str | Path, what: str) -> None:
-    """`folder` exists as a writable folder, or can be created: else a ConfigError naming it."""
+    """`folder` exists as a writable folder, or can be created: else a ConfigError naming it and why.
+
+    Permission bits do not tell (root passes them; /proc, a read-only mount or a full quota refuse
+    anyway), so the nearest existing folder is really tried: a probe folder is made in it and removed,
+    and nothing is left behind."""
     path = Path(folder).expanduser().absolute()
     probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            break
+    while not probe.exists() and probe.parent != probe:
         probe = probe.parent
     if not probe.is_dir():
-        raise ConfigError(f"{what}={folder}: cannot be created, {probe} is a file, not a folder; "
-                          f"choose another {what}")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        verb = "is not writable" if probe == path else f"cannot be created: {probe} is not writable"
-        raise ConfigError(f"{what}={folder}: {verb} by this user; choose another {what}")
+        raise ConfigError(f"{what}={folder}: cannot be created, {probe} is a file, not a folder; choose another {what}")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".hypergrid-probe-", dir=probe))
+    except OSError as error:
+        verb = "is not writable" if probe == path else f"cannot be created in {probe}"
+        raise ConfigError(f"{what}={folder}: {verb} ({error.strerror or error}); choose another {what}") from None
 
 
-@functools.lru_cache(maxsize=None)
-def hub_reachable(timeout_s: float = 2.0) -> bool:
-    """Whether the Hugging Face hub answers a TCP connection (once per process, within `timeout_s`)."""
+HUB_PROBE_TIMEOUT_S = 2.0
+_PROBED: dict[tuple[str, int, float], bool] = {}  # (host, port, timeout) -> reached: one probe per process
+
+
+def hub_address() -> tuple[str, int]:
+    """Where a connection to the Hugging Face hub goes first: the HTTPS proxy when one is set, else the hub's endpoint."""
+    from huggingface_hub import constants
+
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    target = urlparse(proxy or constants.ENDPOINT)
+    return target.hostname or "", target.port or (443 if target.scheme == "https" else 80)
+
+
+def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Whether the hub can be reached from here: never under HF_HUB_OFFLINE; else one TCP connection to
+    `hub_address()` within `timeout_s`, the DNS lookup included (once per process and address)."""
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
         return False
-    url = urlparse(constants.ENDPOINT)
-    try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout_s).close()
-    except OSError:
-        return False
-    return True
+    address = hub_address()
+    key = (*address, timeout_s)
+    if key not in _PROBED:
+        reached: list[bool] = []
+
+        def connect() -> None:
+            try:
+                socket.create_connection(address, timeout=timeout_s).close()
+                reached.append(True)
+            except OSError:
+                pass
+
+        probe = threading.Thread(target=connect, daemon=True)  # a thread: getaddrinfo has no timeout of its own
+        probe.start()
+        probe.join(timeout_s)
+        _PROBED[key] = bool(reached)
+    return _PROBED[key]
 
 
 def check_hub_model(model: Any) -> None:

@@ -112,7 +112,7 @@ def test_bad_input_fails_clearly_and_writes_nothing(case: int, tmp_path: Path) -
     args, message = BAD_INPUTS[case]
     args = ["-m", "model=tiny", *args[1:]] if args[:1] == ["-m"] else ["model=tiny", *args]  # -m comes first
     result = run_render(*args, cwd=tmp_path, timeout=120)
-    assert result.returncode != 0
+    assert result.returncode == 2, result.stderr[-2000:]
     assert message in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "outputs").exists()

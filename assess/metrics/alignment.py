@@ -12,6 +12,7 @@ from pathlib import Path
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
 from assess.metrics.registry import CLIP_SCORE, sample_metric_names
+from render.environment import hub_reachable
 
 DEFAULT_CLIP_MODEL = "openai/clip-vit-large-patch14"
 CLIP_MODEL_ENV = "HYPERGRID_CLIP_MODEL"
@@ -23,35 +24,6 @@ _LOADED: dict[str, object] = {}
 def clip_model_name(configured: str | None = None) -> str:
     """--clip-model, else $HYPERGRID_CLIP_MODEL, else the torchmetrics default."""
     return configured or os.environ.get(CLIP_MODEL_ENV) or DEFAULT_CLIP_MODEL
-
-
-HUB_PROBE_TIMEOUT_S = 1.5
-
-
-def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
-    """One TCP connection to the hub (or to the HTTPS proxy, when one is set), within timeout_s, DNS included."""
-    import socket
-    import threading
-    from urllib.parse import urlsplit
-
-    from huggingface_hub import constants
-
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    target = urlsplit(proxy if proxy else constants.ENDPOINT)
-    address = (target.hostname or "", target.port or (443 if target.scheme == "https" else 80))
-    reached: list[bool] = []
-
-    def connect() -> None:
-        try:
-            socket.create_connection(address, timeout=timeout_s).close()
-            reached.append(True)
-        except OSError:
-            pass
-
-    probe = threading.Thread(target=connect, daemon=True)  # a thread: getaddrinfo has no timeout of its own
-    probe.start()
-    probe.join(timeout_s)
-    return bool(reached)
 
 
 def _how_to_load(name: str) -> bool | str:
