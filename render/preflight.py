@@ -35,6 +35,14 @@ class PreflightError(RenderError, ValueError):
     """One or more cells cannot run; nothing was launched or written."""
 
 
+_PASSED: list[bool] = []  # set once this process's preflight has passed: an exit before it was the input's fault
+
+
+def passed() -> bool:
+    """Whether a preflight passed in this process (a failure after it is a cell's, exit 1; before it, the input's, exit 2)."""
+    return bool(_PASSED)
+
+
 def check_model(model: Any) -> None:
     if model.id.startswith(BUILTIN_PREFIX):
         return
@@ -94,6 +102,7 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
         raise PreflightError(str(error)) from None
     preflight_budget(jobs)
     record_launch(jobs)
+    _PASSED.append(True)
     return jobs
 
 
@@ -174,6 +183,7 @@ class PreflightCallback(Callback):
             check_writable_folder(config.hydra.run.dir, "hydra.run.dir")
             preflight_budget([job])
             record_launch([job])
+            _PASSED.append(True)
         except ConfigError as error:
             exit_with(PreflightError(str(error)))
         except PreflightError as error:
