@@ -32,6 +32,7 @@ BACKENDS: dict[str, AttentionBackend] = {
     "native": AttentionBackend("native"),
     "math": AttentionBackend("_native_math"),
     "flex": AttentionBackend("flex"),
+    "sdpa-flash": AttentionBackend("_native_flash"),  # PyTorch SDPA's flash kernel (a CPU one too)
     "flash": AttentionBackend("flash", needs_cuda=True, package="flash_attn", pip="flash-attn"),
     "flash3": AttentionBackend("_flash_3", needs_cuda=True, package="flash_attn_interface", pip="FlashAttention-3 (built from source)"),
     "sage": AttentionBackend("sage", needs_cuda=True, package="sageattention", pip="sageattention"),
