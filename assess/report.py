@@ -26,7 +26,7 @@ from assess.errors import NotScored
 from assess.index import Index
 from assess.metrics import SPECS
 from assess.metrics.registry import leaderboard_specs, quality_metric_names
-from render.rundir import find_run_dirs, load_run, parse_override
+from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.stats import CellComparison, Estimate, compare_cell, pareto_front
 
@@ -457,19 +457,19 @@ def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     now = datetime.now(timezone.utc)
     rows = []
     for run in sorted(runs, key=lambda r: r["path"]):
-        if run["status"] == "failed":
+        if run["status"] == CellState.FAILED:
             record = Path(run["failed_record"])
             try:
                 traceback = json.loads(record.read_text()).get("traceback", "")
             except (OSError, ValueError):
                 traceback = ""
-            rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": "failed",
+            rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": CellState.FAILED.value,
                          "category": run["category"], "message": run["message"] or "",
                          "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": traceback})
         elif Path(run["path"]).is_dir():
             current = run_status(load_run(run["path"]), now)  # the index may predate the failure
-            if current.state in ("failed", "crashed"):
-                record = Path(run["path"]) / ("FAILED.json" if current.state == "failed" else "render.log")
+            if current.state in (CellState.FAILED, CellState.CRASHED):
+                record = Path(run["path"]) / (FAILED if current.state == CellState.FAILED else LOG)
                 rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": current.state,
                              "category": current.category or current.state, "message": current.detail,
                              "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": ""})

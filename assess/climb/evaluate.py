@@ -46,7 +46,7 @@ class Evaluation:
     latency: float | None  # median warm latency, s/image
     n_warm: int
     wilcoxon_holm: float | None = None
-    verdict: str = "undecided"  # parity | out | undecided | no-data
+    verdict: Verdict = Verdict.UNDECIDED
 
     def as_dict(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items()}
@@ -70,7 +70,7 @@ def _evaluate(values_or_none: tuple[float | None, ...], warm_by_prompt: tuple[tu
     latency = statistics.median(warm) if warm else None
     if not values:
         return Evaluation(len(prompt_ids), 0, missing, None, None, None, None, None, None, latency, len(warm),
-                          verdict="no-data")
+                          verdict=Verdict.NO_DATA)
     interval = mean_interval(values)
     w_p, _why = wilcoxon_p(values) if len(values) >= 2 else (None, None)
     tost_p, out_p = tost(values, band)
@@ -83,7 +83,7 @@ def correct(evaluations: Mapping[object, Evaluation], alpha: float) -> dict[obje
     w = holm({k: e.wilcoxon_p for k, e in evaluations.items()})
     out = {}
     for key, e in evaluations.items():
-        if e.verdict == Verdict.NO_DATA.value:
+        if e.verdict == Verdict.NO_DATA:
             out[key] = e
             continue
         out[key] = replace(e, wilcoxon_holm=w[key], verdict=parity_verdict(e.tost_p, e.out_p, alpha, e.n))

@@ -25,8 +25,9 @@ from assess.climb.text import budget_line, num, signed
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
 from assess.report import _swap_into_place
+from assess.stats import Verdict
 
-VERDICT_COLOURS = {"parity": "tab:green", "undecided": "tab:orange", "out": "tab:red", "no-data": "tab:gray"}
+VERDICT_COLOURS = {Verdict.PARITY: "tab:green", Verdict.UNDECIDED: "tab:orange", Verdict.OUT: "tab:red", Verdict.NO_DATA: "tab:gray"}
 
 
 def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | None, path: Path) -> str | None:

@@ -11,6 +11,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from hydra_plugins.hypergrid import summary, sweep
+from render.rundir import MULTIRUN_YAML
 
 
 class HypergridSweeper(BasicSweeper):
@@ -30,7 +31,7 @@ class HypergridSweeper(BasicSweeper):
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        OmegaConf.save(self.config, sweep_dir / MULTIRUN_YAML)
         launcher = str(self.config.hydra.launcher._target_).rsplit(".", 1)[-1]
         sweep.write_sweep_record(sweep_dir, launcher, job_overrides, jobs, configs)
 

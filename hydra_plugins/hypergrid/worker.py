@@ -49,19 +49,14 @@ class CellBatch:
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
-def failure_category(error: BaseException, job: Any) -> str:
-    """cancelled / timeout from the scheduler's final state of the job, else error."""
-    state = str(getattr(job, "state", "")).upper()
-    if "CANCEL" in state:
-        return "cancelled"
-    if "TIMEOUT" in state or "DEADLINE" in state:
-        return "timeout"
-    if "OUT_OF_MEMORY" in state:
-        return "oom"
-    return "error"
+def failure_category(error: BaseException, job: Any) -> Any:
+    """The category of the scheduler's final state of the job (render.rundir.category_of_job_state), else error."""
+    from render.rundir import Category, category_of_job_state
+
+    return category_of_job_state(str(getattr(job, "state", ""))) or Category.ERROR
 
 
-def mark_unfinished(cells: Sequence[CellSpec], category: str, message: str, detail: str) -> None:
+def mark_unfinished(cells: Sequence[CellSpec], category: Any, message: str, detail: str) -> None:
     """Give every cell of a failed job that has no terminal record a FAILED.json of its own."""
     from render.rundir import DONE, FAILED, write_failed
 
@@ -91,12 +86,12 @@ def _return_from_run_dir(cell: CellSpec) -> JobReturn:
     """A JobReturn for a cell whose job died, read back from the cell's terminal record."""
     import json
 
-    from render.rundir import FAILED
+    from render.rundir import FAILED, CellState
 
-    result: dict[str, Any] = {"status": "done", "describe": " ".join(cell.overrides), "run_dir": str(cell.run_dir)}
+    result: dict[str, Any] = {"status": CellState.DONE.value, "describe": " ".join(cell.overrides), "run_dir": str(cell.run_dir)}
     if (cell.run_dir / FAILED).exists():
         failed = json.loads((cell.run_dir / FAILED).read_text())
-        result.update(status="failed", category=failed["category"], message=failed["message"])
+        result.update(status=CellState.FAILED.value, category=failed["category"], message=failed["message"])
     ret = JobReturn(overrides=list(cell.overrides), status=JobStatus.COMPLETED, _return_value=[result])
     ret.working_dir = str(cell.run_dir)
     return ret
