@@ -36,7 +36,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from assess.errors import IndexSchemaError, NotScored
 from assess.metrics import SPECS, MetricSpec, Outcome
 from assess.metrics.registry import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
+from render.rundir import now_iso  # one clock format for every record; assess modules import it from here too
 
 INDEX_ENV = "HYPERGRID_INDEX"
 DEFAULT_INDEX = Path("outputs") / "index.db"
@@ -262,8 +262,10 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def cell_status(run_statuses: Iterable[str]) -> str:
+    """A cell's status over its runs (each done, incomplete or failed): done when any run finished it."""
+    statuses = set(run_statuses)
+    return "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
 
 
 def default_index_path() -> Path:
@@ -532,8 +534,7 @@ class Index:
     def _summary(cell_key: str, split: str, runs: list[sqlite3.Row], samples: list[sqlite3.Row],
                  rows: list[tuple[Any, ...]]) -> dict[str, Any]:
         latest = max(runs, key=lambda r: (r["started_at"] or "", r["path"]))
-        statuses = {r["status"] for r in runs}
-        status = "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
+        status = cell_status(r["status"] for r in runs)
         values: dict[str, tuple[int, float | None]] = {}
         for _, row_split, metric, version, _, value, *_ in rows:
             if row_split == split and metric in PIVOT_METRICS and version >= values.get(metric, (0, None))[0]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import NotScored
-from assess.index import Index
+from assess.index import Index, cell_status
 from assess.metrics import SPECS
 from assess.metrics.registry import leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
@@ -117,8 +117,7 @@ def _runs_in_index(index: Index, sweeps: list[Path]) -> tuple[list[dict[str, Any
 
 
 def _status(runs: list[dict[str, Any]]) -> str:
-    statuses = {r["status"] for r in runs}
-    return "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
+    return cell_status(r["status"] for r in runs)
 
 
 def _is_prompts(override: str) -> bool:

@@ -41,13 +41,18 @@ def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
     return [r.__dict__ for r in results]
 
 
+def failed_line(result: dict[str, Any]) -> str:
+    """A failed cell's line (a single run's summary and a sweep's alike): what failed, why, where to look."""
+    return f"{result['describe']}: {result['category']}: {result['message']}\n        see {Path(result['run_dir']) / FAILED}"
+
+
 def print_summary(results: list[CellResult]) -> None:
     """One line per cell: what happened and where to look."""
     for r in results:
         if r.status == CellState.DONE:
             print(f"done    {r.cell_key}  {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}")
         else:
-            print(f"FAILED  {r.cell_key}  {r.describe}: {r.category}: {r.message}\n        see {r.run_dir / FAILED}")
+            print(f"FAILED  {r.cell_key}  {failed_line(r.__dict__)}")
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from omegaconf import OmegaConf
 
-from render.rundir import FAILED, CellState
+from render.rundir import CellState
 
 
 @dataclass
@@ -33,8 +33,9 @@ def _own_dir(ret: JobReturn) -> Path | None:
 
 
 def _line(result: dict[str, Any]) -> str:
-    return (f"  {result['describe']}: {result['category']}: {result['message']}\n"
-            f"      see {Path(result['run_dir']) / FAILED}")
+    from render.app import failed_line
+
+    return f"  {failed_line(result)}"
 
 
 def outcome(returns: Sequence[JobReturn]) -> SweepOutcome:
