@@ -22,13 +22,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from assess import speed_axis
 from assess.errors import NotScored
 from assess.index import Index, cell_status
 from assess.metrics import SPECS
 from assess.metrics.registry import leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.scope import Scope, scope_of, scoped_cell
-from assess.stats import CellComparison, Estimate, compare_cell, pareto_front
+from assess.stats import CellComparison, Estimate, compare_cell
 
 MAX_PROMPTS = 8
 
@@ -293,22 +294,21 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     from matplotlib.figure import Figure
 
     spec = SPECS[metric]
-    pts = [(v, v.values.get("images_per_s"), _quality(v, metric)) for v in views]
+    pts = [(v, v.values.get(speed_axis.METRIC), _quality(v, metric)) for v in views]
     pts = [(v, x, y) for v, x, y in pts if x is not None and y is not None]
     if not pts:
-        return f"no cell has both images/s and {metric}", []
+        return f"no cell has both a warm latency and {metric}", []
     fig = Figure(figsize=(8, 5.5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     for view, x, y in pts:
         marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
         ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
-    front = sorted(pareto_front([(x, y) for _, x, y in pts], maximize=(True, spec.direction == "higher")),
-                   key=lambda i: pts[i][1])
+    front = speed_axis.frontier([(x, y) for _, x, y in pts], spec.direction == "higher")
     ax.step([pts[i][1] for i in front], [pts[i][2] for i in front], where="post", color="tab:green", lw=1.5,
             label="Pareto frontier", zorder=2)
     ax.scatter([], [], marker="*", s=120, c="tab:red", label="anchor")
-    ax.set_xlabel("warm images per second (higher is faster)")
+    ax.set_xlabel(speed_axis.LABEL)
     ax.set_ylabel(f"{metric} ({spec.direction} is better)")
     ax.set_title(f"speed vs {metric}")
     ax.grid(alpha=0.3)

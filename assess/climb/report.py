@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from assess import speed_axis
 from assess.climb.decide import Decision
 from assess.climb.final import FinalResult, final_result
 from assess.climb.generation import budget_state, final_claimed, replay
@@ -62,7 +63,7 @@ def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | N
                    label=f"incumbent ({decision.incumbent_status})")
     if anchor_latency is not None:
         ax.scatter([anchor_latency], [0.0], marker="*", s=220, c="tab:red", zorder=4, label="anchor")
-    ax.set_xlabel("median warm latency on dev (s/image, lower is faster)")
+    ax.set_xlabel(f"{speed_axis.LABEL}, on {exp.dev.option}")
     ax.set_ylabel(f"{exp.quality.metric} delta to the anchor ({exp.quality.direction} is better)")
     ax.set_title(f"experiment {exp.name}: speed vs quality on {exp.dev.option}")
     ax.grid(alpha=0.3)
