@@ -62,6 +62,8 @@ def preflight_launcher(config: DictConfig) -> None:
     from render.preflight import exit_with
 
     try:
+        if config.get("out_root") is not None:  # named first: the sweep folder lies under it by default
+            check_writable_folder(str(config.out_root), "out_root")
         check_writable_folder(str(config.hydra.sweep.dir), "hydra.sweep.dir")
     except ConfigError as error:
         exit_with(error)
