@@ -68,7 +68,7 @@ def preflight_launcher(config: DictConfig) -> None:
     except ConfigError as error:
         exit_with(error)
     if str(config.hydra.launcher.get("_target_", "")).endswith("GpusLauncher"):
-        from hydra_plugins.hypergrid.gpus import visible_gpus
+        from hydra_plugins.hypergrid.devices import visible_gpus
 
         visible_gpus(config.hydra.launcher.get("gpus"))  # exits 2 naming the fix when there is no GPU
     if str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
