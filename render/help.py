@@ -4,10 +4,11 @@ Hydra's own listing ($APP_CONFIG_GROUPS) shows the schemas registered in the Con
 (`model_schema`, ...) as if they were options, with no word on what a group is for. The help
 template in conf/config.yaml calls the `hg_help_groups` resolver instead, which lists the option
 files of the package's conf/ and of the user's ./conf (render.confpath), plus launchers
-registered in the ConfigStore.
+registered in the ConfigStore. The axis groups' lines and the knobs come from render.axes.AXES.
 """
 
 from __future__ import annotations
+
 
 def groups() -> dict[str, str]:
     """Config group -> what it decides: the model, every axis group (render.axes.AXES, in order), the rest."""

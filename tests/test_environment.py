@@ -59,7 +59,13 @@ def test_the_probe_goes_through_the_https_proxy(endpoint, monkeypatch: pytest.Mo
 def test_a_dns_lookup_that_hangs_is_cut_at_the_timeout(endpoint, monkeypatch: pytest.MonkeyPatch) -> None:
     endpoint("https://hub.example.invalid")
     release = threading.Event()
-    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: release.wait(30) or socket.socket())
+    real = socket.socket
+
+    def hang(*args, **kwargs) -> socket.socket:  # a getaddrinfo that does not answer
+        release.wait(30)
+        return real()
+
+    monkeypatch.setattr(socket, "create_connection", hang)
     start = time.monotonic()
     assert not hub_reachable(0.3)
     assert time.monotonic() - start < 3
