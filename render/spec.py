@@ -21,6 +21,7 @@ class ModelSpec:
     family: str
     dtype: str
     max_sequence_length: int | None
+    weights: str = ""  # what the weights are, by content (render.rundir.identity.model_identity): in the cell key
 
 
 @dataclass(frozen=True)
