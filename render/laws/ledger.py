@@ -73,6 +73,23 @@ def _legacy(name: str, folders: list[Path], experiment_dirs: list[Path]) -> list
     return entries
 
 
+_COPIES: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}  # path -> ((size, mtime_ns), entries)
+
+
+def _read_copy(path: Path) -> list[dict[str, Any]]:
+    """One copy's entries, read again only when its size or mtime changed (a 300-cell preflight reads each once)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return []
+    key = (stat.st_size, stat.st_mtime_ns)
+    cached = _COPIES.get(path)
+    if cached is None or cached[0] != key:
+        cached = (key, [e for e in read_lines(path) if "id" in e and "kind" in e])
+        _COPIES[path] = cached
+    return cached[1]
+
+
 class Ledger:
     """The experiment `name`'s ledger as seen from `out_root` (which becomes one of its copies)."""
 
@@ -104,7 +121,7 @@ class Ledger:
 
     @staticmethod
     def _read_copies(paths: list[Path]) -> list[dict[str, Any]]:
-        return [e for path in paths for e in read_lines(path) if "id" in e and "kind" in e]
+        return [e for path in paths for e in _read_copy(path)]
 
     def entries(self, kind: str | None = None) -> list[dict[str, Any]]:
         """The union of every copy (and of the older registries), each entry once, oldest first."""
