@@ -38,7 +38,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -49,6 +48,7 @@ from assess.errors import IndexDamaged, IndexSchemaError, IndexUnwritable, NotSc
 from assess.metrics import SPECS, MetricSpec, Outcome
 from assess.metrics.registry import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
+from render.rundir import now_iso  # one clock format for every record; assess modules import it from here too
 from render.rundir.identity import sample_text_id
 
 INDEX_ENV = "HYPERGRID_INDEX"
@@ -347,6 +347,12 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def cell_status(run_statuses: Iterable[str]) -> str:
+    """A cell's status over its runs (each done, incomplete or failed): done when any run finished it."""
+    statuses = set(run_statuses)
+    return "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
+
+
 def _fill_prompt_shas(conn: sqlite3.Connection) -> None:
     """0003: each run's prompts by text identity, read from its folder (its indexed samples when it is gone)."""
     from render.rundir import RunDirError, load_run
@@ -362,10 +368,6 @@ def _fill_prompt_shas(conn: sqlite3.Connection) -> None:
 
 
 POST_MIGRATION = {"0003_text_identity": _fill_prompt_shas}
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def default_index_path() -> Path:
@@ -706,8 +708,7 @@ class Index:
     def _summary(cell_key: str, split: str, runs: list[sqlite3.Row], samples: list[sqlite3.Row],
                  rows: list[tuple[Any, ...]]) -> dict[str, Any]:
         latest = max(runs, key=lambda r: (r["started_at"] or "", r["path"]))
-        statuses = {r["status"] for r in runs}
-        status = "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
+        status = cell_status(r["status"] for r in runs)
         values: dict[str, tuple[int, float | None]] = {}
         for _, row_split, metric, version, _, value, *_ in rows:
             if row_split == split and metric in PIVOT_METRICS and version >= values.get(metric, (0, None))[0]:

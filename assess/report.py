@@ -22,14 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from assess import speed_axis
 from assess.errors import NotScored, RunDirError
-from assess.index import Index
+from assess.index import Index, cell_status
 from assess.metrics import SPECS
 from assess.metrics.registry import leaderboard_specs, quality_metric_names
-from render.rundir import find_run_dirs, load_run, parse_override
+from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.category_report import cell_categories, worst_prompts
-from assess.stats import CellComparison, Estimate, compare_cell, pareto_front
+from assess.stats import CellComparison, Estimate, compare_cell
 
 MAX_PROMPTS = 8
 
@@ -119,8 +120,7 @@ def _runs_in_index(index: Index, sweeps: list[Path]) -> tuple[list[dict[str, Any
 
 
 def _status(runs: list[dict[str, Any]]) -> str:
-    statuses = {r["status"] for r in runs}
-    return "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
+    return cell_status(r["status"] for r in runs)
 
 
 def _is_prompts(override: str) -> bool:
@@ -300,22 +300,21 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     from matplotlib.figure import Figure
 
     spec = SPECS[metric]
-    pts = [(v, v.values.get("images_per_s"), _quality(v, metric)) for v in views]
+    pts = [(v, v.values.get(speed_axis.METRIC), _quality(v, metric)) for v in views]
     pts = [(v, x, y) for v, x, y in pts if x is not None and y is not None]
     if not pts:
-        return f"no cell has both images/s and {metric}", []
+        return f"no cell has both a warm latency and {metric}", []
     fig = Figure(figsize=(8, 5.5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     for view, x, y in pts:
         marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
         ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
-    front = sorted(pareto_front([(x, y) for _, x, y in pts], maximize=(True, spec.direction == "higher")),
-                   key=lambda i: pts[i][1])
+    front = speed_axis.frontier([(x, y) for _, x, y in pts], spec.direction == "higher")
     ax.step([pts[i][1] for i in front], [pts[i][2] for i in front], where="post", color="tab:green", lw=1.5,
             label="Pareto frontier", zorder=2)
     ax.scatter([], [], marker="*", s=120, c="tab:red", label="anchor")
-    ax.set_xlabel("warm images per second (higher is faster)")
+    ax.set_xlabel(speed_axis.LABEL)
     ax.set_ylabel(f"{metric} ({spec.direction} is better)")
     ax.set_title(f"speed vs {metric}")
     ax.grid(alpha=0.3)
@@ -464,25 +463,25 @@ def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
     now = datetime.now(timezone.utc)
     rows = []
     for run in sorted(runs, key=lambda r: r["path"]):
-        if run["status"] == "failed":
+        if run["status"] == CellState.FAILED:
             record = Path(run["failed_record"])
             try:
                 traceback = json.loads(record.read_text()).get("traceback", "")
             except (OSError, ValueError):
                 traceback = ""
-            rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": "failed",
+            rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": CellState.FAILED.value,
                          "category": run["category"], "message": run["message"] or "",
                          "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": traceback})
         elif Path(run["path"]).is_dir():
             try:
                 current = run_status(load_run(run["path"]), now)  # the index may predate the failure
             except (RunDirError, OSError, ValueError) as exc:  # named in the report; the other runs go on
-                rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": "unreadable",
+                rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": CellState.UNREADABLE,
                              "category": "unreadable", "message": f"{type(exc).__name__}: {exc}",
                              "record": os.path.relpath(run["path"], out), "record_abs": run["path"], "traceback": ""})
                 continue
-            if current.state in ("failed", "crashed"):
-                record = Path(run["path"]) / ("FAILED.json" if current.state == "failed" else "render.log")
+            if current.state in (CellState.FAILED, CellState.CRASHED):
+                record = Path(run["path"]) / (FAILED if current.state == CellState.FAILED else LOG)
                 rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": current.state,
                              "category": current.category or current.state, "message": current.detail,
                              "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": ""})

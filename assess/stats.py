@@ -22,7 +22,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from render.rundir.states import Name
 from typing import Any
 
 CONFIDENCE = 0.95
@@ -162,7 +162,7 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
 # -- parity, multiple tests, the frontier ---------------------------------------------------
 
 
-class Verdict(str, Enum):
+class Verdict(Name):
     """A cell's quality against the anchor's, on a band: equivalent, beyond it, or not decided by the data."""
 
     PARITY = "parity"
@@ -201,15 +201,15 @@ def tost(deltas: Sequence[float], band: float) -> tuple[float | None, float | No
     return equivalence, min(1.0, 2 * beyond)
 
 
-def parity_verdict(tost_p: float | None, out_p: float | None, alpha: float, n: int) -> str:
-    """The verdict (a `Verdict` value) of `tost`'s two p-values at alpha; no-data when no prompt has a delta."""
+def parity_verdict(tost_p: float | None, out_p: float | None, alpha: float, n: int) -> Verdict:
+    """The verdict of `tost`'s two p-values at alpha; no-data when no prompt has a delta."""
     if n == 0:
-        return Verdict.NO_DATA.value
+        return Verdict.NO_DATA
     if tost_p is not None and tost_p < alpha:
-        return Verdict.PARITY.value
+        return Verdict.PARITY
     if out_p is not None and out_p < alpha:
-        return Verdict.OUT.value
-    return Verdict.UNDECIDED.value
+        return Verdict.OUT
+    return Verdict.UNDECIDED
 
 
 def holm(p_values: Mapping[Any, float | None]) -> dict[Any, float | None]:

@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import NoRunsFound, RunDirError
-from render.rundir import (JOBS_JSON, SWEEP_JSON, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
+from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
 
-STATES = ("done", "failed", "running", "crashed", "pending", "aborted", "unknown", "unreadable")
+STATES = tuple(s.value for s in CellState if s != CellState.SUBMITTED)  # what `assess status` shows
 
 
 @dataclass(frozen=True)
 class CellStatus:
     name: str  # the run directory's name, or the SWEEP.json cell's folder/overrides when pending
-    state: str
+    state: CellState
     cell_key: str | None
     category: str | None  # failed: FAILED.json category
     n_done: int
@@ -45,7 +45,7 @@ class CellStatus:
         return asdict(self)
 
 
-def process_state(run: RunDir) -> tuple[str, str]:
+def process_state(run: RunDir) -> tuple[CellState, str]:
     """running / crashed / unknown for a run without a terminal record."""
     return writer_state(run.run)
 
@@ -61,11 +61,11 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
     if terminal is not None:
         state = terminal.kind
         category = terminal.category
-        detail = terminal.data.get("message", "") if state == "failed" else ""
+        detail = terminal.data.get("message", "") if state == CellState.FAILED else ""
         elapsed = terminal.data.get("wall_s") or _seconds(started, parse_time(terminal.finished_at))
     else:
         state, detail = process_state(run)
-        if state == "running":
+        if state == CellState.RUNNING:
             elapsed = _seconds(started, now)
             if done and elapsed is not None:
                 eta = max(run.n_expected - done, 0) * elapsed / done
@@ -119,10 +119,10 @@ def _submitted(sweep: SweepInfo) -> set[int]:
 
 def _pending(cell: SweepCell, sweep: SweepInfo, submitted: set[int]) -> CellStatus:
     name = cell.subdir or (f"{cell.job_num}_" if cell.job_num is not None else "") + ",".join(cell.overrides)
-    state, detail = "pending", ""
+    state, detail = CellState.PENDING, ""
     sweep_state, why = writer_state(sweep.record, ask_slurm=False)
-    if sweep_state == "crashed" and cell.job_num not in submitted:
-        state, detail = "aborted", f"the sweep's process ended before this cell started ({why})"
+    if sweep_state == CellState.CRASHED and cell.job_num not in submitted:
+        state, detail = CellState.ABORTED, f"the sweep's process ended before this cell started ({why})"
     return CellStatus(name, state, cell.cell_key, None, 0, cell.n_expected, None, None, detail, None, False, str(sweep.path))
 
 
@@ -239,8 +239,9 @@ def print_table(rows: list[CellStatus]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    colours = {"done": "green", "failed": "red", "crashed": "red", "running": "cyan", "pending": "dim", "aborted": "red",
-               "unknown": "yellow", "unreadable": "red"}
+    colours = {CellState.DONE: "green", CellState.FAILED: "red", CellState.CRASHED: "red", CellState.RUNNING: "cyan",
+               CellState.PENDING: "dim", CellState.ABORTED: "red", CellState.UNKNOWN: "yellow",
+               CellState.UNREADABLE: "red"}
     console = Console()
     groups = by_sweep(rows)
     for folder, members in groups:

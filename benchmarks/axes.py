@@ -51,7 +51,7 @@ def render_cell(pipelines: Any, job: Any, baseline: tuple[Any, Any] | None = Non
     from render.runner import render_sample
 
     loaded = pipelines.get(job.cell.model, job.device, axes.load_options(job.cell))
-    configure(loaded, job.cell, job.cache_conf, calibrate=lambda: None)
+    configure(loaded, job.cell, calibrate=lambda: None)
     prompt, seed = job.prompts[0].text, job.seeds[0]
     before = CompileCounters.now()
     first = [render_sample(loaded, job, prompt, seed)[1] for _ in range(axes.default_warmups(job.cell))]

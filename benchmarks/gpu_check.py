@@ -21,8 +21,9 @@ import time
 import torch
 from omegaconf import OmegaConf
 
-from render.attention import apply_attention
-from render.caches import CACHES, apply_cache, reset_cache
+from render import axes
+from render.axes.attention import AXIS as ATTENTION
+from render.axes.caches import CACHES, apply_cache, reset_cache
 
 FULL = dict(num_layers=19, num_single_layers=38, attention_head_dim=128, num_attention_heads=24,
             joint_attention_dim=4096, pooled_projection_dim=768, guidance_embeds=True, axes_dims_rope=(16, 56, 56))
@@ -129,7 +130,7 @@ def main() -> None:
     for attention in args.attention.split(","):
         for cache in args.cache.split(","):
             reset_cache(pipe)
-            apply_attention(pipe.transformer, attention)
+            ATTENTION.apply(attention, axes.Target(pipe, pipe.transformer, "cuda"))
             conf = OmegaConf.structured(CACHES[cache][0]())
             if cache == "fbcache":
                 conf.threshold = 0.12  # FLUX.1's usual setting (the shipped default targets the tiny model)

@@ -24,8 +24,17 @@ def main() -> None:
     # kernels a CPU build lacks: noise on every render, whatever the cell.
     logging.getLogger("torchao").setLevel(logging.ERROR)
 
+    from render.preflight import passed
+
     with cancellable():
-        _task()
+        try:
+            _task()
+        except SystemExit as exit:
+            # Hydra ends with 1 whatever failed; before preflight passed, that was a config that does not
+            # compose (steps=abc, cache=turbo, an unknown key): bad input, which the CLI promises as exit 2.
+            if exit.code == 1 and not passed():
+                raise SystemExit(2) from None
+            raise
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from render.pipeline import PIPELINES
 from render.preflight import preflight_config
-from render.rundir import SampleStore
+from render.rundir import FAILED, CellState, SampleStore
 from render.runner import CellResult, run_job
 from render.signals import Cancelled, cancel_on_signals
 
@@ -37,18 +37,23 @@ def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
                       overrides=list(hydra_cfg.overrides.task), launcher=launcher)
     if hydra_cfg.mode == RunMode.RUN:
         print_summary(results)
-        if any(r.status == "failed" for r in results):
+        if any(r.status == CellState.FAILED for r in results):
             sys.exit(1)
     return [r.__dict__ for r in results]
+
+
+def failed_line(result: dict[str, Any]) -> str:
+    """A failed cell's line (a single run's summary and a sweep's alike): what failed, why, where to look."""
+    return f"{result['describe']}: {result['category']}: {result['message']}\n        see {Path(result['run_dir']) / FAILED}"
 
 
 def print_summary(results: list[CellResult]) -> None:
     """One line per cell: what happened and where to look."""
     for r in results:
-        if r.status == "done":
+        if r.status == CellState.DONE:
             print(f"done    {r.cell_key}  {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}")
         else:
-            print(f"FAILED  {r.cell_key}  {r.describe}: {r.category}: {r.message}\n        see {r.run_dir / 'FAILED.json'}")
+            print(f"FAILED  {r.cell_key}  {failed_line(r.__dict__)}")
 
 
 @contextmanager

@@ -1,78 +1,29 @@
-"""A cell: one resolved, validated configuration, and its cell key.
+"""Building a cell: the composed config turned into a validated `Job` (its cell, its anchor, what to
+render and where).
 
-`build_job` turns the composed Hydra config into typed objects and checks every value a schema
-cannot (ranges, seed lists, prompt files). It imports no torch unless the device must be detected.
+`build_job` checks every value a schema cannot (ranges, seed lists, prompt files); the axes
+(render.axes.AXES) turn their config nodes into the cell's axis values. It imports no torch unless
+the device must be detected. `Cell` and `ModelSpec` themselves live in the leaf module render.spec.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from render.axes import axes_key_params
-from render.caches import CACHES, cache_key_params
+from render import axes
 from render.errors import ConfigError, RenderError
 from render.limits import SEED_MAX, LimitError, check_image_size
-from render.loading import BUILTIN_PREFIX
 from render.prompts import Prompt, load_split
-from render.rundir import cell_key_of, check_name
+from render.rundir import check_name
+from render.spec import Cell, ModelSpec
 
 DTYPES = ("float32", "float16", "bfloat16")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    id: str
-    revision: str | None
-    pipeline: str
-    family: str
-    dtype: str
-    max_sequence_length: int | None
-    weights: str = ""  # what the weights are, by content (render.rundir.identity.model_identity): in the cell key
-
-
-@dataclass(frozen=True)
-class Cell:
-    """Exactly what changes pixels or timing; `key` hashes nothing else."""
-
-    model: ModelSpec
-    device_kind: str
-    attention: str
-    cache: dict[str, Any]
-    scheduler: str
-    steps: int
-    guidance: float
-    height: int
-    width: int
-    # speed axes (render/axes/); an anchor keeps the defaults: no compile, quantization or offload
-    compile: dict[str, Any] = field(default_factory=lambda: {"name": "none"})
-    quant: dict[str, Any] = field(default_factory=lambda: {"name": "none"})
-    offload: dict[str, Any] = field(default_factory=lambda: {"name": "none"})
-    vae_tiling: bool = False
-    vae_slicing: bool = False
-    fuse_qkv: bool = False
-    channels_last: bool = False
-
-    def canonical(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def key(self) -> str:
-        return cell_key_of(self.canonical())
-
-    def describe(self) -> str:
-        cache = ",".join(f"{k}={v}" for k, v in self.cache.items() if k != "name")
-        cache = f"{self.cache['name']}({cache})" if cache else self.cache["name"]
-        speed = [f"{g}={getattr(self, g)['name']}" for g in ("compile", "quant", "offload") if getattr(self, g)["name"] != "none"]
-        speed += [t for t in ("vae_tiling", "vae_slicing", "fuse_qkv", "channels_last") if getattr(self, t)]
-        return (f"{self.model.name} {self.attention} {cache} {self.scheduler} {self.steps} steps {self.height}x{self.width}"
-                + "".join(f" {s}" for s in speed))
 
 
 @dataclass(frozen=True)
@@ -81,8 +32,7 @@ class Job:
 
     cell: Cell
     anchor: Cell
-    anchor_overrides: list[str]
-    cache_conf: Any  # the cache config node, for apply_cache
+    anchor_overrides: list[str]  # renders the anchor cell exactly: `assess score` prints them as the anchor's command
     prompts_name: str
     split: str
     prompts_file: str
@@ -149,7 +99,7 @@ UNRESOLVED = "hub:unresolved"  # a hub revision that is neither cached nor reach
 def weights_identity(model_id: str, revision: str | None) -> str:
     """The model's weights by content: a local (or built-in) folder's digest, a hub model's resolved commit.
     Two runs whose weights differ are different cells, whatever the model's name or path."""
-    from render.loading import ModelUnavailable, builtin_folder
+    from render.pipeline import BUILTIN_PREFIX, ModelUnavailable, builtin_folder
     from render.rundir import model_identity
 
     if model_id.startswith(BUILTIN_PREFIX):
@@ -191,7 +141,7 @@ def _size(name: str, value: Any, model: Any) -> int:
     return int(value)
 
 
-def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: int, attention: str, cache: dict, scheduler: str) -> Cell:
+def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: int, values: dict[str, Any]) -> Cell:
     m = cfg.model
     height = _size("height", cfg.height if cfg.height is not None else m.height, m)
     width = _size("width", cfg.width if cfg.width is not None else m.width, m)
@@ -202,12 +152,22 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
         check_image_size(height, width)
     except LimitError as error:
         raise ConfigError(str(error)) from None
-    return Cell(model, device_kind, attention, cache, scheduler, _positive("steps", steps), float(guidance), int(height), int(width))
+    return Cell(model, device_kind, _positive("steps", steps), float(guidance), int(height), int(width),
+                axes=values, labels=axes.labels(values))
+
+
+def anchor_overrides(cfg: DictConfig, anchor: Cell) -> list[str]:
+    """The overrides whose composition is the anchor cell: everything that enters its key and is not the
+    model's own (the size, guidance and dtype this job used, each axis at the anchor's value)."""
+    return [f"model={cfg.model.name}", f"steps={anchor.steps}", *axes.overrides(anchor.axes),
+            f"height={anchor.height}", f"width={anchor.width}", f"guidance={anchor.guidance}", f"dtype={anchor.model.dtype}"]
 
 
 def check_prompts_fit(cfg: DictConfig) -> None:
     """A split written for some models only (the shapes captions) is refused for the others: a model fits by its
     name, or by the project id (`hypergrid:<name>`) a model of another name inherits (conf/model/my-tiny.yaml)."""
+    from render.pipeline import BUILTIN_PREFIX
+
     fits = cfg.prompts.get("models")
     if fits and cfg.model.name not in fits and cfg.model.id not in [f"{BUILTIN_PREFIX}{name}" for name in fits]:
         raise ConfigError(f"prompts={cfg.prompts.name} holds captions written for model {' or '.join(fits)}, not "
@@ -216,33 +176,20 @@ def check_prompts_fit(cfg: DictConfig) -> None:
 
 
 def build_job(cfg: DictConfig) -> Job:
-    """Validate the composed config and build the job. Raises ConfigError / PromptError."""
+    """Validate the composed config and build the job. Raises ConfigError / PromptError / AxisError."""
     m = cfg.model
-    for what, value in (("model.name", m.name), ("attention", cfg.attention.name), ("cache", cfg.cache.name),
-                        ("scheduler", cfg.scheduler.name), ("prompts.name", cfg.prompts.name),
-                        ("model.anchor.attention", m.anchor.attention), ("model.anchor.cache", m.anchor.cache),
-                        ("model.anchor.scheduler", m.anchor.scheduler)):
-        check_name(value, what)  # each can reach a folder name: refused before anything is written
+    for what, value in (("model.name", m.name), ("prompts.name", cfg.prompts.name)):
+        check_name(value, what)  # each can reach a folder name: refused before anything is written (the axes check theirs)
     device, device_kind = resolve_device(cfg.device)
     dtype = cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype)
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype}: valid values are {', '.join(DTYPES)}")
     model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length)
     steps = cfg.steps if cfg.steps is not None else m.steps
-    cell = _make_cell(cfg, model, device_kind, steps=steps, attention=cfg.attention.name,
-                      cache=cache_key_params(cfg.cache), scheduler=cfg.scheduler.name)
-    try:
-        cell = dataclasses.replace(cell, **axes_key_params(cfg))
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
+    cell = _make_cell(cfg, model, device_kind, steps=steps, values=axes.axis_values(cfg))
     if cfg.warmup is not None and cfg.warmup < 0:
         raise ConfigError(f"warmup={cfg.warmup}: must be >= 0 (or null: what the cell needs)")
-    a = m.anchor
-    if a.cache not in CACHES:
-        raise ConfigError(f"model.anchor.cache={a.cache}: valid values are {', '.join(CACHES)}")
-    anchor = _make_cell(cfg, model, device_kind, steps=a.steps, attention=a.attention,
-                        cache=cache_key_params(CACHES[a.cache][0]()), scheduler=a.scheduler)
-    anchor_overrides = [f"model={m.name}", f"steps={a.steps}", f"attention={a.attention}", f"cache={a.cache}", f"scheduler={a.scheduler}"]
+    anchor = _make_cell(cfg, model, device_kind, steps=m.anchor.steps, values=axes.anchor_values(m.anchor))
     check_prompts_fit(cfg)
     prompts = load_split(cfg.prompts)
     # the weights' identity last: a built-in model may have to be built for it, after every value was checked
@@ -251,8 +198,7 @@ def build_job(cfg: DictConfig) -> Job:
     return Job(
         cell=cell,
         anchor=anchor,
-        anchor_overrides=anchor_overrides,
-        cache_conf=cfg.cache,
+        anchor_overrides=anchor_overrides(cfg, anchor),
         prompts_name=cfg.prompts.name,
         split=cfg.prompts.split,
         prompts_file=cfg.prompts.file,
@@ -269,8 +215,7 @@ def build_job(cfg: DictConfig) -> Job:
 
 def anchor_job(job: Job) -> Job:
     """The job that renders the anchor's samples for the same prompts and seeds."""
-    cache_conf = CACHES[job.anchor.cache["name"]][0]()
-    return Job(**{**job.__dict__, "cell": job.anchor, "cache_conf": cache_conf, "render_anchor": False})
+    return Job(**{**job.__dict__, "cell": job.anchor, "render_anchor": False})
 
 
 def anchor_dir(job: Job) -> Path:

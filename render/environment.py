@@ -6,15 +6,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 from render.errors import ConfigError
-from render.hub import hub_reachable
+from render.hub import HUB_PROBE_TIMEOUT_S, hub_address, hub_reachable  # noqa: F401  (re-exported)
 
 
 def check_writable_folder(folder: str | Path, what: str) -> None:
-    """`folder` exists as a writable folder, or can be created: else a ConfigError naming it."""
+    """`folder` exists as a writable folder, or can be created: else a ConfigError naming it and why.
+
+    Permission bits do not tell (root passes them; /proc, a read-only mount or a full quota refuse
+    anyway), so the nearest existing folder is really tried: a probe folder is made in it and removed,
+    and nothing is left behind."""
     path = Path(folder).expanduser().absolute()
     probe = path
     while not probe.exists():
@@ -25,11 +31,12 @@ def check_writable_folder(folder: str | Path, what: str) -> None:
             break
         probe = probe.parent
     if not probe.is_dir():
-        raise ConfigError(f"{what}={folder}: cannot be created, {probe} is a file, not a folder; "
-                          f"choose another {what}")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        verb = "is not writable" if probe == path else f"cannot be created: {probe} is not writable"
-        raise ConfigError(f"{what}={folder}: {verb} by this user; choose another {what}")
+        raise ConfigError(f"{what}={folder}: cannot be created, {probe} is a file, not a folder; choose another {what}")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".hypergrid-probe-", dir=probe))
+    except OSError as error:
+        verb = "is not writable" if probe == path else f"cannot be created in {probe}"
+        raise ConfigError(f"{what}={folder}: {verb} ({error.strerror or error}); choose another {what}") from None
 
 
 def check_text_file(path: Path, what: str, given: str) -> None:

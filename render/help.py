@@ -4,23 +4,25 @@ Hydra's own listing ($APP_CONFIG_GROUPS) shows the schemas registered in the Con
 (`model_schema`, ...) as if they were options, with no word on what a group is for. The help
 template in conf/config.yaml calls the `hg_help_groups` resolver instead, which lists the option
 files of the package's conf/ and of the user's ./conf (render.confpath), plus launchers
-registered in the ConfigStore.
+registered in the ConfigStore. The axis groups' lines and the knobs come from render.axes.AXES.
 """
 
 from __future__ import annotations
 
-GROUPS: dict[str, str] = {
-    "model": "the diffusion model: weights, pipeline class, dtype, default steps/guidance/size, its anchor",
-    "attention": "the attention backend diffusers runs the denoiser with",
-    "cache": "the cache method that skips denoiser work between steps (its keys: cache.<key>=..., render/caches/<name>.py)",
-    "scheduler": "the sampler; default keeps the pipeline's own",
-    "compile": "torch.compile of the denoiser: none, regional (its repeated blocks) or full (docs/axes.md)",
-    "quant": "weight quantization applied at load: torchao int8/fp8, quanto, bitsandbytes nf4 (docs/axes.md)",
-    "offload": "moving weights off the GPU between uses: model, group or layerwise offload (docs/axes.md)",
-    "prompts": "the prompt manifest (split) rendered: smoke, dev, holdout; prompts.limit=N renders the first N",
-    "experiment": "a named hill climb: its axes, splits, quality band and budget (assess climb <name>)",
-    "hydra/launcher": "where the cells run: this process, one job per GPU, or SLURM (docs/launchers.md)",
-}
+
+def groups() -> dict[str, str]:
+    """Config group -> what it decides: the model, every axis group (render.axes.AXES, in order), the rest."""
+    from render import axes
+
+    return {
+        "model": "the diffusion model: weights, pipeline class, dtype, default steps/guidance/size, its anchor",
+        **{axis.name: axis.help for axis in axes.GROUPS},
+        "prompts": "the prompt manifest (split) rendered: smoke, dev, holdout; prompts.limit=N renders the first N",
+        "experiment": "a named hill climb: its axes, splits, quality band and budget (assess climb <name>)",
+        "hydra/launcher": "where the cells run: this process, one job per GPU, or SLURM (docs/launchers.md)",
+    }
+
+
 SCHEMA_SUFFIX = "_schema"
 
 
@@ -39,9 +41,16 @@ def group_options(group: str) -> list[str]:
 
 
 def groups_help() -> str:
-    width = max(len(g) for g in GROUPS)
+    """Each group with its line and its options, then the on/off knobs (key=true|false)."""
+    from render import axes
+
+    described = groups()
+    width = max(len(g) for g in described)
     lines = []
-    for group, description in GROUPS.items():
+    for group, description in described.items():
         lines.append(f"  {group:<{width}}  {description}")
         lines.append(f"  {'':<{width}}    {', '.join(group_options(group))}")
+    lines.append("\n== On/off knobs (knob=true|false, each in the cell key) ==")
+    knob_width = max(len(k.name) for k in axes.KNOBS)
+    lines += [f"  {knob.name:<{knob_width}}  {knob.help}" for knob in axes.KNOBS]
     return "\n".join(lines)

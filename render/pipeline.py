@@ -1,8 +1,8 @@
 """Build diffusers pipelines, keep them loaded for the whole process, configure them per cell.
 
 A sweep run in one process loads each model once: `PipelineCache.get` returns the loaded pipeline
-and `configure` resets attention backend, cache hooks and scheduler before applying the cell's own,
-so a cell's images are the same whether it ran after another cell or alone.
+and `configure` undoes every axis a previous cell applied before applying the cell's own
+(render.axes.configure), so a cell's images are the same whether it ran after another cell or alone.
 """
 
 from __future__ import annotations
@@ -15,13 +15,41 @@ from pathlib import Path
 from typing import Any
 
 from render import axes
-from render.attention import apply_attention, reset_attention
-from render.caches import apply_cache, reset_cache
-from render.cell import Cell, ModelSpec
-from render.loading import BUILTIN_PREFIX, model_source, pipeline_class, quiet_libraries  # noqa: F401 (re-exported)
-from render.schedulers import apply_scheduler
+from render.errors import RenderError
+from render.axes.quant import weights_bytes
+from render.introspect import pipeline_class, quiet_libraries
+from render.spec import Cell, ModelSpec
 
 log = logging.getLogger("render")
+BUILTIN_PREFIX = "hypergrid:"
+
+
+class ModelUnavailable(RenderError, ValueError):
+    """A model id that names no model the project can build."""
+
+
+def builtin_models() -> dict[str, Any]:
+    """Models the project builds itself: name -> function returning the saved folder."""
+    from render.models.shapes import shapes_model_dir
+    from render.models.tiny import ensure_tiny
+
+    return {"tiny": ensure_tiny, "shapes": shapes_model_dir}
+
+
+def builtin_folder(model_id: str) -> Path:
+    """The folder of a built-in model (`hypergrid:<name>`), built first when it is not there yet."""
+    name = model_id[len(BUILTIN_PREFIX):]
+    builders = builtin_models()
+    if name not in builders:
+        raise ModelUnavailable(f"model.id={model_id}: no built-in model {name!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in builders)}")
+    return Path(builders[name]())
+
+
+def model_source(model: ModelSpec) -> str:
+    """The folder or hub id that from_pretrained loads."""
+    if model.id.startswith(BUILTIN_PREFIX):
+        return str(builtin_folder(model.id))
+    return str(Path(model.id).expanduser()) if model.id.startswith((".", "/", "~")) else model.id
 
 
 @dataclass
@@ -32,7 +60,7 @@ class LoadedPipeline:
     fresh: bool = True  # nothing rendered with it yet: the next sample is a warm-up
     load_unrecorded: bool = True  # its load time is not yet on a sample record (the budget counts it once)
     configured_for: str | None = None  # cell key it is configured for
-    cache_record: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)  # what each axis' apply derived, by axis
     weights_bytes: int = 0  # weights footprint as loaded (after quantization / layerwise casting)
     warmups_left: int = 0  # calls still to mark as warm-up for the configured cell
     device: str = "cpu"  # where the pipeline was loaded (offload undo moves it back here)
@@ -68,51 +96,46 @@ def load_pipeline(model: ModelSpec, device: str, load: str = "") -> LoadedPipeli
     start = time.perf_counter()
     cls = pipeline_class(model.pipeline)
     dtype = getattr(torch, model.dtype)
-    pipe = cls.from_pretrained(source, revision=model.revision, dtype=dtype,
-                               quantization_config=axes.quantization_config(load, source, dtype))
-    axes.apply_load_time(pipe, denoiser(pipe), load, dtype)
+    pipe = cls.from_pretrained(source, revision=model.revision, dtype=dtype, **axes.load_kwargs(load, source, dtype))
+    axes.after_load(pipe, denoiser(pipe), load, dtype)
     pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
     load_s = time.perf_counter() - start
     log.info("loaded model %s (%s, %s%s) on %s in %.2f s", model.name, source, model.dtype, f", {load}" if load else "", device, load_s)
-    return LoadedPipeline(pipe, load_s, dict(pipe.scheduler.config), weights_bytes=axes.weights_bytes(pipe), device=device)
+    return LoadedPipeline(pipe, load_s, dict(pipe.scheduler.config), weights_bytes=weights_bytes(pipe), device=device)
 
 
 def denoiser(pipe: Any) -> Any:
     return getattr(pipe, "transformer", None) or pipe.unet
 
 
-def configure(loaded: LoadedPipeline, cell: Cell, cache_conf: Any, calibrate: Any, record_in: Path | None = None) -> None:
-    """Reset the pipeline to its loaded state, then apply the cell's attention, scheduler, toggles,
-    offload, cache and (last, so it traces the hooks) compile.
+def configure(loaded: LoadedPipeline, cell: Cell, calibrate: Any, record_in: Path | None = None) -> None:
+    """Reset the pipeline to its loaded state, then apply the cell's axes (render.axes.AXES, in order:
+    the cache hooks before compile, so it traces them).
 
-    `record_in`: the cell's run.json, which gets what the cache derived (`cache_record`: MagCache's
+    `record_in`: the cell's run.json, which gets what each axis derived (`cache_record`: MagCache's
     ratios in use and whether they were given or calibrated, FasterCache's is_guidance_distilled).
     """
     pipe = loaded.pipe
     if loaded.configured_for != cell.key:
-        model = denoiser(pipe)
-        axes.reset_axes(pipe, model, loaded.device)
-        reset_cache(pipe)
-        reset_attention(model)
-        apply_scheduler(pipe, cell.scheduler, cell.model.family, loaded.scheduler_config)
-        apply_attention(model, cell.attention)
-        axes.configure_axes(pipe, model, cell, loaded.device)
-        loaded.cache_record = apply_cache(pipe, cache_conf, steps=cell.steps, calibrate=calibrate) or {}
-        axes.apply_compile_axis(model, cell)
+        target = axes.Target(pipe, denoiser(pipe), loaded.device, steps=cell.steps, calibrate=calibrate,
+                             family=cell.model.family, scheduler_config=loaded.scheduler_config)
+        loaded.records = axes.configure(target, cell)
         loaded.configured_for = cell.key
         loaded.fresh = True
     if record_in is not None:
-        record_cache(record_in, loaded.cache_record)
+        record_axes(record_in, loaded.records)
 
 
-def record_cache(run_json: Path, cache_record: dict[str, Any]) -> None:
-    """Add `cache_record` to a run.json already written (atomically, like every run-directory write)."""
+def record_axes(run_json: Path, records: dict[str, dict[str, Any]]) -> None:
+    """Add each axis' record to a run.json already written (`<axis>_record`; the cache's always, even empty),
+    atomically like every run-directory write."""
     from render.rundir import atomic_write_json
 
-    atomic_write_json(run_json, {**json.loads(run_json.read_text()), "cache_record": cache_record})
+    fields = {f"{name}_record": record for name, record in {"cache": {}, **records}.items()}
+    atomic_write_json(run_json, {**json.loads(run_json.read_text()), **fields})
 
 
 def call_kwargs(cell: Cell, prompt: str, seed: int) -> dict[str, Any]:

@@ -15,27 +15,34 @@ from typing import Any, NoReturn
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from render.attention import check_attention_usable
-from render.axes import check_axes, load_options
-from render.caches import check_cache_supported
+from render import axes
+from render.axes import load_options
 from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
                                 check_writable_folder)
 from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job
 from render.errors import RenderError
+from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
 from render.laws.budget import (BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve,
                                 spent_gpu_seconds)
 from render.limits import check_numbers
-from render.pipeline import BUILTIN_PREFIX, quiet_libraries
+from render.pipeline import BUILTIN_PREFIX
 from render.prompts import resolve_manifest
 from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
-from render.schedulers import check_scheduler_supported
 
 log = logging.getLogger("render")
 
 
 class PreflightError(RenderError, ValueError):
     """One or more cells cannot run; nothing was launched or written."""
+
+
+_PASSED: list[bool] = []  # set once this process's preflight has passed: an exit before it was the input's fault
+
+
+def passed() -> bool:
+    """Whether a preflight passed in this process (a failure after it is a cell's, exit 1; before it, the input's, exit 2)."""
+    return bool(_PASSED)
 
 
 def check_model(model: Any) -> None:
@@ -55,22 +62,15 @@ def check_model(model: Any) -> None:
                               "(not in the local Hugging Face cache's refs, and the hub did not answer for it); the "
                               "cell key needs the weights' identity. Download it (`hf download "
                               f"{model.id}`), or pin model.revision to a 40-hex commit")
-    import diffusers
-
-    if not hasattr(diffusers, model.pipeline):
-        raise ConfigError(f"model.pipeline={model.pipeline}: diffusers {diffusers.__version__} has no such pipeline class")
+    pipeline_info(model.pipeline)  # a diffusers class name or a dotted path, resolved as loading resolves it
 
 
 def check_job(job: Job) -> None:
-    """Environment checks for a built job; raises with a message naming the bad value."""
+    """Environment checks for a built job (every axis of the cell and of its anchor, then the model);
+    raises with a message naming the bad value."""
     for cell in (job.cell, job.anchor):
-        check_attention_usable(cell.attention, cell.device_kind)
-        check_scheduler_supported(cell.scheduler, cell.model.family)
-    if job.cell.cache["name"] != "none":
-        quiet_libraries()  # the check imports the pipeline module: keep transformers' import chatter out
-    check_cache_supported(job.cell.model.pipeline, job.cache_conf)
+        axes.check_cell(cell, job.device)
     check_model(job.cell.model)
-    check_axes(job.cell, job.device)
 
 
 def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (), *, single: bool = False) -> Job:
@@ -86,7 +86,7 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
         check_job(job)
         check_experiment(cfg, overrides, job)
         if single:
-            refuse_unused_cache_overrides(unused_cache_overrides(overrides, cfg), 1)
+            refuse_unused_cache_overrides(unused_cache_overrides(overrides, job.cell.axes["cache"]), 1)
     except RenderError as error:
         raise PreflightError(str(error)) from None
     except Exception as error:  # noqa: BLE001 - preflight is the only gate: whatever fails here stops the run
@@ -109,11 +109,12 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
     unused: set[str] | None = None
     for overrides, cfg in configs:
         try:
-            jobs.append(preflight_config(cfg, overrides))
+            job = preflight_config(cfg, overrides)
         except PreflightError as error:
             problems.append(f"  [{' '.join(overrides) or 'defaults'}] {error}")
             continue
-        cell_unused = unused_cache_overrides(overrides, cfg)
+        jobs.append(job)
+        cell_unused = unused_cache_overrides(overrides, job.cell.axes["cache"])
         unused = cell_unused if unused is None else unused & cell_unused
     if problems:
         raise PreflightError(f"{len(problems)} of {len(configs)} cells cannot run; nothing was launched:\n" + "\n".join(problems))
@@ -123,6 +124,7 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
         raise PreflightError(str(error)) from None
     preflight_budget(jobs)
     record_launch(jobs)
+    _PASSED.append(True)
     return jobs
 
 
@@ -171,7 +173,7 @@ def measure_one_sample(job: Job) -> tuple[float, float]:
 
     loaded = PIPELINES.get(job.cell.model, job.device, load_options(job.cell))
     prompt = job.prompts[0].text
-    configure(loaded, job.cell, job.cache_conf, calibrate=lambda: render_sample(loaded, job, prompt, job.seeds[0]))
+    configure(loaded, job.cell, calibrate=lambda: render_sample(loaded, job, prompt, job.seeds[0]))
     render_sample(loaded, job, prompt, job.seeds[0])
     _, latency, _, _ = render_sample(loaded, job, prompt, job.seeds[0])
     loaded.fresh = True  # what follows still counts as a warm-up for this configuration
@@ -213,6 +215,7 @@ class PreflightCallback(Callback):
             check_writable_folder(config.hydra.run.dir, "hydra.run.dir")
             preflight_budget([job])
             record_launch([job])
+            _PASSED.append(True)
         except PreflightError as error:
             exit_with(error)
         except RenderError as error:

@@ -24,11 +24,12 @@ from typing import Any
 
 from render import axes, provenance, rundir
 from render.axes.compile import CompileCounters
-from render.attention import BackendUnavailable
+from render.axes.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
+from render.rundir import Category, CellState
 from render.signals import Cancelled
 from render.rundir.watchdog import project
 
@@ -44,31 +45,31 @@ class CellResult:
     run_dir: Path
     cell_key: str
     describe: str
-    status: str  # done | failed
+    status: CellState  # DONE or FAILED
     n_rendered: int = 0
     n_reused: int = 0
-    category: str | None = None
+    category: Category | None = None
     message: str | None = None
     is_anchor: bool = False
 
 
-def classify(error: BaseException) -> str:
-    """The FAILED.json category of an exception."""
+def classify(error: BaseException) -> Category:
+    """The FAILED.json category of an exception (a job the scheduler ended: render.rundir.category_of_job_state)."""
     text = str(error).lower()
     name = type(error).__name__
     if name == "OutOfMemoryError" or isinstance(error, MemoryError) or "out of memory" in text:
-        return "oom"
+        return Category.OOM
     if isinstance(error, BackendUnavailable) or "is not usable because" in text or "backend" in text and "not available" in text:
-        return "backend-unavailable"
+        return Category.BACKEND_UNAVAILABLE
     if isinstance(error, NonFiniteOutput):
-        return "non-finite-output"
+        return Category.NON_FINITE_OUTPUT
     if isinstance(error, (Cancelled, KeyboardInterrupt, SystemExit, BudgetStop)):
         # SystemExit: submitit leaving after it requeued a preempted or timed-out job; BudgetStop: the experiment
         # reached its navigable ceiling (the message says "budget: ...")
-        return "cancelled"
+        return Category.CANCELLED
     if isinstance(error, TimeoutError) or name == "UncompletedJobError" and "timed-out" in text:
-        return "timeout"
-    return "error"
+        return Category.TIMEOUT
+    return Category.ERROR
 
 
 def run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +155,7 @@ class CellWriter:
                 prompt_id, text, seed = job.samples[0]
                 loaded.pipe(**call_kwargs(job.cell, text, seed))
 
-            configure(loaded, job.cell, job.cache_conf, calibrate, record_in=self.run_dir / rundir.RUN_JSON)
+            configure(loaded, job.cell, calibrate, record_in=self.run_dir / rundir.RUN_JSON)
             if loaded.fresh:  # newly configured: the cell's warm-up calls start again
                 loaded.warmups_left = job.warmup if job.warmup is not None else axes.default_warmups(job.cell)
             self.loaded = loaded
@@ -270,11 +271,11 @@ def _render_anchor(job: Job, store: rundir.SampleStore, pipelines: PipelineCache
     return True
 
 
-def resume_state(run_dir: Path) -> str | None:
+def resume_state(run_dir: Path) -> CellState | None:
     """When a requeued job comes back to a cell's folder: a finished cell stays finished; a cell that was
     cancelled or timed out is taken up again (its samples are kept); other failures are kept as they are."""
     terminal = rundir.read_terminal(run_dir)
-    if terminal is not None and terminal.category in ("cancelled", "timeout"):
+    if terminal is not None and terminal.category in {c.value for c in Category if c.transient}:
         terminal.path.unlink()
         return None
     return None if terminal is None else terminal.kind
@@ -284,13 +285,13 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
               overrides: list[str], launcher: str, progress_factory: Any) -> CellResult:
     from tqdm import tqdm
 
-    result = CellResult(run_dir, job.cell.key, job.cell.describe(), "done", is_anchor=job.is_anchor)
+    result = CellResult(run_dir, job.cell.key, job.cell.describe(), CellState.DONE, is_anchor=job.is_anchor)
     state = resume_state(run_dir) if run_dir.exists() else None
     if state is not None:  # a requeued job back at a cell it already ended
         log.info("cell %s already ended (%s) in %s: nothing to do", job.cell.key, state, run_dir)
-        if state == "failed":
+        if state == CellState.FAILED:
             failed = rundir.load_json(run_dir / rundir.FAILED)
-            result.status, result.category, result.message = "failed", failed["category"], failed["message"]
+            result.status, result.category, result.message = CellState.FAILED, Category(failed["category"]), failed["message"]
         return result
     started = time.perf_counter()
     writer: CellWriter | None = None
@@ -317,7 +318,7 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         rundir.write_done(run_dir, n_samples=len(records), n_rendered=result.n_rendered, n_reused=result.n_reused,
                           wall_s=round(time.perf_counter() - started, 4), gpu_s=round(gpu_s, 4))
     except BaseException as error:  # noqa: B902 - every failure, cancellation included, is recorded
-        result.status, result.category, result.message = "failed", classify(error), f"{type(error).__name__}: {error}"
+        result.status, result.category, result.message = CellState.FAILED, classify(error), f"{type(error).__name__}: {error}"
         log.error("cell %s failed (%s): %s", job.cell.key, result.category, result.message)
         _record_failure(run_dir, result, traceback.format_exc(), writer.current if writer else None)
         if not isinstance(error, Exception):
@@ -329,7 +330,7 @@ def _record_failure(run_dir: Path, result: CellResult, trace: str, sample: dict[
     """FAILED.json; when even that cannot be written (disk full), the result says so and the sweep goes on."""
     try:
         records, _ = rundir.read_samples(run_dir, result.cell_key)
-        rundir.write_failed(run_dir, result.category or "error", result.message or "", trace, sample=sample,
+        rundir.write_failed(run_dir, result.category or Category.ERROR, result.message or "", trace, sample=sample,
                             n_samples_done=len(records))
     except (OSError, rundir.RunDirError) as error:
         log.error("cell %s: FAILED.json could not be written in %s: %s", result.cell_key, run_dir, error)

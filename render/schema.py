@@ -7,6 +7,7 @@ Importing this module registers the schemas and the resolvers; it must stay free
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import secrets
@@ -17,7 +18,6 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from render import axes
-from render.caches import CACHES
 
 
 @dataclass
@@ -45,16 +45,6 @@ class ModelConf:
     max_sequence_length: Optional[int] = None  # text-encoder token budget, when the pipeline takes one
     size_multiple: int = 16  # height and width must be multiples of this (Flux/SD3: VAE factor 8 x 2x2 latent packing)
     anchor: AnchorConf = field(default_factory=AnchorConf)
-
-
-@dataclass
-class AttentionConf:
-    name: str = MISSING  # option name, e.g. native, flex, flash (render/attention.py maps it to a diffusers backend)
-
-
-@dataclass
-class SchedulerConf:
-    name: str = MISSING  # option name; "default" keeps the pipeline's own scheduler
 
 
 @dataclass
@@ -105,22 +95,11 @@ class ExperimentConf:
 
 
 @dataclass
-class RenderConf:
-    """The top-level config: one cell, plus where and how to render it."""
+class RenderBaseConf:
+    """The top-level config apart from the axes: the model, the prompts, and where and how to render."""
 
     model: ModelConf = MISSING
-    attention: AttentionConf = MISSING
-    cache: Any = MISSING  # one of the schemas in render.caches.CACHES
-    scheduler: SchedulerConf = MISSING
     prompts: PromptsConf = MISSING
-    # speed axes (render/axes/): compile, quantization, offload, toggles; every value enters the cell key
-    compile: Any = MISSING  # render.axes.compile.CompileConf
-    quant: Any = MISSING  # render.axes.quant.QuantConf (applied at load)
-    offload: Any = MISSING  # render.axes.offload.OffloadConf
-    vae_tiling: bool = False  # decode in tiles (pipelines with a VAE)
-    vae_slicing: bool = False  # decode a batch one image at a time (pipelines with a VAE)
-    fuse_qkv: bool = False  # fuse the denoiser's q/k/v projections into one matmul
-    channels_last: bool = False  # channels-last memory layout for the VAE / UNet
     warmup: Optional[int] = None  # leading calls marked warm-up (not warm latency); None: what the cell needs (1; 2 with compile; 3 with compile + cache)
     steps: Optional[int] = None  # None: the model's default
     seed: Any = 0  # one seed or a list of seeds, e.g. seed=42 or seed=[0,1,2]
@@ -133,6 +112,13 @@ class RenderConf:
     tag: str = ""  # free label, kept in run.json; not part of the cell key
     render_anchor: bool = True  # render the anchor's missing samples for the same prompts and seeds too
     experiment: Optional[ExperimentConf] = None  # set by experiment=<name>: budget, holdout lock, frozen anchor
+
+
+# The top-level config: one cell, plus where and how to render it. One field per axis (render.axes.AXES):
+# a group's node (checked by its own option schema) or a knob's bool; every value enters the cell key.
+RenderConf = dataclasses.make_dataclass(
+    "RenderConf", [(a.name, a.field()[0], field(default=a.field()[1])) for a in axes.AXES], bases=(RenderBaseConf,))
+RenderConf.__module__ = __name__  # so it pickles (submitit ships configs to jobs)
 
 
 def _sanitise_subdir(num: Any, override_dirname: str) -> str:
@@ -150,12 +136,8 @@ def register() -> None:
     cs = ConfigStore.instance()
     cs.store(name="render_schema", node=RenderConf)
     cs.store(group="model", name="model_schema", node=ModelConf)
-    cs.store(group="attention", name="attention_schema", node=AttentionConf)
-    cs.store(group="scheduler", name="scheduler_schema", node=SchedulerConf)
     cs.store(group="prompts", name="prompts_schema", node=PromptsConf)
     cs.store(group="experiment", name="experiment_schema", node=ExperimentConf, package="experiment")
-    for name, (schema, _apply) in CACHES.items():
-        cs.store(group="cache", name=f"{name}_schema", node=schema)
     axes.register(cs)
     # use_cache: Hydra copies the master config's resolver cache into every job's config, so all
     # jobs of one sweep (in-process or submitted) agree on the sweep folder.

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig
 
-from render.caches import CACHES, cache_key_params
+from render import axes
 from render.cell import ConfigError
 
 
@@ -42,18 +42,21 @@ def check_known_keys(cfg: DictConfig) -> None:
     from render.schema import RenderConf
 
     unknown = unknown_keys(cfg, RenderConf)
-    cache = cfg.get("cache")
-    if isinstance(cache, DictConfig) and cache.get("name") in CACHES:
-        unknown += unknown_keys(cache, CACHES[cache.name][0], "cache.")
+    for axis in axes.GROUPS:  # a group's node follows its option's schema, which the top-level schema cannot name
+        node, schema = cfg.get(axis.name), None
+        if isinstance(node, DictConfig):
+            schema = axis.schema_of(node)
+        if schema is not None:
+            unknown += unknown_keys(node, schema, f"{axis.name}.")
     unknown = [u for u in unknown if not u.startswith("hydra")]
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(unknown)}: no config schema declares them, so they would be "
                           "ignored; `python -m render --help` lists the groups and options")
 
 
-def unused_cache_overrides(overrides: Sequence[str], cfg: DictConfig) -> set[str]:
-    """The command line's `cache.<param>=...` overrides that this cell's cache does not take."""
-    used = cache_key_params(cfg.cache)
+def unused_cache_overrides(overrides: Sequence[str], cache: dict[str, Any]) -> set[str]:
+    """The command line's `cache.<param>=...` overrides that this cell's cache (its key value) does not take."""
+    used = cache
     unused = set()
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")

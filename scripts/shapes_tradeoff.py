@@ -54,7 +54,7 @@ def cell_record(out: Path, overrides: list[str], base: list[str]) -> dict:
     found = verdicts(samples)
     record = {
         "cell_key": job.cell.key, "describe": job.cell.describe(), "overrides": overrides,
-        "steps": job.cell.steps, "cache": job.cell.cache,
+        "steps": job.cell.steps, "cache": job.cell.axes["cache"],
         "samples": [{"prompt": s.prompt, "seed": s.seed, "latency_s": s.latency_s, "correct": v.correct,
                      "colour": v.colour, "shape": v.shape, "position": v.position, "fit": v.fit}
                     for s, v in zip(samples, found)],

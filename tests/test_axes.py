@@ -11,12 +11,12 @@ import pytest
 from PIL import Image
 
 from render.app import PIPELINES
-from render.attention import ATTENTION
+from render.axes.attention import BACKENDS as ATTENTION
 from render.cell import build_job
 from render.preflight import PreflightError, preflight_config
 from render.rundir import SampleStore
 from render.runner import run_job
-from render.schedulers import SCHEDULERS
+from render.axes.scheduler import SCHEDULERS
 from tests.conftest import compose_cfg
 
 CPU_BACKENDS = [name for name, spec in ATTENTION.items() if not spec.needs_cuda]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from render.attention import BackendUnavailable
+from render.axes.attention import BackendUnavailable
 from render.runner import Cancelled, NonFiniteOutput, classify
 
 

@@ -67,7 +67,7 @@ def test_cell_key_ignores_seeds_paths_and_tags_but_not_pixels(tmp_path: Path) ->
 def test_anchor_is_the_models_reference_cell() -> None:
     job = build_job(compose_cfg("model=tiny", "device=cpu", "steps=4", "cache=fbcache"))
     assert job.anchor.steps == job.config["model"]["anchor"]["steps"]
-    assert job.anchor.cache == {"name": "none"} and not job.is_anchor
+    assert job.anchor.axes["cache"] == {"name": "none"} and not job.is_anchor
     anchor_like = build_job(compose_cfg("model=tiny", "device=cpu", *job.anchor_overrides))
     assert anchor_like.is_anchor and anchor_like.cell.key == job.anchor.key
 

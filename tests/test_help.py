@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from render.confpath import PACKAGE_CONF
-from render.help import GROUPS
+from render.help import groups
+
+GROUPS = groups()
 
 
 def test_every_group_has_a_description() -> None:

@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from assess.metrics.shapes import check
-from render.caches import CACHES, runs_branches_separately
+from render.axes.caches import CACHES
+from render.axes.caches.fastercache import runs_branches_separately
 from render.models.shapes import WEIGHTS_DIR, shapes_model_dir
 from assess.metrics.shapes_eval import as_loaded, compose_job, load_shipped, render_job
 from render.models.shapes.pipeline import ShapesPipeline, patchify, unpatchify
 from render.pipeline import call_kwargs, configure
 from render.runner import render_sample
-from render.schedulers import SCHEDULERS
+from render.axes.scheduler import SCHEDULERS
 
 SMOKE = ["prompts=smoke", "seed=0"]
 STEPS = 16
@@ -63,7 +64,7 @@ def test_the_anchor_draws_what_the_smoke_prompts_ask_for(loaded) -> None:
 
 def test_the_runners_call_is_deterministic_per_seed(loaded) -> None:
     job = compose_job("prompts=smoke", "seed=[0,1]", f"steps={STEPS}")
-    configure(loaded, job.cell, job.cache_conf, calibrate=None)
+    configure(loaded, job.cell, calibrate=None)
     kwargs = call_kwargs(job.cell, job.prompts[0].text, 0)
     assert set(kwargs) == {"prompt", "num_inference_steps", "guidance_scale", "height", "width", "generator", "output_type"}
     first, *_ = render_sample(loaded, job, job.prompts[0].text, 0)
@@ -74,7 +75,7 @@ def test_the_runners_call_is_deterministic_per_seed(loaded) -> None:
 
 def test_guidance_runs_both_branches_in_their_cache_contexts(loaded, monkeypatch) -> None:
     job = compose_job(*SMOKE)
-    configure(loaded, job.cell, job.cache_conf, calibrate=None)
+    configure(loaded, job.cell, calibrate=None)
     pipe = loaded.pipe
     contexts, timesteps = [], []
     original = pipe.transformer.cache_context

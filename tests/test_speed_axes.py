@@ -115,7 +115,8 @@ def test_every_value_enters_the_cell_key_and_the_anchor_takes_none() -> None:
     assert len(set(keys)) == len(keys)
     assert len({j.anchor.key for j in jobs}) == 1
     anchor = jobs[1].anchor
-    assert (anchor.compile, anchor.quant, anchor.offload) == ({"name": "none"},) * 3 and not anchor.fuse_qkv
+    assert (anchor.axes["compile"], anchor.axes["quant"], anchor.axes["offload"]) == ({"name": "none"},) * 3
+    assert not anchor.axes["fuse_qkv"]
 
 
 def test_unused_parameters_do_not_split_cells() -> None:

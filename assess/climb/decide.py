@@ -46,7 +46,7 @@ from assess.categories import warning
 from assess.climb.evaluate import Evaluation, correct, evaluate
 from assess.climb.plan import (BudgetState, CellData, Coords, Decision, Estimator, Family, Plan, Proposal, _blocked,  # noqa: F401
                                plausible, reached, scored_rungs)
-from assess.stats import pareto_front
+from assess.stats import Verdict, pareto_front
 
 def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
     by_rung: dict[int, dict[Coords, Evaluation]] = {}
@@ -75,7 +75,7 @@ def _speed_key(plan: Plan, coords: Coords, e: Evaluation) -> tuple[Any, ...]:
 
 
 def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation]) -> tuple[Coords, str]:
-    at_parity = [c for c, e in current.items() if e.verdict == "parity"]
+    at_parity = [c for c, e in current.items() if e.verdict == Verdict.PARITY]
     if at_parity:
         best = min(at_parity, key=lambda c: _speed_key(plan, c, current[c]))
         return best, "confirmed" if current[best].rung == plan.top else "parity"
@@ -88,7 +88,7 @@ def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation]) -> tuple[
 def frontier(plan: Plan, current: Mapping[Coords, Evaluation]) -> list[Coords]:
     """Cells not out of band that no other such cell beats on both latency and quality."""
     points = [(c, e.latency, plan.goodness(e.mean)) for c, e in current.items()
-              if e.verdict not in ("out", "no-data") and e.latency is not None and e.mean is not None]
+              if e.verdict not in (Verdict.OUT, Verdict.NO_DATA) and e.latency is not None and e.mean is not None]
     front = [points[i][0] for i in pareto_front([(lat, good) for _, lat, good in points], maximize=(False, True))]
     return sorted(front, key=lambda c: _speed_key(plan, c, current[c]))
 
@@ -131,7 +131,7 @@ def promotions(plan: Plan, evaluations: Mapping[int, Mapping[Coords, Evaluation]
         quota = math.ceil(len(ranked) / plan.eta)
         for position, coords in enumerate(ranked[:quota], start=1):
             e = cohort[coords]
-            if e.verdict in ("out", "no-data") or reach.get(coords, 0) >= following:
+            if e.verdict in (Verdict.OUT, Verdict.NO_DATA) or reach.get(coords, 0) >= following:
                 continue
             if set(plan.families_of(coords)) & pruned or _blocked(cells.get(coords), following):
                 continue
@@ -202,7 +202,7 @@ def challengers(plan: Plan, current: Mapping[Coords, Evaluation], cells: Mapping
         return []
     out = []
     for coords, e in sorted(current.items(), key=lambda ce: _speed_key(plan, ce[0], ce[1])):
-        if e.verdict in ("out", "no-data") or e.latency is None or e.latency >= ceiling:
+        if e.verdict in (Verdict.OUT, Verdict.NO_DATA) or e.latency is None or e.latency >= ceiling:
             continue
         higher = [r for r in plan.rungs if r > reach.get(coords, 0)]
         cell = cells.get(coords)

@@ -52,7 +52,7 @@ class Evaluation:
     latency: float | None  # median warm latency, s/image
     n_warm: int
     wilcoxon_holm: float | None = None
-    verdict: str = "undecided"  # parity | out | undecided | no-data
+    verdict: Verdict = Verdict.UNDECIDED
     categories: tuple[CategoryAnswer, ...] = ()  # per category of the rung's prompts, worst first
 
     @property
@@ -87,7 +87,7 @@ def _evaluate(values_or_none: tuple[float | None, ...], warm_by_prompt: tuple[tu
     latency = statistics.median(warm) if warm else None
     if not values:
         return Evaluation(len(prompt_ids), 0, missing, None, None, None, None, None, None, latency, len(warm),
-                          verdict="no-data")
+                          verdict=Verdict.NO_DATA)
     interval = mean_interval(values)
     w_p, _why = wilcoxon_p(values) if len(values) >= 2 else (None, None)
     tost_p, out_p = tost(values, band)
@@ -97,12 +97,12 @@ def _evaluate(values_or_none: tuple[float | None, ...], warm_by_prompt: tuple[tu
                       out_p, latency, len(warm), categories=answers)
 
 
-def verdict_of(e: Evaluation, alpha: float, per_category: bool = False) -> str:
+def verdict_of(e: Evaluation, alpha: float, per_category: bool = False) -> Verdict:
     """The overall verdict; with per_category, parity also needs every category with enough prompts in band."""
     verdict = parity_verdict(e.tost_p, e.out_p, alpha, e.n)
-    if per_category and verdict == Verdict.PARITY.value and e.breaks:
+    if per_category and verdict == Verdict.PARITY and e.breaks:
         out = any(a.out_p is not None and a.out_p < alpha for a in e.breaks)
-        verdict = Verdict.OUT.value if out else Verdict.UNDECIDED.value
+        verdict = Verdict.OUT if out else Verdict.UNDECIDED
     return verdict
 
 
@@ -112,7 +112,7 @@ def correct(evaluations: Mapping[object, Evaluation], alpha: float, per_category
     w = holm({k: e.wilcoxon_p for k, e in evaluations.items()})
     out = {}
     for key, e in evaluations.items():
-        if e.verdict == Verdict.NO_DATA.value:
+        if e.verdict == Verdict.NO_DATA:
             out[key] = e
             continue
         out[key] = replace(e, wilcoxon_holm=w[key], verdict=verdict_of(e, alpha, per_category))

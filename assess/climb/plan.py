@@ -12,6 +12,7 @@ from typing import Any
 
 from assess.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
+from assess.stats import Verdict
 
 Coords = tuple[str, ...]
 Family = tuple[str, str]  # (axis, value)
@@ -179,9 +180,9 @@ def scored_rungs(plan: Plan, cell: CellData) -> list[int]:
 
 def plausible(plan: Plan, e: Evaluation) -> bool:
     """Could still be at parity: at parity, or undecided with its mean inside the band below the top rung."""
-    if e.verdict == "parity":
+    if e.verdict == Verdict.PARITY:
         return True
-    return (e.verdict == "undecided" and e.mean is not None and abs(e.mean) <= plan.band and e.rung < plan.top)
+    return (e.verdict == Verdict.UNDECIDED and e.mean is not None and abs(e.mean) <= plan.band and e.rung < plan.top)
 
 
 def _blocked(cell: CellData | None, rung: int) -> bool:

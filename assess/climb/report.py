@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from assess import speed_axis
 from assess.climb.decide import Decision
 from assess.climb.final import FinalResult, final_result
 from assess.climb.generation import budget_state, final_claimed, replay
@@ -25,8 +26,9 @@ from assess.climb.text import amendment_lines, budget_line, num, signed
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
 from assess.report import _swap_into_place
+from assess.stats import Verdict
 
-VERDICT_COLOURS = {"parity": "tab:green", "undecided": "tab:orange", "out": "tab:red", "no-data": "tab:gray"}
+VERDICT_COLOURS = {Verdict.PARITY: "tab:green", Verdict.UNDECIDED: "tab:orange", Verdict.OUT: "tab:red", Verdict.NO_DATA: "tab:gray"}
 
 
 def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | None, path: Path) -> str | None:
@@ -61,7 +63,7 @@ def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | N
                    label=f"incumbent ({decision.incumbent_status})")
     if anchor_latency is not None:
         ax.scatter([anchor_latency], [0.0], marker="*", s=220, c="tab:red", zorder=4, label="anchor")
-    ax.set_xlabel("median warm latency on dev (s/image, lower is faster)")
+    ax.set_xlabel(f"{speed_axis.LABEL}, on {exp.dev.option}")
     ax.set_ylabel(f"{exp.quality.metric} delta to the anchor ({exp.quality.direction} is better)")
     ax.set_title(f"experiment {exp.name}: speed vs quality on {exp.dev.option}")
     ax.grid(alpha=0.3)

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from render.hub import hub_reachable  # noqa: F401  (the one probe: proxy-aware, DNS timeout; re-exported)
 
-HUB_PROBE_TIMEOUT_S = 1.5
 _LOADED: dict[tuple[str, str], object] = {}
 
 
@@ -40,32 +40,6 @@ def config_of(name: str, processor: str | None = None) -> str:
     from assess.metrics.model_identity import model_config
 
     return model_config(name) + (f" processor={model_config(processor).removeprefix('model=')}" if processor else "")
-
-
-def hub_reachable(timeout_s: float = HUB_PROBE_TIMEOUT_S) -> bool:
-    """One TCP connection to the hub (or to the HTTPS proxy, when one is set), within timeout_s, DNS included."""
-    import socket
-    import threading
-    from urllib.parse import urlsplit
-
-    from huggingface_hub import constants
-
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    target = urlsplit(proxy if proxy else constants.ENDPOINT)
-    address = (target.hostname or "", target.port or (443 if target.scheme == "https" else 80))
-    reached: list[bool] = []
-
-    def connect() -> None:
-        try:
-            socket.create_connection(address, timeout=timeout_s).close()
-            reached.append(True)
-        except OSError:
-            pass
-
-    probe = threading.Thread(target=connect, daemon=True)  # a thread: getaddrinfo has no timeout of its own
-    probe.start()
-    probe.join(timeout_s)
-    return bool(reached)
 
 
 def how_to_load(name: str, what: str, fix: str, probe: str = "config.json") -> bool | str:

@@ -98,7 +98,7 @@ def render_job(loaded: Any, job: Any) -> list[Sample]:
     def calibrate() -> None:  # MagCache without ratios: one full render first, as the runner does
         loaded.pipe(**call_kwargs(job.cell, texts[0], job.seeds[0]))
 
-    configure(loaded, job.cell, job.cache_conf, calibrate)
+    configure(loaded, job.cell, calibrate)
     samples = []
     for text in texts:
         for seed in job.seeds:

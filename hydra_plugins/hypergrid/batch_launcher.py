@@ -77,9 +77,9 @@ class BatchLauncher(BaseSubmititLauncher):
 
 def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
     """JOBS.json: which scheduler job runs which cells (for a person, or scancel, to map job ids to cells)."""
-    from render.rundir import atomic_write_json, now_iso
+    from render.rundir import JOBS_JSON, atomic_write_json, now_iso
 
-    path = sweep_dir / "JOBS.json"
+    path = sweep_dir / JOBS_JSON
     previous = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else []
     jobs = [{"job_id": str(job.job_id), "submitted_at": now_iso(), "cells": [{"num": c.num, "run_dir": str(c.run_dir), "overrides": list(c.overrides)} for c in cells]}
             for job, cells in submitted]

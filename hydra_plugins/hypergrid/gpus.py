@@ -9,20 +9,7 @@ from __future__ import annotations
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
 from hydra_plugins.hypergrid.batches import CellSpec, plan_batches
-
-
-def visible_gpus(configured: list[int] | None) -> list[int]:
-    if configured:
-        return list(configured)
-    import torch
-
-    count = torch.cuda.device_count()
-    if count == 0:
-        from render.preflight import exit_with
-
-        exit_with(RuntimeError("hydra/launcher=gpus found no CUDA GPU here; list them with hydra.launcher.gpus=[0,1], "
-                               "or use the default in-process launcher"))
-    return list(range(count))
+from hydra_plugins.hypergrid.devices import visible_gpus
 
 
 class GpusLauncher(BatchLauncher):

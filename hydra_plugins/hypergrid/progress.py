@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from hydra_plugins.hypergrid.batches import CellSpec
+from render.rundir import CellState
 
 
-def cell_state(run_dir: Path) -> str:
-    """done / failed (a terminal record), running (run.json without one), or pending (not started)."""
+def cell_state(run_dir: Path) -> CellState:
+    """DONE / FAILED (a terminal record), RUNNING (run.json without one), or PENDING (not started)."""
     from render.rundir import RUN_JSON, terminal_state
 
-    return terminal_state(run_dir) or ("running" if (run_dir / RUN_JSON).exists() else "pending")
+    return terminal_state(run_dir) or (CellState.RUNNING if (run_dir / RUN_JSON).exists() else CellState.PENDING)
 
 
 def count_cells(cells: Sequence[CellSpec]) -> Counter:
@@ -38,8 +39,9 @@ def watch(submitted: Sequence[tuple[Any, Sequence[CellSpec]]], *, poll_s: float 
         while True:
             finished = all(job.done() for job, _ in submitted)
             counts = count_cells(cells)
-            bar.n = counts["done"] + counts["failed"]
-            bar.set_postfix(done=counts["done"], failed=counts["failed"], running=counts["running"], refresh=False)
+            bar.n = counts[CellState.DONE] + counts[CellState.FAILED]
+            bar.set_postfix(done=counts[CellState.DONE], failed=counts[CellState.FAILED], running=counts[CellState.RUNNING],
+                            refresh=False)
             bar.refresh()
             if finished:
                 return counts

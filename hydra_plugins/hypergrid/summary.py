@@ -14,6 +14,8 @@ from typing import Any, Sequence
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from omegaconf import OmegaConf
 
+from render.rundir import CellState
+
 
 @dataclass
 class SweepOutcome:
@@ -31,8 +33,9 @@ def _own_dir(ret: JobReturn) -> Path | None:
 
 
 def _line(result: dict[str, Any]) -> str:
-    return (f"  {result['describe']}: {result['category']}: {result['message']}\n"
-            f"      see {Path(result['run_dir']) / 'FAILED.json'}")
+    from render.app import failed_line
+
+    return f"  {failed_line(result)}"
 
 
 def outcome(returns: Sequence[JobReturn]) -> SweepOutcome:
@@ -45,8 +48,8 @@ def outcome(returns: Sequence[JobReturn]) -> SweepOutcome:
         own_dir = _own_dir(ret)
         own = [r for r in results if own_dir is None or Path(r["run_dir"]).resolve() == own_dir]
         anchors = [r for r in results if r not in own]
-        out.anchors_failed += [_line(r) for r in anchors if r.get("status") == "failed"]
-        own_failed = [r for r in own if r.get("status") == "failed"]
+        out.anchors_failed += [_line(r) for r in anchors if r.get("status") == CellState.FAILED]
+        own_failed = [r for r in own if r.get("status") == CellState.FAILED]
         out.failed += [_line(r) for r in own_failed]
         out.done += not own_failed
     return out

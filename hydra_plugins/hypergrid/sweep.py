@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.types import HydraContext
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, open_dict, read_write
 
 log = logging.getLogger("render")
 
@@ -22,6 +22,19 @@ def job_configs(hydra_context: HydraContext, config: DictConfig, job_overrides: 
             sweep_config.hydra.job.id = sweep_config.hydra.job.num = initial_job_idx + offset
         configs.append(sweep_config)
     return configs
+
+
+def name_folders_by_swept_keys(config: DictConfig, fixed_keys: Sequence[str]) -> None:
+    """A cell's folder holds the cell's own overrides only: the keys every cell shares (out_root=...,
+    prompts=...) are left out of `hydra.job.override_dirname`, through Hydra's own exclude_keys, which
+    every job's config (composed again from the master's hydra overrides, here or in a submitted job) takes."""
+    excluded = [*config.hydra.job.config.override_dirname.exclude_keys, *fixed_keys]
+    if not fixed_keys:
+        return
+    quoted = ",".join("'" + key.replace("\\", "\\\\").replace("'", "\\'") + "'" for key in dict.fromkeys(excluded))
+    with read_write(config), open_dict(config):
+        config.hydra.overrides.hydra.append(f"hydra.job.config.override_dirname.exclude_keys=[{quoted}]")
+        config.hydra.job.config.override_dirname.exclude_keys = list(dict.fromkeys(excluded))
 
 
 def task_part(config: DictConfig) -> DictConfig:
@@ -52,9 +65,15 @@ def preflight_launcher(config: DictConfig) -> None:
     from render.preflight import exit_with
 
     try:
+        if config.get("out_root") is not None:  # named first: the sweep folder lies under it by default
+            check_writable_folder(str(config.out_root), "out_root")
         check_writable_folder(str(config.hydra.sweep.dir), "hydra.sweep.dir")
     except ConfigError as error:
         exit_with(error)
+    if str(config.hydra.launcher.get("_target_", "")).endswith("GpusLauncher"):
+        from hydra_plugins.hypergrid.devices import visible_gpus
+
+        visible_gpus(config.hydra.launcher.get("gpus"))  # exits 2 naming the fix when there is no GPU
     if str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
         from render.environment import slurm_controller_problem
 

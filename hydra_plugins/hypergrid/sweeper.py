@@ -11,6 +11,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from hydra_plugins.hypergrid import summary, sweep
+from render.rundir import MULTIRUN_YAML
 
 
 class HypergridSweeper(BasicSweeper):
@@ -21,15 +22,16 @@ class HypergridSweeper(BasicSweeper):
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides([*self._parse_config(), *arguments])
+        sweep.name_folders_by_swept_keys(self.config, [o.key_or_group for o in overrides if not o.is_sweep_override()])
         self.overrides = self.split_arguments(overrides, self.max_batch_size)
         job_overrides = [job for batch in self.overrides for job in batch]
+        sweep.preflight_launcher(self.config)  # exits 2 when the launcher cannot start jobs from here, before anything is written
         configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, 0)
         jobs = sweep.preflight_sweep(job_overrides, configs)  # exits 2, listing every bad cell, before any folder exists
-        sweep.preflight_launcher(self.config)
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        OmegaConf.save(self.config, sweep_dir / MULTIRUN_YAML)
         launcher = str(self.config.hydra.launcher._target_).rsplit(".", 1)[-1]
         sweep.write_sweep_record(sweep_dir, launcher, job_overrides, jobs, configs)
 

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, open_dict
 
 from hydra_plugins.hypergrid.batches import CellSpec
 from hydra_plugins.hypergrid.oom import oom_note
+from render.rundir import Category
 from render.signals import Cancelled, cancel_on_signals
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class CellBatch:
                                            job_subdir_key="hydra.sweep.subdir"))
         except Cancelled as error:  # the cell in flight recorded it; the cells after it never started
             rest = self.cells[len(returns):]
-            mark_unfinished(rest, "cancelled", f"job {job_id} was cancelled ({error}) before this cell ended", "")
+            mark_unfinished(rest, Category.CANCELLED, f"job {job_id} was cancelled ({error}) before this cell ended", "")
             returns.extend(_return_from_run_dir(cell) for cell in rest)
         return returns
 
@@ -68,19 +69,14 @@ def stop_signals() -> ContextManager[None]:
     return nullcontext()
 
 
-def failure_category(error: BaseException, job: Any) -> str:
-    """cancelled / timeout from the scheduler's final state of the job, else error."""
-    state = str(getattr(job, "state", "")).upper()
-    if "CANCEL" in state:
-        return "cancelled"
-    if "TIMEOUT" in state or "DEADLINE" in state:
-        return "timeout"
-    if "OUT_OF_MEMORY" in state:
-        return "oom"
-    return "error"
+def failure_category(error: BaseException, job: Any) -> Any:
+    """The category of the scheduler's final state of the job (render.rundir.category_of_job_state), else error."""
+    from render.rundir import category_of_job_state
+
+    return category_of_job_state(str(getattr(job, "state", ""))) or Category.ERROR
 
 
-def mark_unfinished(cells: Sequence[CellSpec], category: str, message: str, detail: str) -> None:
+def mark_unfinished(cells: Sequence[CellSpec], category: Any, message: str, detail: str) -> None:
     """Give every cell of a failed job that has no terminal record a FAILED.json of its own."""
     from render.rundir import DONE, FAILED, write_failed
 
@@ -104,8 +100,8 @@ def collect(submitted: Sequence[tuple[Any, Sequence[CellSpec]]], oom_before: int
             message = f"job {job.job_id} ended {getattr(job, 'state', 'unknown')}: {first_line}"
             detail = f"{error}\n\n--- job stderr (tail) ---\n{_stderr_tail(job)}"
             category, note = failure_category(error, job), oom_note(oom_before)
-            if category == "error" and note:
-                category, message = "oom", f"{message} ({note})"
+            if category == Category.ERROR and note:
+                category, message = Category.OOM, f"{message} ({note})"
             mark_unfinished(cells, category, message, detail)
             returns.extend(_return_from_run_dir(cell) for cell in cells)
     return returns
@@ -115,12 +111,12 @@ def _return_from_run_dir(cell: CellSpec) -> JobReturn:
     """A JobReturn for a cell whose job died, read back from the cell's terminal record."""
     import json
 
-    from render.rundir import FAILED
+    from render.rundir import FAILED, CellState
 
-    result: dict[str, Any] = {"status": "done", "describe": " ".join(cell.overrides), "run_dir": str(cell.run_dir)}
+    result: dict[str, Any] = {"status": CellState.DONE.value, "describe": " ".join(cell.overrides), "run_dir": str(cell.run_dir)}
     if (cell.run_dir / FAILED).exists():
         failed = json.loads((cell.run_dir / FAILED).read_text())
-        result.update(status="failed", category=failed["category"], message=failed["message"])
+        result.update(status=CellState.FAILED.value, category=failed["category"], message=failed["message"])
     ret = JobReturn(overrides=list(cell.overrides), status=JobStatus.COMPLETED, _return_value=[result])
     ret.working_dir = str(cell.run_dir)
     return ret

@@ -23,7 +23,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
+from render.axes.base import OptionAxis, Record, Target, Where
 from render.axes.errors import AxisError
+from render.spec import Cell
 
 COMPILE_NAMES = ("none", "regional", "full")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")
@@ -114,6 +116,26 @@ def check_compile(conf: CompileConf, *, cache: str, offload: str, device_kind: s
     if conf.name == "regional" and denoiser_cls is not None and not getattr(denoiser_cls, "_repeated_blocks", None):
         raise AxisError(f"compile=regional: {denoiser_cls.__name__} declares no repeated blocks (_repeated_blocks); use compile=full")
 
+
+class CompileAxis(OptionAxis):
+    name = "compile"
+    help = "torch.compile of the denoiser: none, regional (its repeated blocks) or full (docs/axes.md)"
+    schema = CompileConf
+
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        conf = self.conf(value)
+        check_compile(conf, cache=cell.axes["cache"]["name"], offload=cell.axes["offload"]["name"], device_kind=where.device_kind,
+                      denoiser_cls=where.pipeline.denoiser if conf.name != "none" else None)
+
+    def apply(self, value: Any, target: Target) -> Record:
+        apply_compile(target.denoiser, self.conf(value))
+        return {}
+
+    def reset(self, target: Target) -> None:
+        reset_compile(target.denoiser)
+
+
+AXIS = CompileAxis()
 
 _compile_wall = {"total": 0.0, "started": None}  # wall seconds spent compiling in this process
 

@@ -1,4 +1,4 @@
-"""The speed axes' own error: a value or a combination that cannot run (refused at preflight, exit 2)."""
+"""The axes' own error: a value or a combination that cannot run (refused at preflight, exit 2)."""
 
 from __future__ import annotations
 
@@ -6,4 +6,4 @@ from render.errors import RenderError
 
 
 class AxisError(RenderError, ValueError):
-    """A compile, quant, offload or toggle value that cannot run here, with the reason."""
+    """An axis value that cannot run here or with the rest of the cell, with the reason and what would."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from render.axes.base import OptionAxis, Record, Target, Where
 from render.axes.errors import AxisError
+from render.spec import Cell
 
 OFFLOAD_NAMES = ("none", "model", "group", "layerwise")
 OFFLOAD_TYPES = ("block_level", "leaf_level")
@@ -100,3 +102,33 @@ def check_offload(conf: OffloadConf, *, device_kind: str, quant: str) -> None:
                          "cannot take quantized weights; use one of the two")
     if conf.use_stream and device_kind == "cpu":
         raise AxisError("offload.use_stream=true needs CUDA streams and this cell runs on the CPU; use offload.use_stream=null")
+
+
+class OffloadAxis(OptionAxis):
+    """`layerwise` is applied at load (it casts the weights in place); `model` and `group` per cell."""
+
+    name = "offload"
+    help = "moving weights off the GPU between uses: model, group or layerwise offload (docs/axes.md)"
+    schema = OffloadConf
+
+    def key_fields(self, conf: Any) -> tuple[str, ...]:
+        return conf.key_fields()
+
+    def load_key(self, value: Any) -> Any:
+        return value if value["name"] in LOAD_TIME else None
+
+    def after_load(self, pipe: Any, denoiser: Any, value: Any, dtype: Any) -> None:
+        apply_layerwise(denoiser, self.conf(value), dtype)
+
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        check_offload(self.conf(value), device_kind=where.device_kind, quant=cell.axes["quant"]["name"])
+
+    def apply(self, value: Any, target: Target) -> Record:
+        apply_offload(target.pipe, self.conf(value), target.device)
+        return {}
+
+    def reset(self, target: Target) -> None:
+        reset_offload(target.pipe, target.device)
+
+
+AXIS = OffloadAxis()

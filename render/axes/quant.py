@@ -20,7 +20,9 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from render.axes.base import OptionAxis, Target, Where
 from render.axes.errors import AxisError
+from render.spec import Cell
 
 EXTRA_BY_PACKAGE = {"torchao": "quant", "optimum.quanto": "quant", "bitsandbytes": "bnb"}
 
@@ -166,3 +168,33 @@ def weights_bytes(pipe: Any) -> int:
             total += sum(tensor_bytes(t) for t in component.parameters())
             total += sum(tensor_bytes(t) for t in component.buffers())
     return total
+
+
+def component_libraries(source: str) -> Dict[str, str]:
+    """component -> library its class comes from, read from the pipeline's model_index.json."""
+    from diffusers import DiffusionPipeline
+
+    index = DiffusionPipeline.load_config(source)
+    return {k: v[0] for k, v in index.items() if isinstance(v, (list, tuple)) and len(v) == 2 and v[0] is not None}
+
+
+class QuantAxis(OptionAxis):
+    """Applied at load: quantized weights cannot be undone in place, so they key the pipeline cache."""
+
+    name = "quant"
+    help = "weight quantization applied at load: torchao int8/fp8, quanto, bitsandbytes nf4 (docs/axes.md)"
+    schema = QuantConf
+
+    def load_key(self, value: Any) -> Any:
+        return value if value["name"] != "none" else None
+
+    def load_kwargs(self, value: Any, source: str, dtype: Any) -> Dict[str, Any]:
+        return {"quantization_config": pipeline_quantization(self.conf(value), component_libraries(source), dtype)}
+
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        if value["name"] != "none":
+            check_quant(self.conf(value), device_kind=where.device_kind, capability=where.capability,
+                        components=list(where.pipeline.components))
+
+
+AXIS = QuantAxis()

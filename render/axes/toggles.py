@@ -8,64 +8,130 @@
   were kept.
 - `channels_last`: the convolution-heavy components (VAE, UNet) in channels-last memory layout;
   undone by converting back to the contiguous layout (the values are the same, only the layout).
+
+Each toggle is one `Toggle` axis; a new one is a subclass here (and no YAML: it is a top-level knob).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable
+from typing import Any
 
+from render.axes.base import Axis, Record, Target, Where
 from render.axes.errors import AxisError
+from render.spec import Cell
 
-TOGGLES = ("vae_tiling", "vae_slicing", "fuse_qkv", "channels_last")
 CONV_COMPONENTS = ("vae", "unet")  # the components channels_last is applied to
 
 
-def apply_toggles(pipe: Any, denoiser: Any, toggles: Dict[str, bool]) -> None:
-    import torch
+class Toggle(Axis):
+    """A top-level bool: `enable` when true, `disable` always before the next cell (a no-op when off)."""
 
-    if toggles.get("vae_tiling"):
+    default = False
+
+    def key(self, node: Any) -> Any:
+        if not isinstance(node, bool):
+            raise AxisError(f"{self.name}={node}: must be true or false")
+        return node
+
+    def anchor_key(self, anchor: Any) -> Any:
+        return False
+
+    def override(self, value: Any) -> str:
+        return f"{self.name}={str(bool(value)).lower()}"
+
+    def label(self, value: Any) -> str:
+        return self.name if value else ""
+
+    def apply(self, value: Any, target: Target) -> Record:
+        if value:
+            self.enable(target.pipe, target.denoiser)
+        return {}
+
+    def reset(self, target: Target) -> None:
+        self.disable(target.pipe, target.denoiser)
+
+    def enable(self, pipe: Any, denoiser: Any) -> None:
+        raise NotImplementedError
+
+    def disable(self, pipe: Any, denoiser: Any) -> None:
+        raise NotImplementedError
+
+
+class _VaeToggle(Toggle):
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        if value and "vae" not in where.pipeline.components:
+            raise AxisError(f"{self.name}=true: {where.pipeline.cls.__name__} has no VAE (it denoises pixels); use {self.name}=false")
+
+
+class VaeTiling(_VaeToggle):
+    name = "vae_tiling"
+    help = "decode in tiles (pipelines with a VAE)"
+
+    def enable(self, pipe: Any, denoiser: Any) -> None:
         pipe.vae.enable_tiling()
-    if toggles.get("vae_slicing"):
+
+    def disable(self, pipe: Any, denoiser: Any) -> None:
+        if getattr(pipe, "vae", None) is not None:
+            pipe.vae.disable_tiling()
+
+
+class VaeSlicing(_VaeToggle):
+    name = "vae_slicing"
+    help = "decode a batch one image at a time (pipelines with a VAE)"
+
+    def enable(self, pipe: Any, denoiser: Any) -> None:
         pipe.vae.enable_slicing()
-    if toggles.get("fuse_qkv"):
+
+    def disable(self, pipe: Any, denoiser: Any) -> None:
+        if getattr(pipe, "vae", None) is not None:
+            pipe.vae.disable_slicing()
+
+
+class FuseQkv(Toggle):
+    name = "fuse_qkv"
+    help = "fuse the denoiser's q/k/v projections into one matmul"
+
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        quant, offload = cell.axes["quant"]["name"], cell.axes["offload"]["name"]
+        if value and quant != "none":
+            raise AxisError(f"fuse_qkv=true with quant={quant}: fusing concatenates the projection weights, which quantized "
+                            "weights cannot take; use one of the two")
+        if value and offload in ("layerwise", "group"):
+            raise AxisError(f"fuse_qkv=true with offload={offload}: the fused projections are created after the offload "
+                            "hooks and would escape them; use one of the two")
+
+    def enable(self, pipe: Any, denoiser: Any) -> None:
         denoiser.fuse_qkv_projections()
-    if toggles.get("channels_last"):
+
+    def disable(self, pipe: Any, denoiser: Any) -> None:
+        if any(getattr(m, "fused_projections", False) for m in denoiser.modules()):
+            denoiser.unfuse_qkv_projections()
+
+
+class ChannelsLast(Toggle):
+    name = "channels_last"
+    help = "channels-last memory layout for the VAE / UNet"
+
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        if value and not set(where.pipeline.components).intersection(CONV_COMPONENTS):
+            raise AxisError(f"channels_last=true: {where.pipeline.cls.__name__} has no VAE or UNet, whose convolutions the "
+                            "layout is for; it would change nothing: use channels_last=false")
+
+    def enable(self, pipe: Any, denoiser: Any) -> None:
+        import torch
+
         for component in _conv_components(pipe):
             component.to(memory_format=torch.channels_last)
 
+    def disable(self, pipe: Any, denoiser: Any) -> None:
+        import torch
 
-def reset_toggles(pipe: Any, denoiser: Any) -> None:
-    """Every toggle off (each undo is a no-op when its toggle was off)."""
-    import torch
-
-    vae = getattr(pipe, "vae", None)
-    if vae is not None:
-        vae.disable_tiling()
-        vae.disable_slicing()
-    if any(getattr(m, "fused_projections", False) for m in denoiser.modules()):
-        denoiser.unfuse_qkv_projections()
-    for component in _conv_components(pipe):
-        component.to(memory_format=torch.contiguous_format)
+        for component in _conv_components(pipe):
+            component.to(memory_format=torch.contiguous_format)
 
 
 def _conv_components(pipe: Any) -> list[Any]:
     return [c for c in (getattr(pipe, n, None) for n in CONV_COMPONENTS) if c is not None]
 
 
-def check_toggles(toggles: Dict[str, bool], *, components: Iterable[str] | None, pipeline: str, quant: str, offload: str) -> None:
-    """ValueError naming a toggle the pipeline cannot take, or a combination that cannot run."""
-    on = [t for t in TOGGLES if toggles.get(t)]
-    if components is not None:
-        names = set(components)
-        for toggle in ("vae_tiling", "vae_slicing"):
-            if toggle in on and "vae" not in names:
-                raise AxisError(f"{toggle}=true: {pipeline} has no VAE (it denoises pixels); use {toggle}=false")
-        if "channels_last" in on and not names.intersection(CONV_COMPONENTS):
-            raise AxisError(f"channels_last=true: {pipeline} has no VAE or UNet, whose convolutions the layout is for; "
-                             "it would change nothing: use channels_last=false")
-    if "fuse_qkv" in on and quant != "none":
-        raise AxisError(f"fuse_qkv=true with quant={quant}: fusing concatenates the projection weights, which quantized "
-                         "weights cannot take; use one of the two")
-    if "fuse_qkv" in on and offload in ("layerwise", "group"):
-        raise AxisError(f"fuse_qkv=true with offload={offload}: the fused projections are created after the offload "
-                         "hooks and would escape them; use one of the two")
+TOGGLES = (VaeTiling(), VaeSlicing(), FuseQkv(), ChannelsLast())

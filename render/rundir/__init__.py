@@ -11,6 +11,7 @@ all import. Nothing else names its files, parses its records, walks its folders 
     terminal  DONE.json / FAILED.json, written last
     sweep     SWEEP.json
     watchdog  a running cell's projected time against its estimate
+    states    a cell's state, a failure's category: the contract's Enums
 """
 
 from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError, ShortWrite, UnsafeName
@@ -24,6 +25,7 @@ from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer
 from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, SampleRecord,
                                    Terminal, is_sweep_folder, load_json, load_run, parse_override,
                                    parse_sample, parse_time, read_samples, read_terminal)
+from render.rundir.states import Category, CellState, category_of_job_state
 from render.rundir.store import ExistingSample, SampleStore, link_sample, verify
 from render.rundir.walk import Registry, find_run_dirs, iter_run_dirs, known_run_dirs, load_runs, register, scan_runs
 
@@ -32,6 +34,8 @@ from render.rundir.terminal import terminal_state, write_done, write_failed
 
 __all__ = [
     "CONTRACT_VERSION",
+    "Category",
+    "CellState",
     "DONE",
     "ExistingSample",
     "FAILED",
@@ -61,6 +65,7 @@ __all__ = [
     "append_record",
     "atomic_write_bytes",
     "atomic_write_json",
+    "category_of_job_state",
     "cell_key_of",
     "check_name",
     "create_json",

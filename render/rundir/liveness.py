@@ -9,6 +9,8 @@ import subprocess
 from datetime import datetime
 from typing import Any
 
+from render.rundir.states import CellState
+
 SLURM_ACTIVE = {"RUNNING", "PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT"}
 
 
@@ -41,37 +43,37 @@ def _slurm(cmd: list[str]) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def slurm_state(job_id: str) -> tuple[str, str]:
+def slurm_state(job_id: str) -> tuple[CellState, str]:
     """(running | crashed | unknown, detail) of a SLURM job, from squeue, then sacct."""
     queued = _slurm(["squeue", "-h", "-j", job_id, "-o", "%T"])
     if queued and queued.split():
         state = queued.split()[0].upper()
         if state in SLURM_ACTIVE:
-            return "running", f"slurm job {job_id} {state}"
+            return CellState.RUNNING, f"slurm job {job_id} {state}"
     accounted = _slurm(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"])
     if accounted and accounted.split():
         state = accounted.split()[0].upper()
         if state in SLURM_ACTIVE:
-            return "running", f"slurm job {job_id} {state}"
-        return "crashed", f"slurm job {job_id} {state}"
+            return CellState.RUNNING, f"slurm job {job_id} {state}"
+        return CellState.CRASHED, f"slurm job {job_id} {state}"
     if queued is None and accounted is None:
-        return "unknown", f"slurm job {job_id}: squeue/sacct not available here"
-    return "crashed", f"slurm job {job_id} is not in squeue or sacct"
+        return CellState.UNKNOWN, f"slurm job {job_id}: squeue/sacct not available here"
+    return CellState.CRASHED, f"slurm job {job_id} is not in squeue or sacct"
 
 
-def writer_state(record: dict[str, Any], *, ask_slurm: bool = True) -> tuple[str, str]:
+def writer_state(record: dict[str, Any], *, ask_slurm: bool = True) -> tuple[CellState, str]:
     """running / crashed / unknown for the process that wrote `record` (run.json or SWEEP.json: host, pid,
     started_at, and job.slurm_job_id when it ran under SLURM)."""
     from render.rundir.records import parse_time
 
     job = record.get("job") or {}
     if job.get("slurm_job_id"):
-        return slurm_state(str(job["slurm_job_id"])) if ask_slurm else ("unknown", "slurm job not asked")
+        return slurm_state(str(job["slurm_job_id"])) if ask_slurm else (CellState.UNKNOWN, "slurm job not asked")
     host, pid = record.get("host"), record.get("pid")
     if not isinstance(pid, int):
-        return "unknown", "no pid recorded"
+        return CellState.UNKNOWN, "no pid recorded"
     if host != socket.gethostname():
-        return "running", f"on host {host} (pid {pid}, not checked from here)"
+        return CellState.RUNNING, f"on host {host} (pid {pid}, not checked from here)"
     if pid_alive(pid, parse_time(record.get("started_at"))):
-        return "running", f"pid {pid}"
-    return "crashed", f"pid {pid} is gone"
+        return CellState.RUNNING, f"pid {pid}"
+    return CellState.CRASHED, f"pid {pid} is gone"

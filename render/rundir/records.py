@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from render.rundir.errors import InvalidRunDirectory, NotARunDirectory
+from render.rundir.states import Category, CellState
 from render.rundir.files import CONTRACT_VERSION, DONE, FAILED, MULTIRUN_YAML, RUN_JSON, SAMPLES, SWEEP_JSON
 
 READABLE_VERSIONS = (1, 2, CONTRACT_VERSION)  # version 1 records carry no content hashes: they are not verified
-FAILURE_CATEGORIES = ("oom", "timeout", "backend-unavailable", "non-finite-output", "cancelled", "error")
+FAILURE_CATEGORIES = tuple(c.value for c in Category)
 RUN_FIELDS = ("schema", "cell_key", "cell", "anchor", "is_anchor", "prompts", "seeds")  # required in run.json
 
 
@@ -79,13 +80,13 @@ _REQUIRED_SAMPLE = ("prompt_id", "seed", "image", "latency_s")
 class Terminal:
     """The run's terminal record: DONE.json or FAILED.json."""
 
-    kind: str  # "done" or "failed"
+    kind: CellState  # DONE or FAILED
     path: Path
     data: dict[str, Any]
 
     @property
     def category(self) -> str | None:
-        return self.data.get("category") if self.kind == "failed" else None
+        return self.data.get("category") if self.kind == CellState.FAILED else None
 
     @property
     def finished_at(self) -> str | None:
@@ -260,11 +261,11 @@ def read_terminal(path: Path) -> Terminal | None:
     if done.exists() and failed.exists():
         raise InvalidRunDirectory(f"{path}: both DONE.json and FAILED.json (exactly one terminal record allowed)")
     if done.exists():
-        return Terminal("done", done, load_json(done))
+        return Terminal(CellState.DONE, done, load_json(done))
     if failed.exists():
         data = load_json(failed)
         _require(data, ("category",), str(failed))
-        return Terminal("failed", failed, data)
+        return Terminal(CellState.FAILED, failed, data)
     return None
 
 

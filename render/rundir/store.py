@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from render.rundir.errors import InvalidRunDirectory
+from render.rundir.states import CellState
 from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, exclusive, file_digest, now_iso
 from render.rundir.identity import text_hash
 from render.rundir.keys import image_name
@@ -76,7 +77,7 @@ class SampleStore:
             records, _ = read_samples(run_dir, cell_key)
         except (InvalidRunDirectory, KeyError, TypeError):
             return
-        if writer_state(run, ask_slurm=False)[0] == "crashed":
+        if writer_state(run, ask_slurm=False)[0] == CellState.CRASHED:
             remove_stale_temporaries(run_dir)
         self._dirs.setdefault(cell_key, set()).add(run_dir)
         samples = self._by_cell.setdefault(cell_key, {})  # type: ignore[union-attr]

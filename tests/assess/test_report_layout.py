@@ -10,7 +10,7 @@ from assess.report import CellView, pareto_figure, render_line
 def _view(i: int, speed: float, ssim: float, anchor: bool = False) -> CellView:
     overrides = ["model=tiny", f"steps={i}", "cache=fbcache", "cache.threshold=0.05", "scheduler=dpmpp-2m"]
     return CellView(cell_key=f"k{i:02d}", split="smoke", anchor_cell_key="k00", is_anchor=anchor, status="done",
-                    n_samples=4, n_expected=4, overrides=overrides, values={"images_per_s": speed, "ssim": ssim},
+                    n_samples=4, n_expected=4, overrides=overrides, values={"latency_median_s": 1 / speed, "ssim": ssim},
                     reasons={}, label=" ".join(overrides), mark="A" if anchor else str(i))
 
 
@@ -35,3 +35,18 @@ def test_every_row_has_the_line_that_renders_its_samples() -> None:
                        ["prompts=smoke", "prompts.limit=2"], {("smoke-000", 42), ("smoke-001", 42)})
     assert line == "python -m render model=tiny steps=4 'tag=a b' prompts=smoke prompts.limit=2 seed=42"
     assert render_line(["steps=8"], ["prompts=dev"], {("p", 0), ("p", 1)}).endswith("prompts=dev 'seed=[0,1]'")
+
+
+def test_the_report_and_the_climb_draw_speed_on_one_axis() -> None:
+    """The two speed-vs-quality plots once disagreed (images/s against s/image): both take assess.speed_axis."""
+    import inspect
+
+    import assess.climb.report as climb_report
+    import assess.report as report
+    from assess import speed_axis
+
+    fig, _ = pareto_figure([_view(0, 10.0, 1.0, anchor=True), _view(1, 20.0, 0.98)], "ssim")
+    assert fig.axes[0].get_xlabel() == speed_axis.LABEL
+    assert "speed_axis.LABEL" in inspect.getsource(climb_report.frontier_plot)
+    assert speed_axis.frontier([(0.1, 0.9), (0.2, 0.95), (0.3, 0.9)], quality_higher=True) == [0, 1]
+    assert "images_per_s" not in inspect.getsource(report.pareto_figure)

@@ -52,7 +52,7 @@ def test_overrides_that_would_be_ignored_are_refused(tmp_path: Path, args: tuple
 def test_a_sweep_that_gives_a_cache_parameter_to_some_cells_is_valid(tmp_path: Path) -> None:
     overrides = [["cache=none", "cache.threshold=0.1"], ["cache=fbcache", "cache.threshold=0.1"]]
     jobs = preflight_all([(o, compose_cfg("model=tiny", *o, out_root=tmp_path)) for o in overrides])
-    assert [j.cell.cache for j in jobs] == [{"name": "none"}, {"name": "fbcache", "threshold": 0.1}]
+    assert [j.cell.axes["cache"] for j in jobs] == [{"name": "none"}, {"name": "fbcache", "threshold": 0.1}]
     with pytest.raises(PreflightError, match="cache.threshold=0.1: not a parameter of"):
         preflight_all([(["steps=2", "cache.threshold=0.1"], compose_cfg("model=tiny", "steps=2", "cache.threshold=0.1"))])
 

@@ -4,7 +4,7 @@ approximate the unconditional (CFG) branch from the conditional one."""
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, List, Optional
 
-from render.caches._base import ApplyContext, CacheMethod, CacheConfigError, CacheSchema, Record, at_least, found, one_of, window
+from render.axes.caches._base import ApplyContext, CacheMethod, CacheConfigError, CacheSchema, Record, at_least, found, one_of, window
 
 DENOISER_HOOK = "faster_cache_denoiser"  # diffusers.hooks.faster_cache._FASTER_CACHE_DENOISER_HOOK
 BLOCK_HOOK = "faster_cache_block"  # diffusers.hooks.faster_cache._FASTER_CACHE_BLOCK_HOOK

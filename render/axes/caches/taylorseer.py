@@ -4,7 +4,7 @@ the last full steps."""
 from dataclasses import dataclass
 from typing import Any, ClassVar, List, Optional
 
-from render.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found, one_of
+from render.axes.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found, one_of
 
 HOOK = "taylorseer_cache"  # diffusers.hooks.taylorseer_cache._TAYLORSEER_CACHE_HOOK
 FACTOR_DTYPES = ("float32", "float64", "float16", "bfloat16")

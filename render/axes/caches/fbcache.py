@@ -4,7 +4,7 @@ output barely changed."""
 from dataclasses import dataclass
 from typing import Any, ClassVar, List
 
-from render.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found
+from render.axes.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found
 
 LEADER_BLOCK_HOOK = "fbc_leader_block_hook"  # diffusers.hooks.first_block_cache._FBC_LEADER_BLOCK_HOOK
 BLOCK_HOOK = "fbc_block_hook"  # diffusers.hooks.first_block_cache._FBC_BLOCK_HOOK

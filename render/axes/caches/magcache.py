@@ -7,7 +7,7 @@ import io
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, List, Optional
 
-from render.caches._base import ApplyContext, CacheMethod, CacheConfigError, CacheSchema, Record, at_least, found
+from render.axes.caches._base import ApplyContext, CacheMethod, CacheConfigError, CacheSchema, Record, at_least, found
 
 LEADER_BLOCK_HOOK = "mag_cache_leader_block_hook"  # diffusers.hooks.mag_cache._MAG_CACHE_LEADER_BLOCK_HOOK
 BLOCK_HOOK = "mag_cache_block_hook"  # diffusers.hooks.mag_cache._MAG_CACHE_BLOCK_HOOK

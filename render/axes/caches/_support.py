@@ -2,10 +2,7 @@
 
 from typing import Any, Optional
 
-from render.caches._base import CacheConfigError
-from render.loading import pipeline_class
-
-UNKNOWN = object()  # the pipeline declares its transformer as a union or an unresolvable name
+from render.axes.caches._base import CacheConfigError
 
 
 def check_denoiser(schema: type, pipe_class_name: str, transformer_cls: Optional[type]) -> None:
@@ -27,28 +24,6 @@ def check_denoiser(schema: type, pipe_class_name: str, transformer_cls: Optional
             f"cache {name}: diffusers has no block metadata for {transformer_cls.__name__} ({pipe_class_name}), "
             "which this method needs to skip whole blocks; try cache=pab, fastercache or taylorseer, or cache=none"
         )
-
-
-def declared_transformer(pipe_class_name: str, name: str) -> Any:
-    """The transformer class `pipe_class_name` declares; None without one, UNKNOWN if not a plain class."""
-    import inspect
-
-    import diffusers
-
-    try:
-        pipeline_cls = pipeline_class(pipe_class_name)
-    except (ImportError, AttributeError, ValueError):
-        pipeline_cls = None
-    if pipeline_cls is None:
-        raise CacheConfigError(f"cache {name}: diffusers {diffusers.__version__} has no pipeline class {pipe_class_name}")
-    parameter = inspect.signature(pipeline_cls.__init__).parameters.get("transformer")
-    if parameter is None:
-        return None
-    annotation = parameter.annotation
-    if isinstance(annotation, str):
-        annotation = getattr(diffusers, annotation, None)
-    # A union or an unresolvable name is checked on the loaded transformer, in apply_cache.
-    return annotation if isinstance(annotation, type) else UNKNOWN
 
 
 def _has_block_metadata(transformer_cls: type) -> bool:

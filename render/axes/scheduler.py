@@ -2,6 +2,8 @@
 
 `default` keeps the scheduler the pipeline was saved with. The others are rebuilt from the
 pipeline's original scheduler config each time, so cells never inherit a previous cell's scheduler.
+A new scheduler is one entry per family in `SCHEDULERS` and one option file
+`render/conf/scheduler/<name>.yaml`.
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import MISSING
+
+from render.axes.base import NamedAxis, Record, Target, Where
 from render.errors import RenderError
+from render.spec import Cell
 
 
 class SchedulerUnavailable(RenderError, ValueError):
@@ -46,6 +52,11 @@ SCHEDULERS: dict[str, dict[str, SchedulerSpec]] = {
 }
 
 
+@dataclass
+class SchedulerConf:
+    name: str = MISSING  # option name; "default" keeps the pipeline's own scheduler
+
+
 def check_scheduler_supported(name: str, family: str) -> None:
     if name == "default":
         return
@@ -65,3 +76,20 @@ def apply_scheduler(pipe: Any, name: str, family: str, original_config: Any) -> 
         spec = SCHEDULERS[family][name]
         cls, kwargs = getattr(diffusers, spec.cls), spec.kwargs
     pipe.scheduler = cls.from_config(original_config, **kwargs)
+
+
+class SchedulerAxis(NamedAxis):
+    name = "scheduler"
+    help = "the sampler; default keeps the pipeline's own"
+    schema = SchedulerConf
+    default = "default"
+
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        check_scheduler_supported(value, cell.model.family)
+
+    def apply(self, value: Any, target: Target) -> Record:
+        apply_scheduler(target.pipe, value, target.family, target.scheduler_config)
+        return {}
+
+
+AXIS = SchedulerAxis()

@@ -10,8 +10,8 @@ means adding its module and its option file `render/conf/cache/<name>.yaml`
 Undoing a method is shared: diffusers' `disable_cache` removes whichever is enabled, and
 `reset_cache` then checks that none of the methods' hooks is left behind.
 
-A `conf` is either a schema instance or the Hydra config node of the same shape. This package
-imports no torch or diffusers at import time, so config composition stays fast.
+A `conf` is a schema instance, the Hydra config node of the same shape, or a cell's key value (a
+dict). This package imports no torch or diffusers at import time, so config composition stays fast.
 """
 
 import dataclasses
@@ -20,15 +20,13 @@ import pkgutil
 from dataclasses import field
 from typing import Any, Callable, Dict, Optional
 
-from render.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema, Record
-from render.caches._support import UNKNOWN, check_denoiser, declared_transformer, leftover_hooks
+from render.axes.base import Axis, Record, Target, Where
+from render.axes.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema
+from render.axes.caches._support import check_denoiser, leftover_hooks
+from render.spec import Cell
 
-__all__ = [
-    "CACHES", "ApplyContext", "CacheConfigError", "CacheMethod", "CacheSchema", "NoCacheConf", "apply_cache",
-    "cache_key_params", "cache_name", "check_cache_supported", "reset_cache", "typed",
-    "FBCacheConf", "PABConf", "FasterCacheConf", "TaylorSeerConf", "MagCacheConf",
-    "runs_branches_separately", "calibrate_mag_ratios",
-]
+__all__ = ["AXIS", "CACHES", "CacheConfigError", "NoCacheConf", "apply_cache", "cache_key_params",
+           "cache_name", "check_cache_supported", "reset_cache", "typed"]
 
 
 def _method_modules() -> Dict[str, CacheMethod]:
@@ -38,7 +36,7 @@ def _method_modules() -> Dict[str, CacheMethod]:
             continue
         method = importlib.import_module(f"{__name__}.{info.name}").METHOD
         if method.schema.name != info.name:
-            raise ImportError(f"render/caches/{info.name}.py: its schema's name is {method.schema.name!r}; "
+            raise ImportError(f"render/axes/caches/{info.name}.py: its schema's name is {method.schema.name!r}; "
                               f"it must be the module's name, {info.name!r} (the option name)")
         methods[info.name] = method
     return methods
@@ -69,17 +67,10 @@ def _apply_none(pipe: Any, conf: Any, ctx: ApplyContext) -> Record:
 
 CACHES: Dict[str, CacheMethod] = {"none": CacheMethod(NoCacheConf, _apply_none), **_METHODS}
 
-# The method modules' public names, for `from render.caches import ...`.
-from render.caches.fastercache import FasterCacheConf, runs_branches_separately  # noqa: E402
-from render.caches.fbcache import FBCacheConf  # noqa: E402
-from render.caches.magcache import MagCacheConf, calibrate_mag_ratios  # noqa: E402
-from render.caches.pab import PABConf  # noqa: E402
-from render.caches.taylorseer import TaylorSeerConf  # noqa: E402
-
 
 def cache_name(conf: Any) -> str:
     """The method `conf` names; CacheConfigError listing the valid ones when it is unknown."""
-    name = getattr(conf, "name", None)
+    name = conf.get("name") if isinstance(conf, dict) else getattr(conf, "name", None)
     if name not in CACHES:
         raise CacheConfigError(f"cache={name}: unknown cache method; valid methods: {', '.join(CACHES)}")
     return name
@@ -87,7 +78,8 @@ def cache_name(conf: Any) -> str:
 
 def typed(conf: Any) -> CacheSchema:
     """`conf` as a validated instance of its method's schema."""
-    return CACHES[cache_name(conf)].schema.from_conf(conf)
+    schema = CACHES[cache_name(conf)].schema
+    return schema(**conf) if isinstance(conf, dict) else schema.from_conf(conf)
 
 
 def apply_cache(
@@ -108,7 +100,7 @@ def apply_cache(
             f"({type(transformer._cache_config).__name__}); call reset_cache(pipe) first"
         )
     method = CACHES[name]
-    values = method.schema.from_conf(conf)
+    values = typed(conf)
     if name != "none":
         check_denoiser(method.schema, type(pipe).__name__, None if transformer is None else type(transformer))
     return method.apply(pipe, values, ApplyContext(steps=steps, calibrate=calibrate))
@@ -133,16 +125,70 @@ def cache_key_params(conf: Any) -> Dict[str, Any]:
     return dataclasses.asdict(typed(conf))
 
 
-def check_cache_supported(pipe_class_name: str, conf: Any) -> None:
-    """Raise CacheConfigError, naming the method and why, when `conf` cannot run on this pipeline class.
+def check_cache_supported(pipeline: str, conf: Any) -> None:
+    """Raise CacheConfigError, naming the method and why, when `conf` cannot run on this pipeline class
+    (a diffusers class name or a dotted path).
 
-    Checks the values (types, ranges) and that the pipeline's denoiser is a diffusers transformer
-    that takes cache hooks (a UNet pipeline such as StableDiffusionXLPipeline does not).
+    The values are checked when the cell key is made; this checks that the pipeline's denoiser is a
+    diffusers transformer that takes cache hooks (a UNet pipeline such as StableDiffusionXLPipeline does not).
     """
+    from render.introspect import pipeline_info
+
     name = cache_name(conf)
-    if name == "none":
-        return
-    schema = type(typed(conf))
-    declared = declared_transformer(pipe_class_name, name)
-    if declared is not UNKNOWN:
-        check_denoiser(schema, pipe_class_name, declared)
+    if name != "none":
+        _check_pipeline(name, pipeline_info(pipeline))
+
+
+def _check_pipeline(name: str, info: Any) -> None:
+    from render.introspect import UNKNOWN
+
+    if info.transformer is not UNKNOWN:  # a union or an unresolvable name is checked on the loaded one, in apply_cache
+        check_denoiser(CACHES[name].schema, info.cls.__name__, info.transformer)
+
+
+class CacheAxis(Axis):
+    name = "cache"
+    help = "the cache method that skips denoiser work between steps (its keys: cache.<key>=..., render/axes/caches/<name>.py)"
+    default = "none"
+    schema = CacheSchema
+
+    def schemas(self) -> Dict[str, type]:
+        return {f"{name}_schema": method.schema for name, method in CACHES.items()}
+
+    def schema_of(self, node: Any) -> Optional[type]:
+        name = node.get("name") if hasattr(node, "get") else None
+        return CACHES[name].schema if name in CACHES else None
+
+    def key(self, node: Any) -> Any:
+        from render.rundir import check_name
+
+        check_name(cache_name(node), "cache")
+        return cache_key_params(node)
+
+    def anchor_key(self, anchor: Any) -> Any:
+        from render.rundir import check_name
+
+        name = check_name(anchor.cache, "model.anchor.cache")
+        if name not in CACHES:
+            raise CacheConfigError(f"model.anchor.cache={name}: valid values are {', '.join(CACHES)}")
+        return cache_key_params(CACHES[name].schema())
+
+    def override(self, value: Any) -> str:
+        return f"cache={value['name']}"  # the anchor's cache takes its defaults: the option name is enough
+
+    def label(self, value: Any) -> str:
+        params = ",".join(f"{k}={v}" for k, v in value.items() if k != "name")
+        return f"{value['name']}({params})" if params else value["name"]
+
+    def check(self, value: Any, cell: Cell, where: Where) -> None:
+        if value["name"] != "none":
+            _check_pipeline(value["name"], where.pipeline)
+
+    def apply(self, value: Any, target: Target) -> Record:
+        return apply_cache(target.pipe, value, steps=target.steps, calibrate=target.calibrate) or {}
+
+    def reset(self, target: Target) -> None:
+        reset_cache(target.pipe)
+
+
+AXIS = CacheAxis()

@@ -4,7 +4,7 @@ across neighbouring steps."""
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, List, Optional
 
-from render.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found, window
+from render.axes.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found, window
 
 HOOK = "pyramid_attention_broadcast"  # diffusers.hooks.pyramid_attention_broadcast._PYRAMID_ATTENTION_BROADCAST_HOOK
 _KINDS = ("spatial", "temporal", "cross")

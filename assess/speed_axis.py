@@ -1,0 +1,16 @@
+"""The one speed axis every speed-vs-quality plot draws (the report's Pareto plot, the climb's frontier):
+median warm latency per image, the climb's objective, lower is faster."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+METRIC = "latency_median_s"  # the index metric the axis reads (assess.metrics.speed)
+LABEL = "median warm latency (s/image, lower is faster)"
+
+
+def frontier(points: Sequence[tuple[float, float]], quality_higher: bool) -> list[int]:
+    """Indices of the (latency, quality) points on the Pareto frontier, fastest first."""
+    from assess.stats import pareto_front
+
+    return sorted(pareto_front(points, maximize=(False, quality_higher)), key=lambda i: points[i][0])

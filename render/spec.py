@@ -1,0 +1,55 @@
+"""What a cell *is*: the model it loads and every value that changes its pixels or timing.
+
+A leaf: it imports no registry (the axes build a cell's axis values, render.cell validates the rest),
+so every module can name a `Cell` or a `ModelSpec` without an import cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from render.rundir import cell_key_of
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    id: str
+    revision: str | None
+    pipeline: str
+    family: str
+    dtype: str
+    max_sequence_length: int | None
+    weights: str = ""  # what the weights are, by content (render.rundir.identity.model_identity): in the cell key
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Exactly what changes pixels or timing; `key` hashes nothing else.
+
+    `axes` holds each axis' value as it enters the key (render.axes.AXES, in that order): a name for
+    attention and scheduler, a dict of parameters for cache, compile, quant and offload, a bool for a
+    toggle. `labels` is how `describe` shows each value ("" leaves it out); it is not part of the key.
+    """
+
+    model: ModelSpec
+    device_kind: str
+    steps: int
+    guidance: float
+    height: int
+    width: int
+    axes: dict[str, Any]
+    labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def canonical(self) -> dict[str, Any]:
+        return {"model": asdict(self.model), "device_kind": self.device_kind, "steps": self.steps,
+                "guidance": self.guidance, "height": self.height, "width": self.width, **self.axes}
+
+    @property
+    def key(self) -> str:
+        return cell_key_of(self.canonical())
+
+    def describe(self) -> str:
+        parts = [self.model.name, *(label for label in self.labels.values() if label)]
+        return " ".join([*parts, f"{self.steps} steps {self.height}x{self.width}"])
