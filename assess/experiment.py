@@ -14,7 +14,6 @@ metric, budget) share the composed config; every check is its own function.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from render import axes
-from render.errors import ConfigError, RenderError
+from render.errors import ConfigError
 from render.limits import SEED_MAX, LimitError, check_image_size
 from render.prompts import Prompt, load_split
 from render.rundir import check_name

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 

@@ -23,11 +23,24 @@ def test_readme_opens_with_install_and_run_then_install_and_test() -> None:
     assert "pip install" in tests and "pytest" in tests
 
 
+def ci_lines() -> list[str]:
+    return [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
 def test_ci_runs_the_readmes_test_command() -> None:
-    tests = readme_commands()[1]
-    ci = (ROOT / ".ci" / "run").read_text()
-    pytest_part = tests.split("&&")[-1].strip()
-    assert any(pytest_part in line for line in ci.splitlines() if not line.lstrip().startswith("#")), pytest_part
+    """The whole command, as a line of its own: a line that merely contains its pytest part does not count."""
+    assert readme_commands()[1] in ci_lines(), readme_commands()[1]
+
+
+def test_ci_runs_every_slow_and_slurm_test_and_the_linters() -> None:
+    """Every test that guards a documented promise runs in CI: the slow ones without a path that would leave some
+    out, the SLURM ones against the real cluster, and ruff and mypy over the code."""
+    lines = ci_lines()
+    assert "python -m pytest -q -m slow" in lines  # every slow test, whatever folder it is in
+    assert "python -m pytest -q -m slurm" in lines
+    assert any(line.startswith("ruff check") for line in lines)
+    assert any(line.startswith("mypy") for line in lines)
 
 
 def test_readmes_default_sweep_runs(tiny_cache: Path, tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ a folder, a library's own exception) is an exit-2 message naming the value, and 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

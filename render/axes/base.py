@@ -17,7 +17,6 @@ from typing import Any, Callable, ClassVar, Dict, Optional
 
 from omegaconf import MISSING
 
-from render.axes.errors import AxisError
 from render.spec import Cell
 
 Record = Dict[str, Any]  # what an apply derived (JSON-able): recorded in the cell's run.json as `<axis>_record`

@@ -20,7 +20,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from render.axes.base import OptionAxis, Target, Where
+from render.axes.base import OptionAxis, Where
 from render.axes.errors import AxisError
 from render.spec import Cell
 
