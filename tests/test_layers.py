@@ -106,3 +106,29 @@ def test_allowances_are_still_needed(graph: nx.DiGraph) -> None:
 @pytest.mark.parametrize("name", sorted(m for m in project_modules() if not m.endswith("__main__")))
 def test_every_module_imports(name: str) -> None:
     importlib.import_module(name)
+
+
+def test_the_run_directory_contract_imports_nothing_above_it(graph: nx.DiGraph) -> None:
+    """conf -> render -> run directory -> assess -> climb: the contract (render.rundir) is the layer every other part
+    reads, so it leans on nothing of render's but the error base."""
+    wrong = sorted(f"{a} -> {b}" for a, b in graph.edges
+                   if a.startswith("render.rundir") and not b.startswith("render.rundir") and b != "render.errors")
+    assert not wrong, "the run-directory contract imports above itself:\n" + "\n".join(wrong)
+
+
+def test_only_the_cli_reaches_the_climb(graph: nx.DiGraph) -> None:
+    """assess's scoring, index, status and report never import the climb (it is built on them); the CLI dispatches."""
+    wrong = sorted(f"{a} -> {b}" for a, b in graph.edges if a.startswith("assess.") and not a.startswith("assess.climb")
+                   and a != "assess.cli" and b.startswith("assess.climb"))
+    assert not wrong, "imports of the climb from below it:\n" + "\n".join(wrong)
+
+
+# What the launchers may use of render: its contract and its entry points, never its pipeline, axes or runner.
+LAUNCHER_SURFACE = ("render.rundir", "render.errors", "render.app", "render.preflight", "render.environment",
+                    "render.confpath", "render.prompts", "render.cell", "render.signals", "render.laws.budget")
+
+
+def test_the_launchers_know_renders_contract_only(graph: nx.DiGraph) -> None:
+    wrong = sorted(f"{a} -> {b}" for a, b in graph.edges if a.startswith("hydra_plugins") and b.startswith("render")
+                   and not any(b == s or b.startswith(s + ".") for s in LAUNCHER_SURFACE))
+    assert not wrong, "launchers reaching into render's internals:\n" + "\n".join(wrong)
