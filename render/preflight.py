@@ -23,6 +23,7 @@ from render.budget import (BudgetExceeded, History, check_budget, estimate_jobs,
                            spent_gpu_seconds)
 from render.cell import ConfigError, Job, anchor_job, build_job
 from render.errors import RenderError
+from render.metrics import check_metrics
 from render.experiment import check_experiment, experiment_dir, record_launch
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
 from render.rundir import exclusive
@@ -74,6 +75,7 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
         check_job(job)
         check_experiment(cfg, overrides, job)
         if single:
+            check_metrics(cfg.get("metrics"), single=True)
             refuse_unused_cache_overrides(unused_cache_overrides(overrides, cfg), 1)
     except RenderError as error:
         raise PreflightError(str(error)) from None
@@ -98,6 +100,10 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
     try:
         refuse_unused_cache_overrides(unused or set(), len(configs))
     except ConfigError as error:
+        raise PreflightError(str(error)) from None
+    try:
+        check_metrics(configs[0][1].get("metrics") if configs else None)  # the sweep's exporter, checked once
+    except RenderError as error:
         raise PreflightError(str(error)) from None
     preflight_budget(jobs)
     record_launch(jobs)

@@ -18,6 +18,7 @@ from omegaconf import MISSING, OmegaConf
 
 from render import axes
 from render.caches import CACHES
+from render.metrics import MetricsConf
 
 
 @dataclass
@@ -127,6 +128,7 @@ class RenderConf:
     tag: str = ""  # free label, kept in run.json; not part of the cell key
     render_anchor: bool = True  # render the anchor's missing samples for the same prompts and seeds too
     experiment: Optional[ExperimentConf] = None  # set by experiment=<name>: budget, holdout lock, frozen anchor
+    metrics: MetricsConf = field(default_factory=MetricsConf)  # live Prometheus metrics of a sweep (render/metrics.py)
 
 
 def _sanitise_subdir(num: Any, override_dirname: str) -> str:
