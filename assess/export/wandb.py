@@ -47,7 +47,8 @@ def _artefact(wandb: Any, tracked: TrackedRun) -> Any:
 
 def _write(wandb: Any, tracked: TrackedRun, project: str, folder: Path) -> None:
     group = tracked.parent or tracked.key
-    config = {**tracked.params, "hypergrid": {**tracked.tags, "key": tracked.key, "parent": tracked.parent or ""}}
+    tags = {k.removeprefix("hypergrid."): v for k, v in tracked.tags.items()}  # W&B nests them under `hypergrid`
+    config = {**tracked.params, "hypergrid": {**tags, "key": tracked.key, "parent": tracked.parent or ""}}
     run = wandb.init(mode="offline", dir=str(folder), project=project, id=run_id(tracked), name=tracked.name,
                      group=group, job_type=tracked.kind, config=config, tags=[tracked.kind], resume="allow",
                      reinit="create_new", settings=wandb.Settings(silent=True, console="off", x_disable_stats=True,

@@ -81,6 +81,7 @@ def test_a_climb_in_mlflow_is_a_parent_run_with_one_nested_run_per_generation(
     records = [json.loads(p.read_text()) for p in
                sorted((workdir / "outputs/experiments/tiny-demo/generations").glob("g*.json"))]
     assert len(records) == 2 and "3 run(s) created" in result.output
+    assert records[1]["incumbent"]["delta"] is not None  # generation 2 has an evaluated incumbent to compare
     runs = all_runs(mlflow_server, "climb-test")
     (parent,) = [r for r in runs if r.data.tags["hypergrid.kind"] == "experiment"]
     nested = sorted((r for r in runs if r.data.tags["hypergrid.kind"] == "generation"),
