@@ -104,7 +104,7 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
     try:
         check_metrics(configs[0][1].get("metrics") if configs else None)  # the sweep's exporter, checked once
     except RenderError as error:
-        raise PreflightError(str(error)) from None
+        raise PreflightError(f"{error}; nothing was launched") from None
     preflight_budget(jobs)
     record_launch(jobs)
     return jobs
