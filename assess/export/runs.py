@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,15 @@ def metric_versions(names: list[str]) -> dict[str, int]:
     return {n: SPECS[n].version for n in sorted(set(names)) if n in SPECS}
 
 
+def param_name(key: str) -> str:
+    """An override key as a parameter name both trackers accept (letters, digits, _ - . / and spaces)."""
+    return re.sub(r"[^\w\-. /]", "_", key)
+
+
 def _cell_run(view: Any, scope: str, parent: str, runs: list[dict[str, Any]], sheet: Path | None) -> TrackedRun:
     metrics = cell_metrics(view)
     versions = metric_versions(list(view.values))
-    params = {**{k: str(v) for k, v in view.axes.items()}, "cell_key": view.cell_key, "split": view.split,
+    params = {**{param_name(k): str(v) for k, v in view.axes.items()}, "cell_key": view.cell_key, "split": view.split,
               "anchor_cell_key": view.anchor_cell_key,
               **{f"metric_version/{n}": str(v) for n, v in versions.items()}}
     tags = {KIND_TAG: "cell", "hypergrid.cell_key": view.cell_key, "hypergrid.scope": scope,

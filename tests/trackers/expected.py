@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from assess.export.runs import cell_metrics, metric_versions
+from assess.export.runs import cell_metrics, metric_versions, param_name
 from assess.index import Index
 from assess.report import _interval_text, sweep_cells
 from assess.stats import Estimate
@@ -20,7 +20,7 @@ def report_views(sweep: Path, db: Path) -> dict[str, Any]:
 
 
 def expected_params(view: Any) -> dict[str, str]:
-    return {**{k: str(v) for k, v in view.axes.items()}, "cell_key": view.cell_key, "split": view.split,
+    return {**{param_name(k): str(v) for k, v in view.axes.items()}, "cell_key": view.cell_key, "split": view.split,
             "anchor_cell_key": view.anchor_cell_key,
             **{f"metric_version/{n}": str(v) for n, v in metric_versions(list(view.values)).items()}}
 

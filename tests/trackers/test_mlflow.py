@@ -88,6 +88,8 @@ def test_a_climb_in_mlflow_is_a_parent_run_with_one_nested_run_per_generation(
                     key=lambda r: int(r.data.params["generation"]))
     assert parent.data.params["quality.metric"] == "ssim" and parent.data.params["axis/steps"] == "2,4,8,12,16"
     assert parent.data.metrics["generations"] == 2
+    shown = {a.path for a in client(mlflow_server).list_artifacts(parent.info.run_id, "report")}
+    assert {"report/index.html", "report/frontier.png"} <= shown  # the experiment report (assess report tiny-demo)
     for run, record in zip(nested, records, strict=True):
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
         inc = record["incumbent"]
