@@ -216,16 +216,17 @@ def _generation_run(g: dict[str, Any], name: str, parent: str, version: int) -> 
 
 
 def _final_metrics(result: Any) -> dict[str, float]:
+    """final/<role>/speedup and final/<role>/quality (the delta to the anchor on the holdout), with intervals."""
     metrics: dict[str, float] = {}
     for arm in result.arms:
-        if arm.speedup:
-            _evaluation(metrics, f"final/{arm.role}/speedup", {"delta": arm.speedup.get("value"),
-                                                                 "low": arm.speedup.get("low"),
-                                                                 "high": arm.speedup.get("high")})
-        q = arm.quality or {}
-        _evaluation(metrics, f"final/{arm.role}/quality", {"delta": q.get("mean"), "low": q.get("low"),
-                                                             "high": q.get("high"), "tost_p": q.get("tost_p"),
-                                                             "n": q.get("n")})
+        for name, figure in (("speedup", arm.speedup or {}), ("quality", arm.quality or {})):
+            value = figure.get("value", figure.get("mean"))
+            if value is None:
+                continue
+            metrics[f"final/{arm.role}/{name}"] = float(value)
+            for part in ("low", "high", "tost_p", "n"):
+                if figure.get(part) is not None:
+                    metrics[f"final/{arm.role}/{name}/{part}"] = float(figure[part])
     return metrics
 
 

@@ -132,3 +132,42 @@ def test_a_target_that_is_neither_a_sweep_nor_an_experiment_is_exit_2(tmp_path: 
     result = invoke("export", "mlflow", "no-such-thing", "--tracking-uri", "http://127.0.0.1:1")
     assert result.exit_code == 2
     assert "'no-such-thing' is neither a folder nor an experiment" in result.output and "tiny-demo" in result.output
+
+
+def test_a_climb_s_final_is_on_the_experiment_run(climbed: tuple[Path, Path], mlflow_server: str) -> None:
+    """A claimed final with its holdout renders (written through the contract module, scored for real): the
+    experiment run holds its holdout speed-up and quality delta, as `assess climb --final` computes them."""
+    from assess.climb.final import final_result
+    from assess.experiment import load_experiment
+    from assess.index import Index
+    from assess.score import score
+    from render.experiment import claim_final, final_record
+    from tests.assess.climb_fixtures import ANCHOR_OVERRIDES, DemoRuns, demo_cell, holdout_ids
+    from tests.assess.conftest import shift
+
+    workdir, db = climbed
+    overrides = ["steps=4", "cache=none", "scheduler=default"]
+    claim_final(Path("outputs"), "tiny-demo", {
+        "incumbent": {"cell": {"steps": "4", "cache": "none", "scheduler": "default"}, "overrides": overrides,
+                      "steps": 4},
+        "control": {"overrides": ["steps=4"]}, "anchor": {"overrides": ANCHOR_OVERRIDES}})
+    runs = DemoRuns((workdir / "outputs").resolve(), counter=10)
+    sweep = runs.sweep()
+    runs.run(sweep, demo_cell(4), holdout_ids(), perturb=shift(1), latency=0.15, split="holdout", final=True)
+    runs.anchor(holdout_ids(), split="holdout", final=True)
+    score([sweep], db, metrics=["ssim"])
+    result = invoke("export", "mlflow", "tiny-demo", "--db", str(db), "--tracking-uri", mlflow_server,
+                    "--experiment", "final-test")
+    assert result.exit_code == 0, result.output
+    (parent,) = [r for r in all_runs(mlflow_server, "final-test") if r.data.tags["hypergrid.kind"] == "experiment"]
+    with Index.open(db) as index:
+        final = final_result(index, load_experiment("tiny-demo"), final_record(Path("outputs"), "tiny-demo"))
+    incumbent = final.arms[0]
+    assert incumbent.role == "incumbent" and incumbent.speedup and incumbent.quality
+    m = parent.data.metrics
+    assert m["final/incumbent/speedup"] == pytest.approx(incumbent.speedup["value"], rel=1e-12)
+    assert m["final/incumbent/speedup/low"] == pytest.approx(incumbent.speedup["low"], rel=1e-12)
+    assert m["final/incumbent/quality"] == pytest.approx(incumbent.quality["mean"], rel=1e-12)
+    assert m["final/incumbent/quality/n"] == 30
+    assert parent.data.tags["hypergrid.final.incumbent"] == " ".join(overrides)
+    assert parent.data.tags["hypergrid.final.parity"] == final.parity
