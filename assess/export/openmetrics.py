@@ -43,8 +43,12 @@ class SweepCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         from assess.status import STATES, status
+        from render.rundir import NoRunsFound, NotARunDirectory
 
-        rows = status(self.path)
+        try:
+            rows = status(self.path)
+        except (NoRunsFound, NotARunDirectory):  # a served output root before its first sweep: nothing to say yet
+            rows = []
         runs = _runs(self.path)
         sweeps = sorted({r.sweep or NO_SWEEP for r in rows})
 
@@ -114,13 +118,13 @@ def _budget_families(experiments: dict[str, tuple[Path, dict[str, Any]]], family
 def _runs(path: Path) -> dict[str, Any]:
     """(sweep, GPU-seconds) per run, and the experiments the runs belong to (name -> (out_root, budget))."""
     from assess.metrics.speed import run_gpu_s
-    from render.rundir import NoRunsFound, find_run_dirs, load_run
+    from render.rundir import NoRunsFound, NotARunDirectory, find_run_dirs, load_run
 
     gpu: list[tuple[str, float]] = []
     experiments: dict[str, tuple[Path, dict[str, Any]]] = {}
     try:
         paths = find_run_dirs(Path(path).resolve())
-    except NoRunsFound:
+    except (NoRunsFound, NotARunDirectory):
         paths = []
     for p in paths:
         run = load_run(p)
@@ -166,9 +170,9 @@ def serve(path: Path | str, port: int, addr: str = "127.0.0.1", textfile: Path |
           interval_s: float = 15.0, log: Callable[[str], None] = print, stop: threading.Event | None = None) -> None:
     """Answer scrapes on addr:port (and rewrite the textfile every interval) until SIGTERM, Ctrl-C or `stop`;
     the textfile is written once more on the way out, so it holds the sweep's last state."""
-    from assess.status import status
-
-    status(path)  # refuse a path without runs before binding anything
+    if not Path(path).is_dir():  # an empty folder is served (sweeps may start in it later); a missing one is a typo
+        raise TrackerUnavailable(f"{path}: no such folder to serve the metrics of; give a sweep folder or an output "
+                                 "root (default outputs)")
     client = _client()
     try:
         server, thread = client.start_http_server(port, addr=addr, registry=registry(path))

@@ -127,10 +127,23 @@ def test_serve_answers_scrapes_and_a_taken_port_is_exit_2(mixed_sweep: Path, tmp
     assert timeless(samples_of(textfile.read_text())) == timeless(served)  # written on the way out too
 
 
-def test_a_path_without_runs_is_an_error_before_anything_is_served(tmp_path: Path) -> None:
+def test_an_empty_output_root_is_served_and_a_missing_one_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    result = invoke("status", str(tmp_path / "empty"), "--openmetrics")
-    assert result.exit_code == 1 and "Error:" in result.output
+    once = invoke("status", str(tmp_path / "empty"), "--openmetrics")
+    assert once.exit_code == 1 and "Error:" in once.output  # printing once: nothing to print is the user's error
+    port, stop = free_port(), threading.Event()
+    thread = threading.Thread(target=serve, args=(tmp_path / "empty", port), kwargs={"log": lambda line: None,
+                                                                                      "stop": stop})
+    thread.start()
+    try:
+        wait_for(f"http://127.0.0.1:{port}/metrics", 30)  # serving before the first sweep starts: empty, not an error
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert not [k for k in samples_of(response.read().decode()) if k[0] == "hypergrid_cells"]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    missing = invoke("status", str(tmp_path / "nope"), "--serve", "--port", str(free_port()))
+    assert missing.exit_code == 2 and "no such folder to serve" in missing.output
 
 
 def _listening(port: int) -> bool:
