@@ -157,11 +157,24 @@ def _is_experiment(name: str) -> bool:
               help="output root of the renders (default: the experiment config's out_root, outputs)")
 @click.option("--set", "overrides", multiple=True, metavar="OVERRIDE",
               help="a Hydra override composed with the experiment, e.g. --set experiment.eta=2 (repeatable)")
+@click.option("--amend", metavar="WHY", default=None,
+              help="take the experiment's changed decision rule (metric, band, rungs, budget, ...) as a recorded "
+                   "amendment, with its reason; every later generation and report shows it")
 @click.option("--json", "as_json", is_flag=True, help="print the generation record(s) as JSON")
 def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool, force: bool, out_root: Path | None,
-          overrides: tuple[str, ...], as_json: bool) -> None:
+          overrides: tuple[str, ...], amend: str | None, as_json: bool) -> None:
     """Decide the next generation of EXPERIMENT's hill climb from the index; print it (or run it)."""
     log = lambda line: click.echo(line, err=True)  # noqa: E731
+    if amend is not None:
+        from assess.experiment import load_experiment
+
+        with user_errors():
+            exp = load_experiment(experiment, overrides, out_root, amend=amend)
+        latest = exp.amendments[-1] if exp.amendments else None
+        click.echo(f"experiment {experiment}: rule amended: {'; '.join(latest['changes'])} (why: {latest['reason']})"
+                   if latest and latest.get("reason") == amend else f"experiment {experiment}: the rule is unchanged; "
+                   "nothing was amended")
+        return
     if final:
         from assess.climb.final import format_final, run_final
 

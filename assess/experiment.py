@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import AssessError
+from render.laws import canon
 from render.rundir import shared_texts
 
 Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's axis order
@@ -34,23 +35,6 @@ OBJECTIVES = ("latency",)
 
 class ExperimentError(AssessError):
     """An experiment that cannot be climbed as configured; the message names the key and the fix."""
-
-
-def canon(value: Any) -> str:
-    """The canonical text of an axis value, as an override writes it (8, 0.3, fbcache, true)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    if value is None:
-        return "null"
-    text = str(value)
-    try:
-        return canon(float(text)) if re.fullmatch(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?", text) else text
-    except ValueError:
-        return text
 
 
 def cell_value(cell: dict[str, Any], axis: str) -> str:
@@ -121,6 +105,15 @@ class Experiment:
     overrides: tuple[str, ...] = ()  # extra overrides the experiment was composed with (passed on to render)
     out_root_is_default: bool = True  # out_root is the composed config's: commands need not name it
     conf: dict[str, Any] = field(default_factory=dict)  # the resolved experiment node
+    rule: dict[str, Any] = field(default_factory=dict)  # the decision rule (render.laws.rule), as composed
+    amendments: tuple[dict[str, Any], ...] = ()  # the rule's recorded amendments (ledger), oldest first
+    rule_problem: str | None = None  # when not checked strictly: how the composed rule differs from the one in force
+
+    @property
+    def ledger(self) -> Any:
+        from render.laws import Ledger
+
+        return Ledger(self.name, self.out_root)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -201,8 +194,8 @@ def _compose_or_raise(overrides: Sequence[str], what: str) -> Any:
 
 
 def check_disjoint(dev: Split, holdout: Split) -> None:
-    """Dev and holdout share no prompt: neither an id nor a text (render.rundir.normalise_text: case, punctuation and
-    spacing ignored)."""
+    """Dev and holdout share no prompt: neither an id nor a text (render.rundir.text_identity: NFKC, invisible
+    characters, punctuation, spacing and case folded)."""
     shared_ids = sorted(set(dev.ids) & set(holdout.ids))
     if shared_ids:
         raise ExperimentError(f"the dev ({dev.option}) and holdout ({holdout.option}) prompts share id(s) "
@@ -341,8 +334,41 @@ def _seeds(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | str | None = None) -> Experiment:
-    """Compose `experiment=<name>` (plus overrides) and check it; raises ExperimentError."""
+def exp_ledger(name: str, out_root: Path) -> Any:
+    from render.laws import Ledger
+
+    return Ledger(name, out_root)
+
+
+def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, strict: bool, amend: str | None
+          ) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], str | None]:
+    """(the composed rule, the ledger's amendments, the difference to the rule in force when not strict). With
+    `amend`, a differing rule is recorded as an amendment; strictly, it is refused with both versions shown."""
+    from render.laws import RuleChanged, amend_rule, check_rule, content_hash, rule_in_force, rule_of
+    from render.prompts import Prompt
+
+    def content(split: Split) -> str:
+        return content_hash([Prompt(i, t) for i, t in zip(split.ids, split.texts, strict=True)])
+
+    rule = rule_of(exp, content(dev), content(holdout))
+    ledger = exp_ledger(name, out_root)
+    problem = None
+    try:
+        if amend is not None:
+            amend_rule(ledger, rule, amend)
+        check_rule(ledger, rule)
+    except RuleChanged as error:
+        if strict or amend is not None:
+            raise ExperimentError(str(error)) from None
+        problem = str(error).split("\n  in force:")[0]
+    return rule, tuple(rule_in_force(ledger)[1]), problem
+
+
+def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | str | None = None, *,
+                    strict: bool = True, amend: str | None = None) -> Experiment:
+    """Compose `experiment=<name>` (plus overrides) and check it, its decision rule against the one in force in its
+    ledger (`strict`: refused when it differs; else kept in `rule_problem`; `amend`: recorded as an amendment);
+    raises ExperimentError."""
     from omegaconf import OmegaConf
 
     names = experiment_names()
@@ -374,6 +400,17 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     anchor = {"steps": canon(a.steps), "attention": canon(a.attention), "cache": canon(a.cache),
               "scheduler": canon(a.scheduler)}
     axes = _axes(exp, dev_cfg, name)
+    root = Path(out_root if out_root is not None else cfg.out_root)
+    rule, amendments, problem = _rule(exp, dev, holdout, root, name, strict, amend)
+    quality, budget, rungs, eta = _quality(exp), _budget(exp), _rungs(exp, dev), int(exp.eta)
+    if problem:  # not strict: navigate and report under the rule in force, and show the difference
+        from render.laws import rule_in_force
+
+        force = rule_in_force(exp_ledger(name, root))[0] or rule
+        q, b = force["quality"], force["budget"]
+        quality = Quality(q["metric"], quality.direction, quality.needs_reference, quality.identity, q["band"], q["alpha"])
+        budget = Budget(b["gpu_hours"], b["reserve_gpu_hours"], b["price_per_gpu_hour"])
+        rungs, eta, rule = tuple(force["rungs"]), int(force["eta"]), force
     return Experiment(
         name=name,
         model=str(cfg.model.name),
@@ -384,14 +421,17 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
         holdout=holdout,
         seeds=_seeds(exp.seeds),
         default_seeds=_seeds(cfg.seed),
-        rungs=_rungs(exp, dev),
-        eta=int(exp.eta),
-        quality=_quality(exp),
+        rungs=rungs,
+        eta=eta,
+        quality=quality,
         objective=str(exp.objective),
-        budget=_budget(exp),
-        out_root=Path(out_root if out_root is not None else cfg.out_root),
+        budget=budget,
+        out_root=root,
         out_root_is_default=out_root is None or Path(out_root) == Path(cfg.out_root),
         default_steps=int(cfg.steps if cfg.steps is not None else cfg.model.steps),
         overrides=extra,
         conf=OmegaConf.to_container(exp, resolve=True),  # type: ignore[arg-type]
+        rule=rule,
+        amendments=amendments,
+        rule_problem=problem,
     )

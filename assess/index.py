@@ -10,8 +10,8 @@ Tables (see SCHEMA below for every column):
   migrations   name, applied_at — one row per migration applied
   metrics      name, version, family, level, direction, needs_reference, unit, description
   runs         one row per run directory (pk path)
-  samples      one row per sample (pk cell_key, prompt_id, seed)
-  scores       one row per sample and metric (pk cell_key, prompt_id, seed, metric, metric_version):
+  samples      one row per sample (pk cell_key, prompt_sha, seed: the sample by content; prompt_id is a label)
+  scores       one row per sample and metric (pk cell_key, prompt_sha, seed, metric, metric_version):
                value REAL or NULL with unavailable_reason
   cell_scores  per (cell_key, split, metric, metric_version): sample metrics averaged over the
                cell's samples, and the cell-level speed metrics
@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import sqlite_utils
+
+from render.rundir.identity import sample_text_id
 
 from assess.errors import IndexSchemaError, NotScored
 from assess.metrics import SPECS, MetricSpec, Outcome
@@ -255,11 +257,83 @@ CREATE TABLE finals (
 )
 """
 
+# A sample is known by its text identity (render.rundir.identity.text_hash), not its prompt id: a manifest that keeps
+# an id for another text makes another sample. `hg_text_id` (registered on every connection) fills the column.
+SCHEMA_0003_TEXT_IDENTITY = """
+DROP VIEW IF EXISTS leaderboard;
+DROP VIEW IF EXISTS cells;
+CREATE TABLE samples_v3 (
+  cell_key TEXT NOT NULL,
+  prompt_sha TEXT NOT NULL,           -- the prompt's text identity: with cell_key and seed, the sample
+  prompt_id TEXT NOT NULL,            -- the manifest's label for it
+  seed INTEGER NOT NULL,
+  split TEXT NOT NULL,
+  run_path TEXT NOT NULL,
+  image TEXT NOT NULL,
+  prompt TEXT,
+  width INTEGER, height INTEGER,
+  latency_s REAL, warmup INTEGER NOT NULL, steps INTEGER, s_per_step REAL,
+  peak_mem_bytes INTEGER, mem_kind TEXT, load_s REAL,
+  reused_from TEXT, finished_at TEXT,
+  problem TEXT,
+  PRIMARY KEY (cell_key, prompt_sha, seed)
+);
+INSERT OR REPLACE INTO samples_v3 SELECT cell_key, hg_text_id(prompt, prompt_id), prompt_id, seed, split, run_path, image,
+  prompt, width, height, latency_s, warmup, steps, s_per_step, peak_mem_bytes, mem_kind, load_s, reused_from,
+  finished_at, problem FROM samples;
+CREATE TABLE scores_v3 (
+  cell_key TEXT NOT NULL,
+  prompt_sha TEXT NOT NULL,
+  prompt_id TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  metric TEXT NOT NULL,
+  metric_version INTEGER NOT NULL,
+  value REAL,
+  unavailable_reason TEXT,
+  direction TEXT NOT NULL CHECK (direction IN ('higher', 'lower')),
+  config TEXT NOT NULL DEFAULT '',    -- what else fixes the value: the metric model's name and content digest
+  reference_cell_key TEXT,
+  detail TEXT,
+  scored_at TEXT NOT NULL,
+  PRIMARY KEY (cell_key, prompt_sha, seed, metric, metric_version),
+  CHECK ((value IS NULL) <> (unavailable_reason IS NULL))
+);
+INSERT OR REPLACE INTO scores_v3 SELECT s.cell_key, hg_text_id(p.prompt, s.prompt_id), s.prompt_id, s.seed, s.metric,
+  s.metric_version, s.value, s.unavailable_reason, s.direction, s.config, s.reference_cell_key, s.detail, s.scored_at
+  FROM scores s LEFT JOIN samples p USING (cell_key, prompt_id, seed);
+DROP TABLE scores;
+DROP TABLE samples;
+ALTER TABLE samples_v3 RENAME TO samples;
+ALTER TABLE scores_v3 RENAME TO scores;
+-- runs.prompt_shas: JSON list, the text identity of each of prompt_ids (filled by _fill_prompt_shas)
+ALTER TABLE runs ADD COLUMN prompt_shas TEXT;
+CREATE INDEX samples_run ON samples (run_path);
+CREATE INDEX scores_metric ON scores (metric, cell_key);
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
+    ("0003_text_identity", [SCHEMA_0003_TEXT_IDENTITY, cells_view_sql(), leaderboard_view_sql()]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _fill_prompt_shas(conn: sqlite3.Connection) -> None:
+    """0003: each run's prompts by text identity, read from its folder (its indexed samples when it is gone)."""
+    from render.rundir import RunDirError, load_run
+
+    for (path,) in conn.execute("SELECT path FROM runs").fetchall():
+        try:
+            shas = load_run(Path(path)).prompt_text_ids
+        except (RunDirError, OSError):
+            by_id = dict(conn.execute("SELECT prompt_id, prompt_sha FROM samples WHERE run_path = ?", (path,)).fetchall())
+            ids = json.loads(conn.execute("SELECT prompt_ids FROM runs WHERE path = ?", (path,)).fetchone()[0])
+            shas = [by_id.get(p, f"id:{p}") for p in ids]
+        conn.execute("UPDATE runs SET prompt_shas = ? WHERE path = ?", (json.dumps(shas), path))
+
+
+POST_MIGRATION = {"0003_text_identity": _fill_prompt_shas}
 
 
 def now_iso() -> str:
@@ -278,6 +352,7 @@ def _split_statements(script: str) -> list[str]:
 @dataclass(frozen=True)
 class ScoreRow:
     cell_key: str
+    prompt_sha: str
     prompt_id: str
     seed: int
     spec: MetricSpec
@@ -304,6 +379,7 @@ class Index:
             path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
+        conn.create_function("hg_text_id", 2, sample_text_id, deterministic=True)
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         index = cls(conn, path)
         index._retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
@@ -367,6 +443,8 @@ class Index:
                 for script in statements:
                     for statement in _split_statements(script):
                         conn.execute(statement)
+                if name in POST_MIGRATION:
+                    POST_MIGRATION[name](conn)
                 conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, now_iso()))
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
@@ -443,11 +521,11 @@ class Index:
         if not rows:
             return
         columns = list(rows[0])
-        keep = ("cell_key", "prompt_id", "seed", "problem")
+        keep = ("cell_key", "prompt_sha", "seed", "problem")
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keep)
         conn.executemany(
             f"INSERT INTO samples ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT (cell_key, prompt_id, seed) DO UPDATE SET {updates}, "
+            f"ON CONFLICT (cell_key, prompt_sha, seed) DO UPDATE SET {updates}, "
             "problem = CASE WHEN samples.run_path = excluded.run_path AND excluded.problem IS NULL "
             "THEN samples.problem ELSE excluded.problem END "
             "WHERE excluded.reused_from IS NULL OR samples.reused_from IS NOT NULL "
@@ -456,8 +534,9 @@ class Index:
         )
 
     def flag_samples(self, conn: sqlite3.Connection, flags: dict[tuple[str, str, int], str | None]) -> None:
+        """(cell key, text identity, seed) -> the sample's problem, or None."""
         conn.executemany(
-            "UPDATE samples SET problem = ? WHERE cell_key = ? AND prompt_id = ? AND seed = ?",
+            "UPDATE samples SET problem = ? WHERE cell_key = ? AND prompt_sha = ? AND seed = ?",
             [(problem, *key) for key, problem in flags.items()],
         )
 
@@ -470,21 +549,22 @@ class Index:
         """
         stamp = now_iso()
         conn.executemany(
-            "DELETE FROM scores WHERE cell_key = ? AND prompt_id = ? AND seed = ? AND metric = ? "
+            "DELETE FROM scores WHERE cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? "
             "AND metric_version <> ?",
-            [(r.cell_key, r.prompt_id, r.seed, r.spec.name, r.spec.version) for r in rows],
+            [(r.cell_key, r.prompt_sha, r.seed, r.spec.name, r.spec.version) for r in rows],
         )
         conn.executemany(
-            "INSERT INTO scores (cell_key, prompt_id, seed, metric, metric_version, value, unavailable_reason, "
-            "direction, config, reference_cell_key, detail, scored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (cell_key, prompt_id, seed, metric, metric_version) DO UPDATE SET "
+            "INSERT INTO scores (cell_key, prompt_sha, prompt_id, seed, metric, metric_version, value, "
+            "unavailable_reason, direction, config, reference_cell_key, detail, scored_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (cell_key, prompt_sha, seed, metric, metric_version) DO UPDATE SET prompt_id = excluded.prompt_id, "
             "value = excluded.value, unavailable_reason = excluded.unavailable_reason, "
             "direction = excluded.direction, config = excluded.config, "
             "reference_cell_key = excluded.reference_cell_key, detail = excluded.detail, "
             "scored_at = excluded.scored_at "
             "WHERE ? OR excluded.value IS NOT NULL OR scores.value IS NULL OR scores.config <> excluded.config",
             [
-                (r.cell_key, r.prompt_id, r.seed, r.spec.name, r.spec.version, r.outcome.value,
+                (r.cell_key, r.prompt_sha, r.prompt_id, r.seed, r.spec.name, r.spec.version, r.outcome.value,
                  r.outcome.unavailable_reason, r.spec.direction, r.config, r.reference_cell_key,
                  r.outcome.detail, stamp, int(force))
                 for r in rows
@@ -496,7 +576,7 @@ class Index:
         samples = conn.execute("SELECT * FROM samples WHERE cell_key = ?", (cell_key,)).fetchall()
         scores = conn.execute(
             "SELECT s.metric, s.metric_version, s.direction, s.value, s.unavailable_reason, p.split "
-            "FROM scores s JOIN samples p USING (cell_key, prompt_id, seed) WHERE s.cell_key = ?",
+            "FROM scores s JOIN samples p USING (cell_key, prompt_sha, seed) WHERE s.cell_key = ?",
             (cell_key,),
         ).fetchall()
         runs = conn.execute("SELECT * FROM runs WHERE cell_key = ?", (cell_key,)).fetchall()
@@ -568,19 +648,19 @@ class Index:
         return [dict(r) for r in self.conn.execute(sql, tuple(params))]
 
     def existing_scores(self, cell_key: str) -> dict[tuple[str, int, str], sqlite3.Row]:
-        """(prompt_id, seed, metric) -> the stored score row of this cell."""
+        """(text identity, seed, metric) -> the stored score row of this cell."""
         return {
-            (r["prompt_id"], r["seed"], r["metric"]): r
+            (r["prompt_sha"], r["seed"], r["metric"]): r
             for r in self.conn.execute(
-                "SELECT prompt_id, seed, metric, metric_version, config, value FROM scores WHERE cell_key = ?",
+                "SELECT prompt_sha, seed, metric, metric_version, config, value FROM scores WHERE cell_key = ?",
                 (cell_key,),
             )
         }
 
     def cell_samples(self, cell_key: str) -> dict[tuple[str, int], sqlite3.Row]:
-        """(prompt_id, seed) -> sample row of a cell (e.g. the anchor's)."""
+        """(text identity, seed) -> sample row of a cell (e.g. the anchor's): matched by content, never by id."""
         return {
-            (r["prompt_id"], r["seed"]): r
+            (r["prompt_sha"], r["seed"]): r
             for r in self.conn.execute("SELECT * FROM samples WHERE cell_key = ?", (cell_key,))
         }
 

@@ -48,7 +48,7 @@ class CellView:
     comparison: CellComparison | None = None
     label: str = ""
     n_values: int | None = None  # height x width x 3 of its images, when known
-    keys: set[tuple[str, int]] = field(default_factory=set)  # the scope's (prompt_id, seed) pairs of this cell
+    keys: set[tuple[str, int]] = field(default_factory=set)  # the scope's (text identity, seed) pairs of this cell
     reused: int = 0  # samples of the scope rendered by a run outside it (their latency: as measured there)
     groups: list[str] = field(default_factory=list)  # the sweep folders its samples come from (a union: several)
     command: str = ""  # the runnable line that renders the row's samples
@@ -412,23 +412,24 @@ def _sheet(index: Index, axis: str, columns: list[CellView], out: Path) -> Sheet
          "value": "anchor" if v.is_anchor else f"{axis}={v.axes[axis]}" if axis in v.axes else v.label}
         for v in columns])
     samples = {
-        v.cell_key: {(r["prompt_id"], r["seed"]): r for r in index.query(
+        v.cell_key: {(r["prompt_sha"], r["seed"]): r for r in index.query(
             "SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))
-            if (r["prompt_id"], r["seed"]) in v.keys}
+            if (r["prompt_sha"], r["seed"]) in v.keys}
         for v in columns
     }
     asked = set().union(*(v.keys for v in columns if not v.is_anchor)) or set().union(*(v.keys for v in columns))
     keys = sorted(asked, key=lambda k: (k[1], k[0]))
     first_seed = min((k[1] for k in keys), default=0)
     chosen = [k for k in keys if k[1] == first_seed][:MAX_PROMPTS]
-    for prompt_id, seed in chosen:
+    for text_id, seed in chosen:
         images = []
-        prompt = None
+        prompt = prompt_id = None
         for v in columns:
-            row = samples[v.cell_key].get((prompt_id, seed))
+            row = samples[v.cell_key].get((text_id, seed))
             prompt = prompt or (row["prompt"] if row else None)
+            prompt_id = prompt_id or (row["prompt_id"] if row else None)
             images.append(_copy_image(row, v.cell_key, out))
-        sheet.rows.append({"prompt_id": prompt_id, "prompt": prompt or "", "seed": seed, "images": images})
+        sheet.rows.append({"prompt_id": prompt_id or text_id, "prompt": prompt or "", "seed": seed, "images": images})
     return sheet
 
 
@@ -438,7 +439,7 @@ def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, str | None]:
     if row["problem"]:
         return {"src": None, "note": row["problem"]}
     source = Path(row["run_path"]) / row["image"]
-    rel = Path("images") / cell_key / f"{row['prompt_id']}__s{row['seed']}{source.suffix or '.png'}"
+    rel = Path("images") / cell_key / f"{row['prompt_id']}__{row['prompt_sha'][:8]}__s{row['seed']}{source.suffix or '.png'}"
     target = out / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -20,7 +20,7 @@ from typing import Any
 from assess.metrics.registry import SPECS, SPEED_SPECS
 from assess.metrics.speed import cell_speed
 
-Key = tuple[str, int]  # (prompt_id, seed)
+Key = tuple[str, int]  # (text identity, seed): a sample of a cell by content
 
 
 @dataclass
@@ -57,7 +57,8 @@ def group_of(run: dict[str, Any]) -> str:
 
 
 def _keys(run: dict[str, Any]) -> set[Key]:
-    return {(p, int(s)) for p in json.loads(run["prompt_ids"]) for s in json.loads(run["seeds"])}
+    shas = json.loads(run.get("prompt_shas") or "null") or [f"id:{p}" for p in json.loads(run["prompt_ids"])]
+    return {(p, int(s)) for p in shas for s in json.loads(run["seeds"])}
 
 
 def scope_of(runs: Iterable[dict[str, Any]]) -> Scope:
@@ -100,19 +101,19 @@ class ScopedCell:
 
 def sample_rows(index: Any, cell: CellScope) -> list[dict[str, Any]]:
     rows = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (cell.cell_key, cell.split))
-    return [r for r in rows if (r["prompt_id"], r["seed"]) in cell.keys]
+    return [r for r in rows if (r["prompt_sha"], r["seed"]) in cell.keys]
 
 
 def scoped_cell(index: Any, cell: CellScope) -> ScopedCell:
     samples = sample_rows(index, cell)
     values: dict[str, float | None] = {}
     reasons: dict[str, str] = {}
-    scores = index.query("SELECT metric, prompt_id, seed, value, unavailable_reason FROM scores WHERE cell_key = ?",
+    scores = index.query("SELECT metric, prompt_sha, seed, value, unavailable_reason FROM scores WHERE cell_key = ?",
                          (cell.cell_key,))
-    present = {(s["prompt_id"], s["seed"]) for s in samples}
+    present = {(s["prompt_sha"], s["seed"]) for s in samples}
     by_metric: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in scores:
-        if (row["prompt_id"], row["seed"]) in present:
+        if (row["prompt_sha"], row["seed"]) in present:
             by_metric[row["metric"]].append(row)
     for metric, rows in by_metric.items():
         available = [r["value"] for r in rows if r["value"] is not None]

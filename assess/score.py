@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 Log = Callable[[str], None]
-Key = tuple[str, int]  # (prompt_id, seed)
+Key = tuple[str, int]  # (text identity, seed): a sample of a cell by content (render.rundir.identity)
 
 
 @dataclass
@@ -123,6 +123,7 @@ def run_row(run: RunDir) -> dict[str, Any]:
         "overrides": json_dumps(run.overrides),
         "anchor_overrides": json_dumps(run.anchor_overrides),
         "prompt_ids": json_dumps(run.prompt_ids),
+        "prompt_shas": json_dumps(run.prompt_text_ids),
         "seeds": json_dumps(run.seeds),
         "host": run.run.get("host"),
         "pid": run.run.get("pid"),
@@ -143,7 +144,7 @@ def run_row(run: RunDir) -> dict[str, Any]:
 def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
     image = run.image_path(sample)
     return {
-        "cell_key": sample.cell_key, "prompt_id": sample.prompt_id, "seed": sample.seed,
+        "cell_key": sample.cell_key, "prompt_sha": sample.text_id, "prompt_id": sample.prompt_id, "seed": sample.seed,
         "split": run.split, "run_path": str(run.path), "image": sample.image, "prompt": sample.prompt,
         "width": sample.width, "height": sample.height, "latency_s": sample.latency_s,
         "warmup": int(sample.warmup), "steps": sample.steps, "s_per_step": sample.s_per_step,
@@ -174,15 +175,15 @@ def _needs(existing: Any, metric: SampleMetric, force: bool) -> bool:
 
 
 def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool) -> tuple[dict[str, set[Key]], int]:
-    """metric name -> the (prompt_id, seed) that need it; and how many scores are already current."""
+    """metric name -> the (text identity, seed) that need it; and how many scores are already current."""
     existing = index.existing_scores(run.cell_key)
     todo: dict[str, set[Key]] = {}
     current = 0
     for metric in metrics:
         if metric.spec.needs_reference and run.is_anchor:
             continue  # the anchor is the reference: nothing to compare it with
-        keys = {(s.prompt_id, s.seed) for s in run.samples
-                if _needs(existing.get((s.prompt_id, s.seed, metric.spec.name)), metric, force)}
+        keys = {(s.text_id, s.seed) for s in run.samples
+                if _needs(existing.get((s.text_id, s.seed, metric.spec.name)), metric, force)}
         current += len(run.samples) - len(keys)
         if keys:
             todo[metric.spec.name] = keys
@@ -213,19 +214,20 @@ class ImageCache:
 
 
 class _References:
-    """The anchor's samples of one run's cell, looked up in the index by (prompt_id, seed)."""
+    """The anchor's samples of one run's cell, matched by (anchor cell key, text identity, seed), never by prompt
+    id: a manifest that kept an id for another text is compared with the anchor of that text."""
 
     def __init__(self, index: Index, run: RunDir, cache: ImageCache) -> None:
         self.run = run
         self.rows = index.cell_samples(run.anchor_cell_key)
         self.cache = cache
-        missing = [s.seed for s in run.samples if (s.prompt_id, s.seed) not in self.rows]
+        missing = [s.seed for s in run.samples if (s.text_id, s.seed) not in self.rows]
         self.command = render_command(run, missing) if missing else ""
         self.anchor_records: dict[Path, dict[tuple[str, int], SampleRecord]] = {}
         self.anchor_problems: dict[Path, str] = {}
 
     def get(self, sample: SampleRecord) -> tuple[Any, str | None]:
-        row = self.rows.get((sample.prompt_id, sample.seed))
+        row = self.rows.get((sample.text_id, sample.seed))
         if row is None:
             return None, (
                 f"anchor sample missing (cell {self.run.anchor_cell_key}, prompt {sample.prompt_id}, "
@@ -241,11 +243,11 @@ class _References:
         """Why the anchor's file for this sample is not the one its record describes (content hash), if it is not."""
         if run_path not in self.anchor_records:
             try:
-                self.anchor_records[run_path] = {(r.prompt_id, r.seed): r for r in load_run(run_path).samples}
+                self.anchor_records[run_path] = {(r.text_id, r.seed): r for r in load_run(run_path).samples}
             except RunDirError as exc:
                 self.anchor_records[run_path] = {}
                 self.anchor_problems[run_path] = str(exc)
-        record = self.anchor_records[run_path].get((sample.prompt_id, sample.seed))
+        record = self.anchor_records[run_path].get((sample.text_id, sample.seed))
         if record is None:
             return self.anchor_problems.get(run_path, f"{run_path} no longer records this sample")
         return mismatch(run_path, record)
@@ -257,7 +259,7 @@ def _load(run: RunDir, samples: list[SampleRecord], references: _References | No
     inputs: dict[Key, SampleInput] = {}
     unreadable: dict[Key, str] = {}
     for sample in samples:
-        key = (sample.prompt_id, sample.seed)
+        key = (sample.text_id, sample.seed)
         problem = mismatch(run.path, sample)
         if problem:
             unreadable[key] = f"image does not match its record: {problem}"
@@ -276,13 +278,14 @@ def _load(run: RunDir, samples: list[SampleRecord], references: _References | No
 
 def _compute(run: RunDir, metric: SampleMetric, samples: list[SampleRecord], inputs: dict[Key, SampleInput],
              unreadable: dict[Key, str]) -> list[ScoreRow]:
-    readable = [s for s in samples if (s.prompt_id, s.seed) in inputs]
-    outcomes = metric.score([inputs[(s.prompt_id, s.seed)] for s in readable])
+    readable = [s for s in samples if (s.text_id, s.seed) in inputs]
+    outcomes = metric.score([inputs[(s.text_id, s.seed)] for s in readable])
     pairs = list(zip(readable, outcomes, strict=True))
-    pairs += [(s, Outcome.unavailable(unreadable[(s.prompt_id, s.seed)]))
-              for s in samples if (s.prompt_id, s.seed) in unreadable]
+    pairs += [(s, Outcome.unavailable(unreadable[(s.text_id, s.seed)]))
+              for s in samples if (s.text_id, s.seed) in unreadable]
     reference = run.anchor_cell_key if metric.spec.needs_reference else None
-    return [ScoreRow(s.cell_key, s.prompt_id, s.seed, metric.spec, o, metric.config, reference) for s, o in pairs]
+    return [ScoreRow(s.cell_key, s.text_id, s.prompt_id, s.seed, metric.spec, o, metric.config, reference)
+            for s, o in pairs]
 
 
 def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: ScoreSummary,
@@ -290,7 +293,7 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
     """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time."""
     todo, current = _plan(index, run, metrics, force)
     summary.current += current
-    needed = [s for s in run.samples if any((s.prompt_id, s.seed) in keys for keys in todo.values())]
+    needed = [s for s in run.samples if any((s.text_id, s.seed) in keys for keys in todo.values())]
     wants_reference = any(m.spec.needs_reference and m.spec.name in todo for m in metrics)
     references = _References(index, run, cache or ImageCache()) if wants_reference else None
     rows: list[ScoreRow] = []
@@ -300,13 +303,13 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
         inputs, unreadable = _load(run, chunk, references)
         for metric in metrics:
             keys = todo.get(metric.spec.name, set())
-            samples = [s for s in chunk if (s.prompt_id, s.seed) in keys]
+            samples = [s for s in chunk if (s.text_id, s.seed) in keys]
             if samples:
                 rows += _compute(run, metric, samples, inputs, unreadable)
         flags.update({(run.cell_key, *key): None for key in inputs})
         flags.update({(run.cell_key, *key): problem for key, problem in unreadable.items()})
-        summary.flagged += [f"{run.path / s.image}: {unreadable[(s.prompt_id, s.seed)]}"
-                            for s in chunk if (s.prompt_id, s.seed) in unreadable]
+        summary.flagged += [f"{run.path / s.image}: {unreadable[(s.text_id, s.seed)]}"
+                            for s in chunk if (s.text_id, s.seed) in unreadable]
     with index.write() as conn:
         index.write_scores(conn, rows, force=force)
         index.flag_samples(conn, flags)

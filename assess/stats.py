@@ -244,37 +244,38 @@ class CellComparison:
 
 def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None
                    ) -> dict[str, dict[tuple[str, int], tuple[float, str]]]:
-    """metric -> (prompt_id, seed) -> (value, config) at the registry's current version of each metric only: a
-    cell half re-scored after a version change never averages the two versions."""
+    """metric -> (text identity, seed) -> (value, config) at the registry's current version of each metric only: a
+    cell half re-scored after a version change never averages the two versions. A cell and its anchor are paired
+    by these keys: by the prompt's content, never by its id."""
     from assess.metrics import SPECS
 
     rows = index.query(
-        "SELECT s.metric, s.metric_version, s.config, s.prompt_id, s.seed, s.value FROM scores s "
-        "JOIN samples p USING (cell_key, prompt_id, seed) WHERE s.cell_key = ? AND p.split = ? AND s.value IS NOT NULL",
+        "SELECT s.metric, s.metric_version, s.config, s.prompt_sha, s.seed, s.value FROM scores s "
+        "JOIN samples p USING (cell_key, prompt_sha, seed) WHERE s.cell_key = ? AND p.split = ? AND s.value IS NOT NULL",
         (cell_key, split),
     )
     out: dict[str, dict[tuple[str, int], tuple[float, str]]] = defaultdict(dict)
     for r in rows:
         spec = SPECS.get(r["metric"])
-        if spec is not None and r["metric_version"] == spec.version and (keys is None or (r["prompt_id"], r["seed"]) in keys):
-            out[r["metric"]][(r["prompt_id"], r["seed"])] = (r["value"], r["config"])
+        if spec is not None and r["metric_version"] == spec.version and (keys is None or (r["prompt_sha"], r["seed"]) in keys):
+            out[r["metric"]][(r["prompt_sha"], r["seed"])] = (r["value"], r["config"])
     return out
 
 
 def _warm_latencies(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None) -> list[float]:
     rows = index.query(
-        "SELECT prompt_id, seed, latency_s FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 "
+        "SELECT prompt_sha, seed, latency_s FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 "
         "AND latency_s IS NOT NULL",
         (cell_key, split),
     )
-    return [r["latency_s"] for r in rows if keys is None or (r["prompt_id"], r["seed"]) in keys]
+    return [r["latency_s"] for r in rows if keys is None or (r["prompt_sha"], r["seed"]) in keys]
 
 
 def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
                  keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
                  ) -> CellComparison:
     """Every statistic of one cell against its anchor, from the index; keys (and anchor_keys) limit each side
-    to the (prompt_id, seed) pairs of a report's scope (assess.scope)."""
+    to the (text identity, seed) pairs of a report's scope (assess.scope)."""
     from assess.metrics import SPECS
 
     cell = _sample_values(index, cell_key, split, keys)

@@ -35,6 +35,7 @@ class ModelSpec:
     family: str
     dtype: str
     max_sequence_length: int | None
+    weights: str = ""  # what the weights are, by content (render.rundir.identity.model_identity): in the cell key
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,35 @@ def parse_seeds(seed: Any) -> list[int]:
     return seeds
 
 
+UNRESOLVED = "hub:unresolved"  # a hub revision that is neither cached nor reachable: no cell can render it
+
+
+def weights_identity(model_id: str, revision: str | None) -> str:
+    """The model's weights by content: a local (or built-in) folder's digest, a hub model's resolved commit.
+    Two runs whose weights differ are different cells, whatever the model's name or path."""
+    from render.loading import BUILTIN_PREFIX, ModelUnavailable, builtin_folder
+    from render.rundir import model_identity
+
+    if model_id.startswith(BUILTIN_PREFIX):
+        try:
+            return model_identity(str(builtin_folder(model_id)), None)
+        except (ModelUnavailable, OSError, RuntimeError) as error:
+            raise ConfigError(f"model.id={model_id}: {error}") from None
+    if model_id.startswith((".", "/", "~")):
+        folder = Path(model_id).expanduser()
+        if not (folder / "model_index.json").is_file():
+            raise ConfigError(f"model.id={model_id}: no diffusers pipeline folder there (no model_index.json); "
+                              "give a folder written by save_pretrained, or a hub id such as black-forest-labs/FLUX.1-dev")
+        try:
+            return model_identity(str(folder), None)
+        except OSError as error:
+            raise ConfigError(f"model.id={model_id}: its files cannot be read ({error})") from None
+    try:
+        return model_identity(model_id, revision)
+    except ValueError:
+        return UNRESOLVED  # preflight's model check refuses it, after the checks of the config itself
+
+
 def _positive(name: str, value: Any) -> Any:
     if value is None or value <= 0:
         raise ConfigError(f"{name}={value}: must be positive")
@@ -180,7 +210,8 @@ def build_job(cfg: DictConfig) -> Job:
     dtype = cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype)
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype}: valid values are {', '.join(DTYPES)}")
-    model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length)
+    model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length,
+                      weights_identity(m.id, m.revision))
     steps = cfg.steps if cfg.steps is not None else m.steps
     cell = _make_cell(cfg, model, device_kind, steps=steps, attention=cfg.attention.name,
                       cache=cache_key_params(cfg.cache), scheduler=cfg.scheduler.name)

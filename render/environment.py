@@ -52,10 +52,13 @@ def check_hub_model(model: Any) -> None:
     cached = try_to_load_from_cache(model.id, "model_index.json", revision=model.revision)
     if isinstance(cached, str) or hub_reachable():
         return
-    raise ConfigError(
-        f"model.id={model.id}: not in the local Hugging Face cache, and the hub cannot be reached from here. "
-        f"Download it where the hub is reachable (`hf download {model.id}`; HF_HOME sets the cache folder), "
-        f"or point the model at a local folder written by save_pretrained: model.id=/path/to/{model.id.split('/')[-1]}")
+    raise ConfigError(hub_unavailable_message(model.id))
+
+
+def hub_unavailable_message(model_id: str) -> str:
+    return (f"model.id={model_id}: not in the local Hugging Face cache, and the hub cannot be reached from here. "
+            f"Download it where the hub is reachable (`hf download {model_id}`; HF_HOME sets the cache folder), "
+            f"or point the model at a local folder written by save_pretrained: model.id=/path/to/{model_id.split('/')[-1]}")
 
 
 def slurm_controller_problem(timeout_s: float = 15) -> str | None:

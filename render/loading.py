@@ -29,14 +29,19 @@ def builtin_models() -> dict[str, Any]:
     return {"tiny": ensure_tiny, "shapes": shapes_model_dir}
 
 
+def builtin_folder(model_id: str) -> Path:
+    """The folder of a built-in model (`hypergrid:<name>`), built first when it is not there yet."""
+    name = model_id[len(BUILTIN_PREFIX):]
+    builders = builtin_models()
+    if name not in builders:
+        raise ModelUnavailable(f"model.id={model_id}: no built-in model {name!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in builders)}")
+    return Path(builders[name]())
+
+
 def model_source(model: ModelSpec) -> str:
     """The folder or hub id that from_pretrained loads."""
     if model.id.startswith(BUILTIN_PREFIX):
-        name = model.id[len(BUILTIN_PREFIX):]
-        builders = builtin_models()
-        if name not in builders:
-            raise ModelUnavailable(f"model.id={model.id}: no built-in model {name!r}; built-in: {', '.join(BUILTIN_PREFIX + n for n in builders)}")
-        return str(builders[name]())
+        return str(builtin_folder(model.id))
     return str(Path(model.id).expanduser()) if model.id.startswith((".", "/", "~")) else model.id
 
 

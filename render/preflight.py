@@ -19,14 +19,12 @@ from render.attention import check_attention_usable
 from render.axes import check_axes, load_options
 from render.caches import check_cache_supported
 from render.environment import check_hub_model, check_writable_folder
-from render.budget import (BudgetExceeded, History, check_budget, estimate_jobs, reserve, reserved_seconds,
-                           spent_gpu_seconds)
-from render.cell import ConfigError, Job, anchor_job, build_job
+from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job
 from render.errors import RenderError
+from render.laws import Ledger, check_experiment, record_launch
+from render.laws.budget import BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve, spent_gpu_seconds
 from render.metrics import check_metrics
-from render.experiment import check_experiment, experiment_dir, record_launch
 from render.pipeline import BUILTIN_PREFIX, quiet_libraries
-from render.rundir import exclusive
 from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
 from render.schedulers import check_scheduler_supported
 
@@ -47,6 +45,11 @@ def check_model(model: Any) -> None:
                               "give a folder written by save_pretrained, or a hub id such as black-forest-labs/FLUX.1-dev")
     else:
         check_hub_model(model)
+        if model.weights == UNRESOLVED:
+            raise ConfigError(f"model.id={model.id}: revision {model.revision or 'main'} cannot be resolved to a commit "
+                              "(not in the local Hugging Face cache's refs, and the hub did not answer for it); the "
+                              "cell key needs the weights' identity. Download it (`hf download "
+                              f"{model.id}`), or pin model.revision to a 40-hex commit")
     import diffusers
 
     if not hasattr(diffusers, model.pipeline):
@@ -121,21 +124,21 @@ def preflight_budget(jobs: list[Job]) -> None:
             by_experiment.setdefault(experiment["name"], []).append(job)
     for name, group in by_experiment.items():
         out_root = group[0].out_root
-        store, history = SampleStore(out_root), History.scan(out_root)
+        ledger = Ledger(name, out_root)
+        store, history = SampleStore(out_root), History.scan(ledger.out_roots())
         pending: dict[str, set] = {}
         cells: dict[str, Job] = {}
         for job in group:
             for j in ([job, anchor_job(job)] if job.render_anchor and not job.is_anchor else [job]):
                 cells.setdefault(j.cell.key, j)
                 pending.setdefault(j.cell.key, set()).update(store.pending(j.cell.key, j.samples))
-        folder = experiment_dir(out_root, name)
         try:
-            estimate = estimate_jobs(list(cells.values()), {k: len(v) for k, v in pending.items()}, out_root,
-                                     measure=measure_one_sample, history=history)
-            with exclusive(folder / ".budget.lock", wait=True):  # admission: concurrent launches cannot pass together
-                spent = spent_gpu_seconds(out_root, name, History.scan(out_root)) + reserved_seconds(folder)
+            estimate = estimate_jobs(list(cells.values()), {k: len(v) for k, v in pending.items()}, history,
+                                     measure=measure_one_sample)
+            with ledger.lock():  # admission: concurrent launches, from any out_root, cannot pass together
+                spent = spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) + outstanding_seconds(ledger)
                 check_budget(_experiment_conf(group[0]), spent, estimate)
-                reserve(folder, estimate.seconds)
+                reserve(ledger, estimate.seconds)
         except BudgetExceeded as error:
             raise PreflightError(str(error)) from None
         log.info("experiment %s: estimated %.1f s for this sweep (%d cells measured in preflight)", name, estimate.seconds, estimate.measured_cells)
@@ -147,9 +150,9 @@ def _experiment_conf(job: Job) -> Any:
     return OmegaConf.create(job.config["experiment"])
 
 
-def measure_one_sample(job: Job) -> float:
-    """No history for this cell's model and setting: render one sample (after a warm-up) and time it.
-    In-process sweeps keep the loaded pipeline for the cells that follow."""
+def measure_one_sample(job: Job) -> tuple[float, float]:
+    """No history for this cell's model and setting: render one sample (after a warm-up) and time it; returns
+    (seconds per sample, seconds the model took to load). In-process sweeps keep the loaded pipeline."""
     from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
@@ -159,7 +162,7 @@ def measure_one_sample(job: Job) -> float:
     render_sample(loaded, job, prompt, job.seeds[0])
     _, latency, _, _ = render_sample(loaded, job, prompt, job.seeds[0])
     loaded.fresh = True  # what follows still counts as a warm-up for this configuration
-    return latency
+    return latency, loaded.load_s
 
 
 def exit_with(error: BaseException, code: int = 2) -> NoReturn:
@@ -174,6 +177,16 @@ class PreflightCallback(Callback):
     Hydra turns exceptions raised by callbacks into warnings and carries on, so a failed check
     exits here (SystemExit is not an Exception) before the run folder exists.
     """
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """An experiment's sweep must pass the budget's admission, which hypergrid's sweeper runs: any other sweeper
+        (hydra/sweeper=basic, optuna, ...) is refused for an experiment before anything is written."""
+        target = str(config.hydra.sweeper.get("_target_", ""))
+        if config.get("experiment") is not None and not target.startswith("hydra_plugins.hypergrid."):
+            exit_with(PreflightError(
+                f"experiment {config.experiment.name}: hydra/sweeper={target.rsplit('.', 1)[-1] or '?'} does not run "
+                "hypergrid's preflight, so the sweep could not be admitted against the experiment's budget; nothing was "
+                "launched. Drop the hydra/sweeper override (the default, hydra/sweeper=hypergrid, admits it)"))
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         from omegaconf import open_dict

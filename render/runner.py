@@ -27,6 +27,7 @@ from render.axes.compile import CompileCounters
 from render.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
+from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir.watchdog import project
 
@@ -64,8 +65,8 @@ def classify(error: BaseException) -> str:
         return "backend-unavailable"
     if isinstance(error, NonFiniteOutput):
         return "non-finite-output"
-    if isinstance(error, (Cancelled, KeyboardInterrupt, SystemExit)):
-        return "cancelled"  # SystemExit: submitit leaving after it requeued a preempted or timed-out job
+    if isinstance(error, (Cancelled, KeyboardInterrupt, SystemExit, BudgetStop)):
+        return "cancelled"  # BudgetStop: the experiment reached its navigable ceiling (message "budget: ...")  # SystemExit: submitit leaving after it requeued a preempted or timed-out job
     if isinstance(error, TimeoutError) or name == "UncompletedJobError" and "timed-out" in text:
         return "timeout"
     return "error"
@@ -140,6 +141,8 @@ class CellWriter:
         self.records: list[rundir.SampleRecord] = []
         self.current: dict[str, Any] | None = None  # the sample being produced, named in FAILED.json
         self.warned = False
+        self.guard = guard_for(job)  # an experiment's budget: stops before the final's reserve is spent
+        self.last_s = 0.0
 
     def _pipeline(self) -> LoadedPipeline:
         if self.loaded is None:
@@ -168,10 +171,12 @@ class CellWriter:
         self.store.refresh_cell(self.job.cell.key)
         found = self.store.find(self.job.cell.key, prompt_id, text, seed)
         if found is not None:
-            if found.run_dir.resolve() != self.run_dir.resolve():
-                self._append(rundir.link_sample(found, self.run_dir, self.job.out_root))
+            if found.run_dir.resolve() != self.run_dir.resolve() or found.record.prompt_id != prompt_id:
+                self._append(rundir.link_sample(found, self.run_dir, self.job.out_root, prompt_id))
                 self.result.n_reused += 1
             return
+        if self.guard is not None:
+            self.guard.before(self.last_s)
         loaded = self._pipeline()
         first_call, before = loaded.fresh, CompileCounters.now()
         png, latency, memory, kind = render_sample(loaded, self.job, text, seed)
@@ -186,6 +191,9 @@ class CellWriter:
             reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
             prompt_sha=rundir.text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
             recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes))
+        if self.guard is not None:
+            self.guard.spent(latency + self.load_s)
+        self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
         loaded.warmups_left -= 1
         self.result.n_rendered += 1
@@ -202,14 +210,14 @@ class CellWriter:
         after waiting for its claim (a claim dies with its process, so no wait is forever)."""
         deferred = []
         for sample in pending:
-            with self.store.claim(self.job.cell.key, sample[0], sample[2], wait=False) as claimed:
+            with self.store.claim(self.job.cell.key, sample[1], sample[2], wait=False) as claimed:
                 if not claimed:
                     deferred.append(sample)
                     continue
                 self.produce(*sample)
             progress.update(1)
         for sample in deferred:
-            with self.store.claim(self.job.cell.key, sample[0], sample[2], wait=True):
+            with self.store.claim(self.job.cell.key, sample[1], sample[2], wait=True):
                 self.produce(*sample)
             progress.update(1)
 
@@ -221,7 +229,7 @@ def plan(job: Job, run_dir: Path, store: rundir.SampleStore) -> tuple[dict[tuple
         found = store.find(job.cell.key, *sample)
         if found is None:
             pending.append(sample)
-        elif found.run_dir.resolve() != run_dir.resolve():
+        elif found.run_dir.resolve() != run_dir.resolve() or found.record.prompt_id != sample[0]:
             reuse[sample] = found
     return reuse, pending
 
@@ -291,8 +299,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
         rundir.register(job.out_root, run_dir, job.cell.key)
         writer = CellWriter(job, run_dir, run, store, pipelines, result)
-        for found in reuse.values():
-            writer._append(rundir.link_sample(found, run_dir, job.out_root))
+        for (prompt_id, _, _), found in reuse.items():
+            writer._append(rundir.link_sample(found, run_dir, job.out_root, prompt_id))
             result.n_reused += 1
         log.info("cell %s (%s): %d samples, %d reused, %d to render", job.cell.key, job.cell.describe(),
                  len(job.samples), result.n_reused, len(pending))

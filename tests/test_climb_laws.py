@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from render import rundir
-from render.budget import reserve, reserved_seconds, spent_gpu_seconds
 from render.cell import build_job
-from render.experiment import ExperimentGuard, check_anchor, claim_final, record_anchor
-from render.holdout import content_hash, option_prompts
+from render.laws import ExperimentGuard, Ledger, check_anchor, claim_final, content_hash, option_prompts, record_anchor
+from render.laws.budget import outstanding_seconds, reserve, spent_gpu_seconds
 from tests.conftest import compose_cfg, run_render
 
 HOLDOUT = Path(__file__).parents[1] / "render" / "prompts" / "holdout.jsonl"
@@ -48,14 +47,14 @@ def test_no_route_renders_a_holdout_text(tmp_path: Path, route: str) -> None:
 
 
 def test_a_registered_experiments_holdout_is_locked_for_every_render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from render.holdout import register_holdout, reserved
+    from render.laws import register_holdout, reserved
 
     conf = tmp_path / "conf" / "prompts"
     conf.mkdir(parents=True)
     secret = manifest(tmp_path, [("secret-000", "an orange hexagon in the corner")])
     (conf / "secret.yaml").write_text(f"defaults: [prompts_schema, _self_]\nname: secret\nsplit: holdout\nfile: {secret}\n")
     monkeypatch.chdir(tmp_path)
-    register_holdout(tmp_path / "outputs", "mine", "secret")
+    register_holdout(Ledger("mine", tmp_path / "outputs"), "secret")
     owner = reserved(tmp_path / "outputs")[rundir.text_hash("An orange hexagon, in the corner!")]
     assert owner == "experiment mine's holdout (secret)"
     other = manifest(tmp_path, [("x-000", "an orange hexagon in the corner")])
@@ -66,7 +65,8 @@ def test_the_final_needs_its_claims_token_and_renders_only_its_cells(tmp_path: P
     _, holdout = option_prompts("holdout")
     out_root = tmp_path / "outputs"
     incumbent = build_job(compose_cfg("model=tiny", "experiment=tiny-demo", "prompts=holdout", "steps=4", out_root=out_root))
-    claim = claim_final(out_root, "tiny-demo", {"cells": [incumbent.cell.key, incumbent.anchor.key]}, content_hash(holdout))
+    claim = claim_final(Ledger("tiny-demo", out_root), {"cells": [incumbent.cell.key, incumbent.anchor.key]},
+                        content_hash(holdout))
     base = ["experiment=tiny-demo", "prompts=holdout", "experiment.final=true", "prompts.limit=1", "render_anchor=false"]
     assert "only with the token of its claimed final" in refused(tmp_path, *base, "steps=4")
     assert "only with the token" in refused(tmp_path, *base, "experiment.final_token=0000", "steps=4")
@@ -82,30 +82,30 @@ def test_a_dev_sweep_cannot_spend_the_reserve_without_a_claim(tmp_path: Path) ->
 
 def test_the_anchor_is_frozen_by_content(tmp_path: Path) -> None:
     first = build_job(compose_cfg("model=tiny", "experiment=tiny-demo", out_root=tmp_path))
-    record_anchor(tmp_path, "tiny-demo", first.anchor)
-    check_anchor(tmp_path, "tiny-demo", first.anchor)
+    record_anchor(Ledger("tiny-demo", tmp_path), first.anchor)
+    check_anchor(Ledger("tiny-demo", tmp_path), first.anchor)
     edited = build_job(compose_cfg("model=tiny", "experiment=tiny-demo", "model.anchor.steps=2", out_root=tmp_path))
-    (tmp_path / "experiments" / "tiny-demo" / "ANCHOR.json").unlink()  # one deleted file does not unfreeze it
+    (tmp_path / "experiments" / "tiny-demo" / "ledger.jsonl").unlink()  # one deleted copy does not unfreeze it
     with pytest.raises(ExperimentGuard) as error:
-        check_anchor(tmp_path, "tiny-demo", edited.anchor)
+        check_anchor(Ledger("tiny-demo", tmp_path), edited.anchor)
     assert '"steps": 16' in str(error.value) and '"steps": 2' in str(error.value)
 
 
 def test_concurrent_launches_are_admitted_under_one_lock(tmp_path: Path) -> None:
-    folder = tmp_path / "experiments" / "tiny-demo"
-    folder.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; from render.budget import reserve; "
-                               f"reserve(Path({str(folder)!r}), 300.0); print('ok', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    ledger = Ledger("tiny-demo", tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from render.laws import Ledger; "
+                               "from render.laws.budget import reserve; "
+                               f"reserve(Ledger('tiny-demo', {str(tmp_path / 'other')!r}), 300.0); print('ok', flush=True); "
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ok"
-        assert reserved_seconds(folder) == 300.0  # what the other launch reserved counts against this one
+        assert outstanding_seconds(ledger) == 300.0  # what another launch (another out_root) reserved counts here
     finally:
         holder.kill()
         holder.wait()
-    assert reserved_seconds(folder) == 0.0  # a reservation ends with its process
-    reserve(folder, 5.0)
-    assert reserved_seconds(folder) == 5.0
+    assert outstanding_seconds(ledger) == 0.0  # a reservation ends with its process
+    reserve(ledger, 5.0)
+    assert outstanding_seconds(ledger) == 5.0
 
 
 def test_spend_counts_every_sample_the_experiment_uses_wherever_it_was_rendered(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_spend_counts_every_sample_the_experiment_uses_wherever_it_was_rendered(
     run("plain", None, reused=False)  # rendered without experiment=
     run("climb", "tiny-demo", reused=True)  # the climb linked it
     run("climb-again", "tiny-demo", reused=True)  # and used it twice
-    assert spent_gpu_seconds(tmp_path, "tiny-demo") == 4.0
+    assert spent_gpu_seconds(Ledger("tiny-demo", tmp_path)) == 4.0
 
 
 @pytest.mark.slow
@@ -133,7 +133,7 @@ def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, t
     """The claim exists, its renders never ran (killed, refused): `--final` runs the claim's own commands once
     (same token), records the result, and a later `--final` is refused."""
     from assess.climb.commands import final_command
-    from assess.climb.final import RESULT, FinalRefused, control_overrides, final_cells, run_final
+    from assess.climb.final import RESULT, control_overrides, final_cells, run_final
     from assess.experiment import load_experiment
 
     monkeypatch.chdir(tmp_path)
@@ -145,7 +145,7 @@ def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, t
     cells = [exp.cell_overrides(inc), control_overrides(exp, 2)]
     token = "feedc0de"
     commands = [final_command(exp, cell, token) for cell in cells]
-    claim_final(out_root, "tiny-demo", {
+    claim_final(Ledger("tiny-demo", out_root), {
         "incumbent": {"cell": exp.as_dict(inc), "overrides": exp.cell_overrides(inc), "steps": 2, "cell_key": None},
         "control": {"overrides": control_overrides(exp, 2)},
         "anchor": {"overrides": [f"{k}={v}" for k, v in exp.anchor.items()]},
@@ -156,5 +156,15 @@ def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, t
     result = run_final("tiny-demo", db=db, out_root=out_root, log=lambda line: None)
     assert result.sweeps and (out_root / "experiments" / "tiny-demo" / RESULT).exists()
     assert result.arm("incumbent").n_samples == len(holdout)
-    with pytest.raises(FinalRefused, match="the final was already claimed"):
-        run_final("tiny-demo", db=db, out_root=out_root, log=lambda line: None)
+    # a finished final is shown, from this folder or any other that shares the user's state: nothing is rendered
+    elsewhere = tmp_path / "second-folder"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    lines: list[str] = []
+    again = run_final("tiny-demo", db=elsewhere / "index.db", out_root=elsewhere / "outputs", log=lines.append)
+    assert again.as_dict() == {**result.as_dict(), "sweeps": result.sweeps}
+    assert any("is complete" in line for line in lines) and not (elsewhere / "outputs" / "multirun").exists()
+    # its token is spent: the holdout cannot be rendered with it any more
+    monkeypatch.chdir(tmp_path)
+    spent = run_render(*commands[0].words, "model=tiny", cwd=tmp_path, timeout=120)
+    assert spent.returncode == 2 and "token is spent" in spent.stderr

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from render.budget import Estimate, History, check_budget, seconds_per_sample
-from render.experiment import FinalAlreadyClaimed, claim_final, final_record
+from render.laws import FinalAlreadyClaimed, Ledger, claim_final, final_record
+from render.laws.budget import Estimate, History, check_budget, seconds_per_sample
 from tests.conftest import compose_cfg, run_render
 
 
@@ -46,10 +46,10 @@ def test_the_reserve_is_only_for_the_final() -> None:
 
 
 def test_a_second_final_is_refused_with_the_date_of_the_first(tmp_path: Path) -> None:
-    claim_final(tmp_path, "tiny-demo", {"cells": []})
-    first = final_record(tmp_path, "tiny-demo")["claimed_at"]
+    claim_final(Ledger("tiny-demo", tmp_path), {"cells": []})
+    first = final_record(Ledger("tiny-demo", tmp_path))["at"]
     with pytest.raises(FinalAlreadyClaimed, match=re.escape(first)):
-        claim_final(tmp_path, "tiny-demo", {"cells": []})
+        claim_final(Ledger("tiny-demo", tmp_path / "elsewhere"), {"cells": []})  # another out_root, the same ledger
 
 
 def write_run(root: Path, name: str, cell_key: str, steps: int, latencies: list[float]) -> None:
@@ -69,6 +69,6 @@ def test_cost_history_prefers_the_cell_then_fits_steps(tmp_path: Path) -> None:
     write_run(tmp_path, "a", "k4", 4, [9.0, 1.0, 1.0])  # first sample is a warm-up: ignored
     write_run(tmp_path, "b", "k8", 8, [9.0, 2.0, 2.0])
     history = History.scan(tmp_path)
-    assert seconds_per_sample(tmp_path, "tiny", 32, 32, "cpu", 8, "k8", history) == 2.0
-    assert seconds_per_sample(tmp_path, "tiny", 32, 32, "cpu", 16, "new", history) == pytest.approx(4.0)
-    assert seconds_per_sample(tmp_path, "tiny", 64, 64, "cpu", 16, "new", history) is None
+    assert seconds_per_sample(history, "tiny", 32, 32, "cpu", 8, "k8") == 2.0
+    assert seconds_per_sample(history, "tiny", 32, 32, "cpu", 16, "new") == pytest.approx(4.0)
+    assert seconds_per_sample(history, "tiny", 64, 64, "cpu", 16, "new") is None

@@ -1,12 +1,13 @@
 """`assess climb <experiment> --final`: once, the incumbent, the anchor and a steps-only control on the holdout.
 
-The final is claimed first (render.experiment.claim_final creates FINAL.json exclusively: a second
-final is refused with the date of the first); only then may the renderer touch the holdout, and
-only for commands that say `experiment.final=true`. The steps-only control is the anchor with the
-incumbent's number of steps and no cache: the baseline every cache method must beat.
+The final is claimed first, once, in the experiment's ledger (render.laws.final: a second claim is
+refused with the date of the first, from any out_root or working folder); only then may the renderer
+touch the holdout, and only for commands that carry the claim's token. The steps-only control is the
+anchor with the incumbent's number of steps and no cache: the baseline every cache method must beat.
 
-The holdout results (`final_result`) are computed from the index whenever they are asked for
-(here and by the report), and kept in `final-result.json` next to FINAL.json.
+The holdout results are computed under the decision rule in force at the claim (its band and alpha),
+recorded in the ledger when the final completes (which spends the token), and shown from there by
+every later `--final` and report; `final-result.json` in the experiment folder is a copy.
 
 Longer than the house's ~300 lines: claiming, rendering and reading the final's three arms are one
 procedure; its statistics are assess.stats'.
@@ -77,6 +78,10 @@ class FinalResult:
     def arm(self, role: str) -> Arm:
         return next(a for a in self.arms if a.role == role)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FinalResult:
+        return cls(**{**data, "arms": [Arm(**a) for a in data.get("arms", [])]})
+
 
 # -- results --------------------------------------------------------------------------------
 
@@ -119,8 +124,19 @@ def _final_keys(index: Index, exp: Experiment, incumbent: dict[str, Any], steps:
     return inc_key, control_key if control_key in keys else None, anchor_key
 
 
+def claim_quality(exp: Experiment, final: dict[str, Any]) -> tuple[float, float]:
+    """(band, alpha) of the decision rule in force when the final was claimed (the composed one for older claims)."""
+    quality = (final.get("rule") or {}).get("quality") or {}
+    return float(quality.get("band", exp.quality.band)), float(quality.get("alpha", exp.quality.alpha))
+
+
 def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalResult:
-    """The holdout comparison of the claimed final's incumbent, control and anchor, from the index."""
+    """The holdout comparison of the claimed final's incumbent, control and anchor, from the index, under the rule
+    in force at the claim."""
+    from dataclasses import replace
+
+    band, alpha = claim_quality(exp, final)
+    exp = replace(exp, quality=replace(exp.quality, band=band, alpha=alpha))
     sync_run_experiments(index)
     inc = final["incumbent"]
     steps = int(inc.get("steps", exp.default_steps))
@@ -135,7 +151,7 @@ def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalR
         control.note = "the control is the incumbent itself (no cache, the anchor's settings)"
     if control_key is not None and control_key == anchor_key:
         control.note = "the control is the anchor itself (the incumbent has the anchor's steps)"
-    result = FinalResult(exp.name, final.get("claimed_at", "?"), inc["cell"], " ".join(inc["overrides"]),
+    result = FinalResult(exp.name, final.get("claimed_at") or final.get("at", "?"), inc["cell"], " ".join(inc["overrides"]),
                          exp.quality.metric, exp.quality.band, exp.quality.alpha, [incumbent, control, anchor],
                          incumbent.quality["verdict"] if incumbent.quality else None,
                          commands=list(final.get("commands", [])))
@@ -198,14 +214,14 @@ def final_cells(exp: Experiment, commands_overrides: list[list[str]]) -> list[st
 
 def holdout_evidence(exp: Experiment, index: Index) -> str | None:
     """Why the holdout is no longer fresh (a claim in the index, or its samples already rendered), or None."""
-    from render.holdout import holdout_samples
+    from render.laws import holdout_samples
     from render.prompts import Prompt
 
     row = next(iter(index.query("SELECT claimed_at FROM finals WHERE experiment = ?", (exp.name,))), None)
     if row is not None:
         return f"the index records its final as claimed on {row['claimed_at']}"
     prompts = [Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)]
-    found = holdout_samples(exp.out_root, prompts)
+    found = holdout_samples(exp.ledger.out_roots(), prompts)
     if found:
         return (f"the holdout is contaminated: {len(found)} run folder(s) already hold samples of its texts (e.g. "
                 f"{found[0]}), rendered before the final by an older version or by hand; a final on it would not "
@@ -215,24 +231,31 @@ def holdout_evidence(exp: Experiment, index: Index) -> str | None:
 
 def run_final(name: str, db: Path | None = None, out_root: Path | None = None, overrides: Sequence[str] = (),
               force: bool = False, log: Log = print) -> FinalResult:
-    """Claim the final once (by evidence: render.holdout), render the incumbent, the steps-only control and the
-    anchor on the holdout, and score them. A claimed final that did not finish is resumed, never repeated."""
+    """Claim the final once (by evidence: the experiment's ledger), render the incumbent, the steps-only control and
+    the anchor on the holdout, score them, and record the result (spending the claim's token). A claimed final that
+    did not finish is resumed, never repeated; a finished one is shown, from any folder, and nothing is rendered."""
     import secrets
 
-    from render.experiment import FinalAlreadyClaimed, claim_final, final_record
-    from render.holdout import content_hash, final_claim
+    from render.laws import FinalAlreadyClaimed, claim_final, complete_final, content_hash, final_record, open_claim
+    from render.laws import final_result as recorded_result
     from render.prompts import Prompt
 
-    exp = load_experiment(name, overrides, out_root)
+    exp = load_experiment(name, overrides, out_root, strict=False)
+    ledger = exp.ledger
+    done = recorded_result(ledger)
+    if done is not None:
+        log(f"the final of {name} is complete (claimed on {done.get('claimed_at', '?')}): its recorded result; "
+            "nothing is rendered")
+        return FinalResult.from_dict(done)
+    if exp.rule_problem:
+        raise FinalRefused(exp.rule_problem)
     content = content_hash([Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)])
-    first = final_claim(exp.out_root, name, content) or final_record(exp.out_root, name)
+    first = open_claim(ledger, content) or final_record(ledger)
     with Index.open(db) as index:
         if first is not None:
-            if (experiment_dir(exp.out_root, name) / RESULT).exists():
-                raise FinalRefused(_already(exp, first))
-            log(f"resuming the claimed final of {name} (claimed on {first.get('claimed_at', '?')}): finished samples are skipped")
+            log(f"resuming the claimed final of {name} (claimed on {first.get('at', '?')}): finished samples are skipped")
             commands = [Command(tuple(words)) for words in first.get("words", [])]
-            payload = first
+            claim = first
         else:
             evidence = holdout_evidence(exp, index)
             if evidence:
@@ -252,23 +275,25 @@ def run_final(name: str, db: Path | None = None, out_root: Path | None = None, o
                 "anchor": {"overrides": [f"{k}={v}" for k, v in exp.anchor.items()]},
                 "stop": decision.stop,
                 "token": token,
+                "rule": exp.rule,  # the verdict is the one under the rule in force at the claim
                 "cells": final_cells(exp, [[f"prompts={exp.holdout.option}", *cell] for cell in cells]),
                 "commands": [c.text for c in commands],
                 "words": [list(c.words) for c in commands],
             }
             try:
-                payload = claim_final(exp.out_root, name, payload, content)
+                claim = claim_final(ledger, payload, content)
             except FinalAlreadyClaimed:
-                raise FinalRefused(_already(exp, final_record(exp.out_root, name) or {})) from None
+                raise FinalRefused(_already(exp, final_record(ledger) or {})) from None
             log(f"claimed the final of {name}: {exp.label(inc)} on {exp.holdout.option}")
         sweeps, refused = run_and_score(commands, exp, db, log)
         if refused:
             raise FinalRefused(f"{refused} The final is claimed: fix the cause, then run `assess climb {name} --final` "
                                "again to resume it (finished samples are skipped)")
-        result = final_result(index, exp, final_record(exp.out_root, name) or payload)
+        result = final_result(index, exp, claim)
     result.sweeps = [str(s) for s in sweeps]
     from render.rundir import atomic_write_json
 
+    complete_final(ledger, claim, result.as_dict())
     atomic_write_json(experiment_dir(exp.out_root, name) / RESULT, result.as_dict())
     return result
 
@@ -280,9 +305,8 @@ def _dev_summary(decision: Any, coords: tuple[str, ...]) -> dict[str, Any] | Non
 
 
 def _already(exp: Experiment, first: dict[str, Any]) -> str:
-    return (f"experiment {exp.name}: the final was already claimed on {first.get('claimed_at', '?')} "
-            f"({experiment_dir(exp.out_root, exp.name) / 'FINAL.json'}); the holdout is spent. See "
-            f"`assess report {exp.name}`.")
+    return (f"experiment {exp.name}: the final was already claimed on {first.get('at', '?')} (in its ledger, "
+            f"{exp.ledger.state_copy}); the holdout is spent. See `assess report {exp.name}`.")
 
 
 # -- text -----------------------------------------------------------------------------------

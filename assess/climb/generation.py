@@ -1,7 +1,7 @@
 """`assess climb <experiment>`: read the index, decide one generation, record it, print (or run) it.
 
 `climb()` ties the pieces together: the experiment (assess.experiment), the cells' tables
-(observe), the recorded generations (records), the budget (render.budget, from the files), the
+(observe), the recorded generations (records), the budget (render.laws.budget, from the files), the
 decision (decide) and the commands (commands). The decision logic lives in decide.py alone.
 """
 
@@ -48,27 +48,28 @@ class Step:
 
 
 def budget_state(exp: Experiment) -> BudgetState:
-    from render.budget import spent_gpu_seconds
+    """Spent across every out_root of the experiment's ledger, measured from the samples."""
+    from render.laws.budget import spent_gpu_seconds
 
     b = exp.budget
-    return BudgetState(spent_gpu_seconds(exp.out_root, exp.name), b.limit_s, b.reserve_s, b.price_per_gpu_hour)
+    return BudgetState(spent_gpu_seconds(exp.ledger), b.limit_s, b.reserve_s, b.price_per_gpu_hour)
 
 
 def estimator(exp: Experiment, observed: Observed) -> Estimator | None:
-    """Device seconds from the output root's history, as the renderer estimates them (render.budget):
+    """Device seconds from the experiment's history, as the renderer estimates them (render.laws.budget):
     a cell's own median warm latency when it has one, else a fit over steps; None without history."""
-    from render.budget import History, seconds_per_sample
+    from render.laws.budget import History, seconds_per_sample
 
     if observed.device_kind is None or observed.height is None or observed.width is None:
         return None
-    history = History.scan(exp.out_root)
+    history = History.scan(exp.ledger.out_roots())
     cache: dict[tuple[Any, int], float | None] = {}
 
     def estimate(coords: tuple[str, ...] | None, steps: int, samples: int) -> float | None:
         key = observed.anchor_key if coords is None else observed.keys.get(coords)
         if (key, steps) not in cache:
-            cache[(key, steps)] = seconds_per_sample(exp.out_root, exp.model, observed.height, observed.width,
-                                                     observed.device_kind, steps, cell_key=key, history=history)
+            cache[(key, steps)] = seconds_per_sample(history, exp.model, observed.height, observed.width,
+                                                     observed.device_kind, steps, cell_key=key)
         per_sample = cache[(key, steps)]
         return None if per_sample is None else per_sample * samples
 
@@ -76,9 +77,20 @@ def estimator(exp: Experiment, observed: Observed) -> Estimator | None:
 
 
 def final_claimed(exp: Experiment) -> dict[str, Any] | None:
-    from render.experiment import final_record
+    """The experiment's claim of its final, from its ledger (any copy, any out_root or working folder)."""
+    from render.laws import final_record
 
-    return final_record(exp.out_root, exp.name)
+    return final_record(exp.ledger)
+
+
+def rule_summary(exp: Experiment) -> dict[str, Any]:
+    """What a generation record keeps of the decision rule it was decided under."""
+    from render.laws.rule import rule_digest
+
+    return {"digest": rule_digest(exp.rule), "quality": exp.rule.get("quality"), "rungs": exp.rule.get("rungs"),
+            "eta": exp.rule.get("eta"), "budget": exp.rule.get("budget"),
+            "amendments": [{"at": a.get("at"), "reason": a.get("reason"), "changes": a.get("changes")}
+                           for a in exp.amendments]}
 
 
 def evaluation_dict(exp: Experiment, decision: Decision, coords: tuple[str, ...]) -> dict[str, Any]:
@@ -97,6 +109,7 @@ def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decis
         "experiment": exp.name,
         "created_at": now_iso(),
         "axes": list(exp.axes),
+        "rule": rule_summary(exp),
         "incumbent": {**evaluation_dict(exp, decision, inc), "status": decision.incumbent_status,
                       "cell_key": observed.keys.get(inc), "overrides": exp.cell_overrides(inc)},
         "cells": [evaluation_dict(exp, decision, c) for c in sorted(decision.current, key=plan.grid_index)],
@@ -188,7 +201,7 @@ def climb(name: str, db: Path | None = None, out_root: Path | None = None, apply
     exp = load_experiment(name, overrides, out_root)
     final = final_claimed(exp)
     if final is not None:
-        raise ExperimentOver(f"experiment {name} is over: its final was claimed on {final.get('claimed_at', '?')}; "
+        raise ExperimentOver(f"experiment {name} is over: its final was claimed on {final.get('at', '?')}; "
                              f"the climb does not navigate after the holdout is seen. See `assess report {name}`")
     steps = []
     with Index.open(db) as index:

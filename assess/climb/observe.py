@@ -88,30 +88,44 @@ def experiment_runs(index: Index, name: str) -> list[dict[str, Any]]:
                        "WHERE e.experiment = ? ORDER BY r.started_at, r.path", (name,))
 
 
-def _scores(index: Index, cell_key: str, metric: str, split: str) -> dict[tuple[str, int], dict[str, Any]]:
+def split_ids(exp: Experiment, split: str) -> dict[str, str]:
+    """text identity -> the experiment's prompt id, for its dev or holdout split: samples are matched to the
+    split's prompts by content, so a sample of another text under the same id is not one of them."""
+    from render.rundir import text_hash
+
+    chosen = exp.dev if split == exp.dev.split else exp.holdout
+    return {text_hash(t): i for i, t in zip(chosen.ids, chosen.texts, strict=True)}
+
+
+def _scores(index: Index, exp: Experiment, cell_key: str, metric: str, split: str
+            ) -> dict[tuple[str, int], dict[str, Any]]:
     """The metric's scores of a cell at the registry's current version only: a score of another version is
-    not a score yet (the cell reads as partially scored until it is re-scored)."""
+    not a score yet (the cell reads as partially scored until it is re-scored). Keyed (split's prompt id, seed)."""
     from assess.metrics import SPECS
 
-    rows = index.query("SELECT s.prompt_id, s.seed, s.value, s.unavailable_reason, s.config FROM scores s "
-                       "JOIN samples p USING (cell_key, prompt_id, seed) "
+    ids = split_ids(exp, split)
+    rows = index.query("SELECT s.prompt_sha, s.seed, s.value, s.unavailable_reason, s.config FROM scores s "
+                       "JOIN samples p USING (cell_key, prompt_sha, seed) "
                        "WHERE s.cell_key = ? AND s.metric = ? AND s.metric_version = ? AND p.split = ?",
                        (cell_key, metric, SPECS[metric].version, split))
-    return {(r["prompt_id"], r["seed"]): r for r in rows}
+    return {(ids[r["prompt_sha"]], r["seed"]): r for r in rows if r["prompt_sha"] in ids}
 
 
 def sample_table(index: Index, exp: Experiment, cell_key: str, split: str
                  ) -> tuple[frozenset[str], dict[str, list[float]]]:
-    """(prompts whose every seed is rendered, prompt -> warm latencies) of a cell on a split."""
-    rows = index.query("SELECT prompt_id, seed, latency_s, warmup FROM samples WHERE cell_key = ? AND split = ?",
+    """(prompts whose every seed is rendered, prompt -> warm latencies) of a cell on a split, its samples matched
+    to the split's prompts by text identity."""
+    ids = split_ids(exp, split)
+    rows = index.query("SELECT prompt_sha, seed, latency_s, warmup FROM samples WHERE cell_key = ? AND split = ?",
                        (cell_key, split))
     seeds: dict[str, set[int]] = defaultdict(set)
     latencies: dict[str, list[float]] = defaultdict(list)
     for r in rows:
-        if r["seed"] in exp.seeds:
-            seeds[r["prompt_id"]].add(r["seed"])
+        prompt = ids.get(r["prompt_sha"])
+        if prompt is not None and r["seed"] in exp.seeds:
+            seeds[prompt].add(r["seed"])
             if not r["warmup"] and r["latency_s"] is not None:
-                latencies[r["prompt_id"]].append(float(r["latency_s"]))
+                latencies[prompt].append(float(r["latency_s"]))
     rendered = frozenset(p for p, s in seeds.items() if s >= set(exp.seeds))
     return rendered, dict(latencies)
 
@@ -122,8 +136,8 @@ def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str
     q = exp.quality
     if cell_key == anchor_key:
         return {p: 0.0 for p in rendered}, frozenset(), {}
-    mine = _scores(index, cell_key, q.metric, split)
-    reference = {} if q.needs_reference or anchor_key is None else _scores(index, anchor_key, q.metric, split)
+    mine = _scores(index, exp, cell_key, q.metric, split)
+    reference = {} if q.needs_reference or anchor_key is None else _scores(index, exp, anchor_key, q.metric, split)
     values: dict[tuple[str, int], float] = {}
     anchor_values: dict[tuple[str, int], float] = {}
     unscored: set[str] = set()

@@ -21,7 +21,7 @@ GENERATIONS = "generations"
 
 
 def experiment_dir(out_root: Path, name: str) -> Path:
-    from render.experiment import experiment_dir as render_experiment_dir
+    from render.laws import experiment_dir as render_experiment_dir
 
     return render_experiment_dir(out_root, name)
 
@@ -78,5 +78,5 @@ def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final
         if final is not None:  # a claim stays in the index for good: deleting FINAL.json does not reset it
             conn.execute("DELETE FROM finals WHERE experiment = ?", (name,))
             conn.execute("INSERT INTO finals (experiment, claimed_at, incumbent, record) VALUES (?, ?, ?, ?)",
-                         (name, final.get("claimed_at", ""), json_dumps(final.get("incumbent", {}).get("cell", {})),
+                         (name, final.get("claimed_at") or final.get("at", ""), json_dumps(final.get("incumbent", {}).get("cell", {})),
                           str(final_path)))

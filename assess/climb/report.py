@@ -21,7 +21,7 @@ from assess.climb.final import FinalResult, final_result
 from assess.climb.generation import budget_state, final_claimed, replay
 from assess.climb.observe import Observed, observe, sync_run_experiments
 from assess.climb.records import experiment_dir, sync_index
-from assess.climb.text import budget_line, num, signed
+from assess.climb.text import amendment_lines, budget_line, num, signed
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
 from assess.report import _swap_into_place
@@ -114,12 +114,23 @@ def _final_context(result: FinalResult | None, model: str) -> dict[str, Any] | N
             "run_line": f"python -m render model={model} {result.incumbent_line}"}
 
 
+def recorded_final(exp: Any, index: Index, final: dict[str, Any] | None) -> FinalResult | None:
+    """The final's verdict as recorded when it completed (under the rule in force at its claim); computed under that
+    rule from the index while it has not completed."""
+    from render.laws import final_result as recorded
+
+    done = recorded(exp.ledger)
+    if done is not None:
+        return FinalResult.from_dict(done)
+    return final_result(index, exp, final) if final else None
+
+
 def write_experiment_report(name: str, db: Path | None = None, out_root: Path | None = None,
                             overrides: tuple[str, ...] = (), out: Path | None = None) -> Path:
     """Write the experiment's report folder and return the path of its index.html."""
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    exp = load_experiment(name, overrides, out_root)
+    exp = load_experiment(name, overrides, out_root, strict=False)  # a changed config is shown, not a reason to hide
     out_dir = Path(out).resolve() if out else experiment_dir(exp.out_root, name).resolve() / "report"
     staging = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -127,8 +138,8 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
     final = final_claimed(exp)
     with Index.open(db, create=False) as index:
         observed, decision, history = _current_decision(index, exp)
-        sync_index(index, name, history, final, experiment_dir(exp.out_root, name) / "FINAL.json")
-        result = final_result(index, exp, final) if final else None
+        sync_index(index, name, history, final, exp.ledger.state_copy)
+        result = recorded_final(exp, index, final)
         index_path = str(Path(index.path).resolve())
     import statistics
 
@@ -141,6 +152,8 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
         "exp": exp,
         "axes": {a: ", ".join(v) for a, v in exp.axes.items()},
         "budget": budget_line(budget_state(exp)),
+        "rule_problem": exp.rule_problem,
+        "amendments": amendment_lines(exp),
         "final": _final_context(result, exp.model),
         "decision": decision,
         "incumbent": exp.label(decision.incumbent),

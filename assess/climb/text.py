@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from assess.climb.decide import BudgetState
@@ -60,6 +60,12 @@ def cell_table(step: Step) -> list[str]:
                              for i, (v, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
 
 
+def amendment_lines(exp: Any) -> list[str]:
+    """The decision rule's recorded amendments: every generation and report shows them."""
+    return [f"  rule amended {a.get('at', '?')}: {'; '.join(a.get('changes') or [])} (why: {a.get('reason')})"
+            for a in exp.amendments]
+
+
 def format_step(step: Step) -> str:
     d, exp, plan = step.decision, step.exp, step.plan
     q = exp.quality
@@ -67,6 +73,7 @@ def format_step(step: Step) -> str:
     lines = [f"experiment {exp.name}: generation {d.generation} "
              + ("(recorded in " if step.new else "(already recorded, not rendered yet: ") + f"{where})",
              budget_line(step.budget)]
+    lines += amendment_lines(exp)
     if d.current:
         lines.append(f"cells on {exp.dev.option} ({q.metric} delta to the anchor; parity: TOST within ±{q.band:g} at "
                      f"alpha {q.alpha:g}; Wilcoxon Holm-adjusted across each rung's cells; * incumbent, + frontier):")

@@ -1,7 +1,7 @@
 """A sweep's live progress in the Prometheus text format (prometheus-client), from the run directories alone.
 
 Every scrape reads the files again through `assess.status` (states, samples, the watchdog's slow flags) and
-`render.budget` (an experiment's GPU-seconds spent), so a served or written figure is never older than the
+`render.laws.budget` (an experiment's GPU-seconds spent), so a served or written figure is never older than the
 files. `assess status PATH --openmetrics` prints it once, `--serve` answers scrapes, `--textfile` writes it
 atomically for node_exporter's textfile collector. Every metric and label: docs/trackers.md.
 """
@@ -100,15 +100,16 @@ def _cell_families(rows: list[Any], family: Callable[..., Any]) -> Iterator[Any]
 
 def _budget_families(experiments: dict[str, tuple[Path, dict[str, Any]]], family: Callable[..., Any]
                      ) -> Iterator[Any]:
-    from render.budget import spent_gpu_seconds
+    from render.laws import Ledger
+    from render.laws.budget import spent_gpu_seconds
 
-    spent = family("experiment_gpu_seconds_spent", "GPU-seconds the experiment's samples cost (render.budget)",
+    spent = family("experiment_gpu_seconds_spent", "GPU-seconds the experiment's samples cost (render.laws.budget)",
                    ["experiment"])
     limit = family("experiment_gpu_seconds_budget", "the experiment's budget (experiment.budget.gpu_hours)",
                    ["experiment"])
     reserve = family("experiment_gpu_seconds_reserve", "kept back for the final (reserve_gpu_hours)", ["experiment"])
     for name, (out_root, budget) in sorted(experiments.items()):
-        spent.add_metric([name], spent_gpu_seconds(out_root, name))
+        spent.add_metric([name], spent_gpu_seconds(Ledger(name, out_root)))  # every out_root its ledger knows
         if budget.get("gpu_hours") is not None:
             limit.add_metric([name], float(budget["gpu_hours"]) * 3600)
         reserve.add_metric([name], float(budget.get("reserve_gpu_hours") or 0.0) * 3600)

@@ -112,7 +112,10 @@ class CLIPScoreMetric(SampleMetric):
 
     @property
     def config(self) -> str:
-        return f"model={self.model_name}"
+        """The CLIP model by name and content (assess.metrics.model_identity): other weights, other scores."""
+        from assess.metrics.model_identity import model_config
+
+        return model_config(self.model_name)
 
     def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
         loaded = load_clip(self.model_name)

@@ -73,6 +73,9 @@ def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
 
 
 def detached(submitted: Submitted, sweep_dir: Path) -> list[JobReturn]:
+    from render.laws.budget import hold_for_jobs
+
+    hold_for_jobs([str(job.job_id) for job, _ in submitted])  # an experiment's reservation outlives this process
     print(f"submitted {len(submitted)} job(s): {' '.join(str(job.job_id) for job, _ in submitted)}")
     print(f"follow them with: assess status {sweep_dir}")
     returns = []

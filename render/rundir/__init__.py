@@ -2,7 +2,8 @@
 all import. Nothing else names its files, parses its records, walks its folders or hashes its keys.
 
     files     file names, atomic and verified writes, locks
-    keys      cell key, prompt content hash, the split rule, safe names
+    identity  what a thing is, by content: prompt text, cell key, model weights, folder digests
+    keys      names that are safe in paths
     records   run.json / samples.jsonl / DONE / FAILED / SWEEP.json, parsed
     walk      finding run directories, the registry of folders an output root wrote
     liveness  is the writer of a record still running
@@ -16,7 +17,9 @@ from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirect
 from render.rundir.files import (CONTRACT_VERSION, DONE, FAILED, IMAGES, JOBS_JSON, LOG, MULTIRUN_YAML, RUN_JSON,
                                  SAMPLES, STATE_DIR, SWEEP_JSON, append_record, atomic_write_bytes, atomic_write_json, create_json,
                                  digest, exclusive, file_digest, file_mode, now_iso, read_lines)
-from render.rundir.keys import cell_key_of, check_name, image_name, inside, normalise_text, shared_texts, text_hash
+from render.rundir.identity import (cell_key_of, folder_digest, model_identity, shared_texts, text_hash,
+                                   text_identity)
+from render.rundir.keys import check_name, image_name, inside
 from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
 from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, SampleRecord,
                                    Terminal, is_sweep_folder, load_json, load_run, parse_override,
@@ -66,6 +69,7 @@ __all__ = [
     "file_digest",
     "file_mode",
     "find_run_dirs",
+    "folder_digest",
     "host_identity",
     "image_name",
     "inside",
@@ -77,7 +81,7 @@ __all__ = [
     "load_run",
     "load_runs",
     "load_sweep",
-    "normalise_text",
+    "model_identity",
     "now_iso",
     "parse_override",
     "parse_sample",
@@ -93,6 +97,7 @@ __all__ = [
     "sweep_cell",
     "terminal_state",
     "text_hash",
+    "text_identity",
     "verify",
     "write_done",
     "write_failed",

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from render.rundir.errors import ShortWrite
 
-CONTRACT_VERSION = 2
+CONTRACT_VERSION = 3  # 3: the cell key holds the model's weights identity; text identity is NFKC-folded
 RUN_JSON = "run.json"
 SAMPLES = "samples.jsonl"
 DONE = "DONE.json"

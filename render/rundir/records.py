@@ -14,7 +14,7 @@ from typing import Any
 from render.rundir.errors import InvalidRunDirectory, NotARunDirectory
 from render.rundir.files import CONTRACT_VERSION, DONE, FAILED, MULTIRUN_YAML, RUN_JSON, SAMPLES, SWEEP_JSON
 
-READABLE_VERSIONS = (1, CONTRACT_VERSION)  # version 1 records carry no content hashes: they are not verified
+READABLE_VERSIONS = (1, 2, CONTRACT_VERSION)  # version 1 records carry no content hashes: they are not verified
 FAILURE_CATEGORIES = ("oom", "timeout", "backend-unavailable", "non-finite-output", "cancelled", "error")
 RUN_FIELDS = ("schema", "cell_key", "cell", "anchor", "is_anchor", "prompts", "seeds")  # required in run.json
 
@@ -41,7 +41,7 @@ class SampleRecord:
     finished_at: str | None
     sha256: str | None = None  # of the image file; a file that does not match is not this sample
     bytes: int | None = None  # the image file's size
-    prompt_sha: str | None = None  # render.rundir.keys.text_hash of the prompt text: part of the identity
+    prompt_sha: str | None = None  # render.rundir.identity.text_hash of the prompt text: part of the identity
     compile_s: float | None = None  # time torch.compile spent inside this call (dynamo's counters; 0 when warm)
     compiled_frames: int | None = None  # frames dynamo compiled during this call
     recompiles: int | None = None  # frames compiled on a call after the cell's first: recompilations
@@ -50,6 +50,20 @@ class SampleRecord:
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.cell_key, self.prompt_id, self.seed)
+
+    @property
+    def text_id(self) -> str:
+        """The prompt's text identity (render.rundir.identity.text_hash), recomputed from the text when the record
+        has it: records of older contract versions hashed a weaker normal form."""
+        from render.rundir.identity import sample_text_id
+
+        return sample_text_id(self.prompt, self.prompt_id) if self.prompt is not None or not self.prompt_sha \
+            else self.prompt_sha
+
+    @property
+    def identity(self) -> tuple[str, str, int]:
+        """The sample by content: (cell key, text identity, seed)."""
+        return (self.cell_key, self.text_id, self.seed)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +123,16 @@ class RunDir:
     @property
     def prompt_ids(self) -> list[str]:
         return list(self.run["prompts"]["ids"])
+
+    @property
+    def prompt_text_ids(self) -> list[str]:
+        """The text identity of each of the run's prompts (in manifest order): from its samples' texts where it has
+        them, else from run.json (whose hashes are of this contract version's normal form only from version 3)."""
+        from render.rundir.files import CONTRACT_VERSION
+
+        by_id = {s.prompt_id: s.text_id for s in self.samples}
+        recorded = self.run["prompts"].get("sha") or {} if self.run.get("schema") == CONTRACT_VERSION else {}
+        return [by_id.get(p) or recorded.get(p) or f"id:{p}" for p in self.prompt_ids]
 
     @property
     def prompts_name(self) -> str:

@@ -1,8 +1,9 @@
 """Skip-if-done: the finished samples known to an output root, verified before reuse, and the claims
 that let concurrent processes split work instead of doing it twice.
 
-A sample is (cell key, prompt id, prompt text, seed). It is reused only when its record's content
-hash matches its image file; a damaged or swapped file is logged and rendered again. Claims are
+A sample is (cell key, text identity, seed) (render.rundir.identity): the prompt id is a label, so a
+sample rendered under another id with the same text is the same sample, and one with the same id but
+another text is not. It is reused only when its record's content hash matches its image file; a damaged or swapped file is logged and rendered again. Claims are
 flock(2) locks under `<out_root>/.hypergrid/claims/`, one per sample: they die with their process,
 so a claim of a killed process is simply taken over.
 """
@@ -19,7 +20,8 @@ from typing import Iterator
 
 from render.rundir.errors import InvalidRunDirectory
 from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, exclusive, file_digest, now_iso
-from render.rundir.keys import image_name, text_hash
+from render.rundir.identity import text_hash
+from render.rundir.keys import image_name
 from render.rundir.liveness import writer_state
 from render.rundir.records import SampleRecord, load_json, read_samples
 from render.rundir.walk import Registry, known_run_dirs
@@ -55,11 +57,6 @@ def verify(sample: ExistingSample) -> str | None:
     return None
 
 
-def same_text(record: SampleRecord, text: str) -> bool:
-    recorded = record.prompt_sha or (text_hash(record.prompt) if record.prompt is not None else None)
-    return recorded == text_hash(text)
-
-
 class SampleStore:
     """Finished samples of every run directory known to an output root (walked and registered)."""
 
@@ -84,7 +81,7 @@ class SampleStore:
         self._dirs.setdefault(cell_key, set()).add(run_dir)
         samples = self._by_cell.setdefault(cell_key, {})  # type: ignore[union-attr]
         for record in records:
-            candidates = samples.setdefault((record.prompt_id, record.seed), [])
+            candidates = samples.setdefault((record.text_id, record.seed), [])
             candidates[:] = [c for c in candidates if c.run_dir != run_dir]
             candidates.append(ExistingSample(run_dir, record))
 
@@ -120,12 +117,9 @@ class SampleStore:
         return self._checked[key]
 
     def find(self, cell_key: str, prompt_id: str, text: str, seed: int) -> ExistingSample | None:
-        """A verified finished sample with this identity, or None."""
-        for sample in self._scan().get(cell_key, {}).get((prompt_id, seed), []):
-            if not same_text(sample.record, text):
-                log.warning("sample %s seed %d in %s has another prompt text than %r: a different sample, not reused",
-                            prompt_id, seed, sample.run_dir, text)
-                continue
+        """A verified finished sample with this identity (cell key, the text's identity, seed), or None; `prompt_id`
+        is only a label."""
+        for sample in self._scan().get(cell_key, {}).get((text_hash(text), seed), []):
             if self._problem(sample) is None:
                 return sample
         return None
@@ -142,22 +136,26 @@ class SampleStore:
     def add(self, run_dir: Path, record: SampleRecord) -> None:
         if self._by_cell is not None:
             self._dirs.setdefault(record.cell_key, set()).add(run_dir)
-            candidates = self._by_cell.setdefault(record.cell_key, {}).setdefault((record.prompt_id, record.seed), [])
+            candidates = self._by_cell.setdefault(record.cell_key, {}).setdefault((record.text_id, record.seed), [])
             candidates.insert(0, ExistingSample(run_dir, record))
 
     # -- claims ----------------------------------------------------------------------------------
 
     @contextmanager
-    def claim(self, cell_key: str, prompt_id: str, seed: int, *, wait: bool) -> Iterator[bool]:
-        """Hold the right to render one sample; yields False (when not waiting) if another process holds it."""
-        lock = self.out_root / STATE_DIR / CLAIMS / cell_key / f"{image_name(prompt_id, seed)}.lock"
+    def claim(self, cell_key: str, text: str, seed: int, *, wait: bool) -> Iterator[bool]:
+        """Hold the right to render one sample (by its text identity); yields False (when not waiting) if another
+        process holds it."""
+        lock = self.out_root / STATE_DIR / CLAIMS / cell_key / f"{text_hash(text)}__s{int(seed)}.lock"
         with exclusive(lock, wait=wait) as acquired:
             yield acquired
 
 
-def link_sample(existing: ExistingSample, run_dir: Path, out_root: Path) -> SampleRecord:
-    """Make a verified finished sample part of `run_dir` without rendering it: hard link (or copy) its image."""
-    target = run_dir / existing.record.image
+def link_sample(existing: ExistingSample, run_dir: Path, out_root: Path, prompt_id: str | None = None) -> SampleRecord:
+    """Make a verified finished sample part of `run_dir` without rendering it: hard link (or copy) its image, under
+    this run's prompt id (`prompt_id`) when the sample was rendered under another id for the same text."""
+    prompt_id = prompt_id or existing.record.prompt_id
+    image = f"{IMAGES}/{image_name(prompt_id, existing.record.seed)}"
+    target = run_dir / image
     if target.resolve() != existing.image.resolve():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -171,7 +169,8 @@ def link_sample(existing: ExistingSample, run_dir: Path, out_root: Path) -> Samp
         source = str(existing.run_dir.relative_to(out_root))
     except ValueError:
         source = str(existing.run_dir)
-    return replace(existing.record, reused_from=source, load_s=0.0, finished_at=now_iso())
+    return replace(existing.record, prompt_id=prompt_id, image=image, reused_from=source, load_s=0.0,
+                   finished_at=now_iso())
 
 
 def remove_stale_temporaries(run_dir: Path) -> None:

@@ -203,19 +203,24 @@ def test_generations_are_rebuilt_into_a_new_index_from_the_files(runs: DemoRuns,
         assert [r["number"] for r in index.query("SELECT number FROM generations ORDER BY number")] == [1, 2]
 
 
-@pytest.mark.parametrize("removed", [(), ("FINAL.json",), ("FINAL.json", "index")])
-def test_a_second_final_is_refused_with_the_date_of_the_first(workdir: Path, db: Path, removed: tuple[str, ...]) -> None:
-    from assess.climb.final import RESULT
-    from render.experiment import claim_final, final_record
+@pytest.mark.parametrize("removed", [(), ("ledger",), ("ledger", "index"), ("ledger", "index", "result")])
+def test_a_finished_final_is_shown_never_run_again(workdir: Path, db: Path, removed: tuple[str, ...]) -> None:
+    from assess.climb.final import RESULT, FinalResult
+    from render.laws import Ledger, claim_final, complete_final, final_record
 
-    claim_final(Path("outputs"), "tiny-demo", {"incumbent": {"cell": {}}})
-    (workdir / "outputs/experiments/tiny-demo" / RESULT).write_text("{}")  # the final finished
-    first = final_record(Path("outputs"), "tiny-demo")["claimed_at"]
-    for name in removed:  # a claim removed from disk (and the index rebuilt) does not reset it
-        (workdir / "outputs/experiments/tiny-demo/FINAL.json" if name == "FINAL.json" else db).unlink(missing_ok=True)
-    result = climb(db, "--final")
-    assert result.exit_code == 1
-    assert f"the final was already claimed on {first}" in result.output
+    ledger = Ledger("tiny-demo", Path("outputs"))
+    claim = claim_final(ledger, {"incumbent": {"cell": {}}})
+    first = final_record(ledger)["at"]
+    result = FinalResult("tiny-demo", first, {"steps": "4"}, "steps=4", "ssim", 0.002, 0.05, [], "parity")
+    complete_final(ledger, claim, result.as_dict())  # the final finished
+    for name in removed:  # evidence removed from the out_root (and the index rebuilt): the user's ledger keeps it
+        target = {"ledger": workdir / "outputs/experiments/tiny-demo/ledger.jsonl", "index": db,
+                  "result": workdir / "outputs/experiments/tiny-demo" / RESULT}[name]
+        target.unlink(missing_ok=True)
+    shown = climb(db, "--final")
+    assert shown.exit_code == 0, shown.output
+    assert "is complete" in shown.output and "winner: steps=4" in shown.output
+    assert not (workdir / "outputs" / "multirun").exists()  # nothing rendered
     after = climb(db)  # and the climb no longer navigates
     assert after.exit_code == 1 and f"its final was claimed on {first}" in after.output
 
@@ -248,11 +253,11 @@ def test_the_final_is_refused_when_its_cost_does_not_fit(runs: DemoRuns, db: Pat
 
 
 def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db: Path, workdir: Path) -> None:
-    from render.experiment import claim_final
+    from render.laws import Ledger, claim_final
 
     assert climb(db).exit_code == 0
     first_generation(runs, db)
-    claim_final(Path("outputs"), "tiny-demo", {
+    claim_final(Ledger("tiny-demo", Path("outputs")), {
         "incumbent": {"cell": {"steps": "4", "cache": "none", "scheduler": "default"}, "steps": 4,
                       "overrides": ["steps=4", "cache=none", "scheduler=default"], "cell_key": None},
         "control": {"overrides": ["steps=4", "cache=none", "attention=native", "scheduler=default"]},
@@ -294,10 +299,10 @@ def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:
     conn.commit()
     conn.close()
     with Index.open(db) as index:
-        assert SCHEMA_VERSION == 2 and index.schema_version() == 2
-        assert [r["name"] for r in index.query("SELECT name FROM migrations ORDER BY name")] == ["0001_initial",
-                                                                                               "0002_climb"]
-        assert index.query("SELECT cell_key FROM samples") == [{"cell_key": "c"}]
+        assert SCHEMA_VERSION == 3 and index.schema_version() == 3
+        assert [r["name"] for r in index.query("SELECT name FROM migrations ORDER BY name")] == [
+            "0001_initial", "0002_climb", "0003_text_identity"]
+        assert index.query("SELECT cell_key, prompt_sha FROM samples") == [{"cell_key": "c", "prompt_sha": "id:dev-000"}]
         assert {"run_experiments", "generations", "generation_cells", "finals"} <= set(index.db.table_names())
 
 

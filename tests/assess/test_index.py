@@ -31,8 +31,8 @@ def test_a_new_index_has_the_schema(db: Path) -> None:
 
 def test_primary_keys_are_the_contract(db: Path) -> None:
     with Index.open(db) as index:
-        assert index.db["scores"].pks == ["cell_key", "prompt_id", "seed", "metric", "metric_version"]
-        assert index.db["samples"].pks == ["cell_key", "prompt_id", "seed"]
+        assert index.db["scores"].pks == ["cell_key", "prompt_sha", "seed", "metric", "metric_version"]
+        assert index.db["samples"].pks == ["cell_key", "prompt_sha", "seed"]  # a sample by content, not by id
         assert index.db["runs"].pks == ["path"]
         assert index.db["cell_scores"].pks == ["cell_key", "split", "metric", "metric_version"]
         assert {c.name for c in index.db["cells"].columns} >= set(PIVOT_METRICS) | {"cell_key", "split", "is_anchor"}

@@ -37,8 +37,9 @@ def test_an_anchor_and_a_cell_scored_with_different_models_are_not_compared(outp
     scored(outputs, db)
     with sqlite3.connect(db) as conn:  # as if the anchor was scored with one CLIP model and the cell with another
         for key, model in ((ANCHOR_KEY, "model=clip-a"), (CELL, "model=clip-b")):
-            conn.execute("INSERT INTO scores (cell_key, prompt_id, seed, metric, metric_version, value, direction, config, "
-                         "scored_at) SELECT cell_key, prompt_id, seed, 'clip_score', 1, 30.0, 'higher', ?, 'now' "
+            conn.execute("INSERT INTO scores (cell_key, prompt_sha, prompt_id, seed, metric, metric_version, value, direction, "
+                         "config, scored_at) SELECT cell_key, prompt_sha, prompt_id, seed, 'clip_score', 1, 30.0, 'higher', ?, "
+                         "'now' "
                          "FROM samples WHERE cell_key = ?", (model, key))
     with Index.open(db) as index:
         assert "clip_score" not in compare_cell(index, CELL, ANCHOR_KEY, "smoke").metrics

@@ -13,9 +13,10 @@ from assess.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory
 from assess.index import Index
 from assess.metrics import fidelity
 from assess.metrics.fidelity import psnr_identical
+from render import rundir
 from render.rundir import load_run
 from assess.score import render_command, score
-from tests.assess.conftest import ANCHOR_KEY, RunFactory, cell_key_of, expected_psnr_shift, make_cell, shift
+from tests.assess.conftest import ANCHOR_KEY, PROMPTS, RunFactory, cell_key_of, expected_psnr_shift, make_cell, shift
 
 FAST = ["psnr", "ssim"]
 
@@ -231,14 +232,22 @@ def test_the_index_rebuilds_from_the_run_directories_alone(sweep_with_anchor: Pa
 
 
 def test_changing_the_clip_model_rescores(sweep_with_anchor: Path, db: Path, tiny_clip: Path, tmp_path: Path) -> None:
+    """The CLIP model is known by its content: a copy elsewhere is the same model, other weights are not."""
+    from assess.metrics.model_identity import metric_model_identity
+
     score([sweep_with_anchor], db, metrics=["clip_score"], clip_model=str(tiny_clip))
-    assert {r["config"] for r in rows(db, "SELECT config FROM scores")} == {f"model={tiny_clip}"}
+    assert {r["config"] for r in rows(db, "SELECT config FROM scores")} == {f"model={rundir.folder_digest(tiny_clip)}"}
     assert rows(db, "SELECT count(*) AS n FROM scores WHERE value IS NULL")[0]["n"] == 0
     other = tmp_path / "clip-copy"
     shutil.copytree(tiny_clip, other)
     summary = score([sweep_with_anchor], db, metrics=["clip_score"], clip_model=str(other))
+    assert summary.written == 0 and summary.current == 27  # the same weights under another path
+    weights = next(other.rglob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\x07")
+    metric_model_identity.cache_clear()
+    summary = score([sweep_with_anchor], db, metrics=["clip_score"], clip_model=str(other))
     assert summary.written == 27 and summary.current == 0
-    assert {r["config"] for r in rows(db, "SELECT config FROM scores")} == {f"model={other}"}
+    assert {r["config"] for r in rows(db, "SELECT config FROM scores")} == {f"model={rundir.folder_digest(other)}"}
 
 
 def test_an_unavailable_outcome_never_replaces_a_value_unless_forced(sweep_with_anchor: Path, db: Path) -> None:
@@ -247,7 +256,7 @@ def test_an_unavailable_outcome_never_replaces_a_value_unless_forced(sweep_with_
 
     score([sweep_with_anchor], db, metrics=["psnr"])
     steps8 = cell_key_of(make_cell(steps=8))
-    late = ScoreRow(steps8, "smoke-000", 0, fidelity.PSNR, Outcome.unavailable("anchor sample missing"), "", ANCHOR_KEY)
+    late = ScoreRow(steps8, rundir.text_hash(PROMPTS["smoke-000"]), "smoke-000", 0, fidelity.PSNR, Outcome.unavailable("anchor sample missing"), "", ANCHOR_KEY)
     query = "SELECT value, unavailable_reason FROM scores WHERE cell_key = ? AND prompt_id = 'smoke-000' AND seed = 0"
     with Index.open(db) as index:
         with index.write() as conn:  # a concurrent scorer that did not see the anchor yet

@@ -141,13 +141,14 @@ def test_a_climb_s_final_is_on_the_experiment_run(climbed: tuple[Path, Path], ml
     from assess.experiment import load_experiment
     from assess.index import Index
     from assess.score import score
-    from render.experiment import claim_final, final_record
+    from render.laws import Ledger, claim_final, final_record
     from tests.assess.climb_fixtures import ANCHOR_OVERRIDES, DemoRuns, demo_cell, holdout_ids
     from tests.assess.conftest import shift
 
     workdir, db = climbed
     overrides = ["steps=4", "cache=none", "scheduler=default"]
-    claim_final(Path("outputs"), "tiny-demo", {
+    ledger = Ledger("tiny-demo", Path("outputs"))
+    claim_final(ledger, {
         "incumbent": {"cell": {"steps": "4", "cache": "none", "scheduler": "default"}, "overrides": overrides,
                       "steps": 4},
         "control": {"overrides": ["steps=4"]}, "anchor": {"overrides": ANCHOR_OVERRIDES}})
@@ -161,7 +162,7 @@ def test_a_climb_s_final_is_on_the_experiment_run(climbed: tuple[Path, Path], ml
     assert result.exit_code == 0, result.output
     (parent,) = [r for r in all_runs(mlflow_server, "final-test") if r.data.tags["hypergrid.kind"] == "experiment"]
     with Index.open(db) as index:
-        final = final_result(index, load_experiment("tiny-demo"), final_record(Path("outputs"), "tiny-demo"))
+        final = final_result(index, load_experiment("tiny-demo"), final_record(ledger))
     incumbent = final.arms[0]
     assert incumbent.role == "incumbent" and incumbent.speedup and incumbent.quality
     m = parent.data.metrics

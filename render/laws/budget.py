@@ -1,0 +1,289 @@
+"""GPU-time budget of an experiment: what was spent (measured from its samples, in every out_root its ledger
+knows), what a sweep will cost (estimated before anything launches), the reservations that let concurrent
+launches share one budget, and the guard that stops a running sweep before it spends the final's reserve.
+
+Admission (render.preflight) runs under the ledger's lock: spent + what live reservations have not used
+yet + this estimate must fit under the navigable ceiling (the budget less the reserve; a final's token
+opens the reserve). The estimate is then reserved in the ledger. A reservation lives while the process
+that made it runs, or, for a detached SLURM submission, while its jobs are queued or running. Each
+rendered sample's cost is added to its reservation's use file; when a sample would pass the
+reservation, the guard extends it under the lock if the budget has room, and otherwise stops the
+remaining samples: the cell is recorded `cancelled` with a `budget:` message.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from render.errors import RenderError
+from render.laws.ledger import Ledger
+from render.rundir import RunDir, append_record, host_identity, now_iso, read_lines, scan_runs, slurm_state, writer_state
+
+RESERVATION_ENV = "HYPERGRID_RESERVATION"  # "<experiment>:<reservation id>": a launch's workers share its reservation
+FIRST_LAUNCH_MARGIN = 1.5  # a cell measured in preflight (no history) is estimated at 1.5x its one sample, plus a load
+
+
+class BudgetExceeded(RenderError, ValueError):
+    """The sweep's estimated cost does not fit in what is left of the budget."""
+
+
+class BudgetStop(RenderError, RuntimeError):
+    """A running sweep reached the experiment's navigable ceiling: its remaining samples are not rendered."""
+
+
+@dataclass(frozen=True)
+class History:
+    """Every run known to one or more output roots (under them and registered elsewhere), read once."""
+
+    runs: list[RunDir]
+
+    @classmethod
+    def scan(cls, out_roots: Path | Iterable[Path]) -> History:
+        roots = [out_roots] if isinstance(out_roots, (str, Path)) else list(out_roots)
+        runs: dict[Path, RunDir] = {}
+        for root in roots:
+            if Path(root).is_dir():
+                for run in scan_runs(Path(root)):
+                    runs.setdefault(run.path.resolve(), run)
+        return cls(list(runs.values()))
+
+    def samples(self, match: Any) -> Iterable[dict[str, Any]]:
+        """The rendered (not linked) samples of the runs whose run.json `match` accepts."""
+        for run in self.runs:
+            if match(run.run):
+                yield from (s.as_dict() for s in run.samples if s.reused_from is None)
+
+
+def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
+    """The GPU time of every sample the experiment's runs use, each once by content identity, in every out_root
+    the experiment used, wherever and under whatever flags it was rendered (a sample linked from a run outside
+    the experiment costs what its rendering cost)."""
+    history = history or History.scan(ledger.out_roots())
+    cost: dict[tuple[str, str, int], float] = {}
+    used: set[tuple[str, str, int]] = set()
+    for run in history.runs:
+        mine = ((run.run.get("config") or {}).get("experiment") or {}).get("name") == ledger.name
+        for record in run.samples:
+            if record.reused_from is None:
+                cost.setdefault(record.identity, (record.latency_s or 0.0) + (record.load_s or 0.0))
+            if mine:
+                used.add(record.identity)
+    return sum(cost.get(i, 0.0) for i in used)
+
+
+# -- reservations ---------------------------------------------------------------------------
+
+
+def _use_file(ledger: Ledger, rid: str) -> Path:
+    return ledger.state_copy.parent / "reservations" / f"{rid}.jsonl"
+
+
+def used_seconds(ledger: Ledger, rid: str) -> float:
+    return sum(float(e.get("s", 0.0)) for e in read_lines(_use_file(ledger, rid)))
+
+
+@dataclass
+class Reservation:
+    rid: str
+    seconds: float
+    owner: dict[str, Any]
+    slurm_jobs: list[str]
+    released: bool
+
+    def live(self) -> bool:
+        if self.released:
+            return False
+        if self.slurm_jobs:  # detached: until its jobs end, wherever the submitting process went
+            return any(slurm_state(job)[0] != "crashed" for job in self.slurm_jobs)
+        return writer_state(self.owner, ask_slurm=False)[0] == "running"
+
+
+def reservations(ledger: Ledger) -> list[Reservation]:
+    found: dict[str, Reservation] = {}
+    for entry in ledger.entries():
+        kind, rid = entry["kind"], entry.get("rid")
+        if kind == "reservation":
+            found[rid] = Reservation(rid, float(entry["seconds"]), entry, [], False)
+        elif rid in found and kind == "extend":
+            found[rid].seconds = float(entry["seconds"])
+        elif rid in found and kind == "hold":
+            found[rid].slurm_jobs += [str(j) for j in entry.get("slurm_jobs", [])]
+        elif rid in found and kind == "release":
+            found[rid].released = True
+    return list(found.values())
+
+
+def outstanding_seconds(ledger: Ledger, exclude: str | None = None) -> float:
+    """What live reservations (other than `exclude`) have reserved and not used yet: their used part is
+    already in the spend, measured from the samples."""
+    return sum(max(r.seconds - used_seconds(ledger, r.rid), 0.0) for r in reservations(ledger)
+               if r.rid != exclude and r.live())
+
+
+_MINE: dict[str, tuple[Ledger, str]] = {}  # experiment -> this process's reservation (or its launch's)
+
+
+def reserve(ledger: Ledger, seconds: float) -> str:
+    """Reserve `seconds` for this process's launch (call under ledger.lock()); released when the process ends,
+    unless a detached submission holds it for its jobs (`hold_for_jobs`)."""
+    import secrets
+
+    rid = secrets.token_hex(6)
+    ledger.append("reservation", rid=rid, seconds=seconds, **host_identity(), started_at=now_iso())
+    _MINE[ledger.name] = (ledger, rid)
+    os.environ[RESERVATION_ENV] = f"{ledger.name}:{rid}"  # inherited by the launch's workers (gpus, SLURM)
+
+    def release() -> None:
+        held = any(r.rid == rid and r.slurm_jobs for r in reservations(ledger))
+        if not held:
+            ledger.append("release", rid=rid)
+
+    atexit.register(release)
+    return rid
+
+
+def hold_for_jobs(job_ids: Sequence[str]) -> None:
+    """A detached submission: this process's reservations stay live until these scheduler jobs end."""
+    for ledger, rid in _MINE.values():
+        ledger.append("hold", rid=rid, slurm_jobs=[str(j) for j in job_ids])
+
+
+# -- the guard of a running sweep -----------------------------------------------------------
+
+
+class BudgetGuard:
+    """Keeps a running launch inside its reservation; extends it while the budget has room, else stops."""
+
+    def __init__(self, ledger: Ledger, rid: str, ceiling_s: float) -> None:
+        self.ledger, self.rid, self.ceiling_s = ledger, rid, ceiling_s
+
+    def reserved(self) -> float:
+        return next((r.seconds for r in reservations(self.ledger) if r.rid == self.rid), 0.0)
+
+    def before(self, next_s: float) -> None:
+        """Raise BudgetStop when the next sample (estimated at `next_s`) would pass the navigable ceiling."""
+        used, reserved = used_seconds(self.ledger, self.rid), self.reserved()
+        if used + next_s <= reserved:
+            return
+        with self.ledger.lock():
+            spent = spent_gpu_seconds(self.ledger)
+            others = outstanding_seconds(self.ledger, exclude=self.rid)
+            free = self.ceiling_s - spent - others - max(reserved - used, 0.0)
+            if free < next_s:
+                raise BudgetStop(
+                    f"budget: experiment {self.ledger.name} has spent {spent / 3600:.4f} GPU-h (and other launches hold "
+                    f"{others / 3600:.4f}) of its navigable {self.ceiling_s / 3600:.4f}; the remaining samples are not "
+                    "rendered, the reserve is kept for the final")
+            grant = min(free, max(4 * next_s, 0.25 * reserved))
+            self.ledger.append("extend", rid=self.rid, seconds=reserved + grant)
+
+    def spent(self, seconds: float) -> None:
+        path = _use_file(self.ledger, self.rid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        append_record(path, {"s": round(seconds, 6)})
+
+
+def guard_for(job: Any) -> BudgetGuard | None:
+    """The budget guard of an experiment's job: this process's reservation, or the one its launch passed down."""
+    experiment = (job.config or {}).get("experiment")
+    if not experiment:
+        return None
+    name = experiment["name"]
+    if name in _MINE:
+        ledger, rid = _MINE[name]
+    else:
+        inherited = os.environ.get(RESERVATION_ENV, "")
+        if not inherited.startswith(f"{name}:"):
+            return None
+        ledger, rid = Ledger(name, job.out_root), inherited.split(":", 1)[1]
+    budget = experiment["budget"]
+    ceiling_h = budget["gpu_hours"] - (0.0 if experiment.get("final") else budget.get("reserve_gpu_hours") or 0.0)
+    return BudgetGuard(ledger, rid, ceiling_h * 3600)
+
+
+# -- estimates ------------------------------------------------------------------------------
+
+
+def seconds_per_sample(history: History, model: str, height: int, width: int, device_kind: str, steps: int,
+                       cell_key: str | None = None) -> float | None:
+    """The cell's own median warm latency when it has history; else a latency = a + b*steps fit over the
+    model's samples at this resolution on this device kind; None without any history."""
+    if cell_key:
+        own = [r["latency_s"] for r in history.samples(lambda m: m.get("cell_key") == cell_key) if not r.get("warmup")]
+        if own:
+            return statistics.median(own)
+
+    def same_setting(meta: dict[str, Any]) -> bool:
+        cell = meta.get("cell") or {}
+        return (cell.get("model", {}).get("name"), cell.get("height"), cell.get("width"), cell.get("device_kind")) == (model, height, width, device_kind)
+
+    points = [(r["steps"], r["latency_s"]) for r in history.samples(same_setting) if not r.get("warmup")]
+    if not points:
+        return None
+    by_steps: dict[int, list[float]] = {}
+    for s, latency in points:
+        by_steps.setdefault(s, []).append(latency)
+    medians = {s: statistics.median(v) for s, v in by_steps.items()}
+    if len(medians) == 1:
+        ((s, latency),) = medians.items()
+        return latency * steps / s
+    slope, intercept = statistics.linear_regression(list(medians), list(medians.values()))
+    return max(intercept + slope * steps, min(medians.values()) * 0.1)
+
+
+def load_seconds(model: str, history: History) -> float:
+    """Median recorded load time of the model (0 without history)."""
+    loads = [r["load_s"] for r in history.samples(lambda m: ((m.get("cell") or {}).get("model") or {}).get("name") == model)
+             if r.get("load_s")]
+    return statistics.median(loads) if loads else 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    measured_cells: int  # cells estimated from a one-sample measurement (no history)
+
+
+def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History, measure: Any = None) -> Estimate:
+    """Seconds the jobs' pending samples will take. `measure(job) -> (seconds per sample, load seconds)` is asked
+    for cells without history (a one-sample preflight measurement): a first launch is estimated with its model
+    load and a safety margin (FIRST_LAUNCH_MARGIN)."""
+    total, measured = 0.0, 0
+    loads: dict[str, float] = {}
+    for model in {job.cell.model.name for job in jobs if pending.get(job.cell.key)}:
+        loads[model] = load_seconds(model, history)  # each process loads each model once
+    for job in jobs:
+        n = pending.get(job.cell.key, 0)
+        if n == 0:
+            continue
+        c = job.cell
+        per_sample = seconds_per_sample(history, c.model.name, c.height, c.width, c.device_kind, c.steps, c.key)
+        if per_sample is None:
+            if measure is None:
+                raise BudgetExceeded(f"no history to estimate cell {c.describe()} and no measurement available")
+            per_sample, load_s = measure(job)
+            per_sample *= FIRST_LAUNCH_MARGIN
+            loads[c.model.name] = max(loads.get(c.model.name, 0.0), load_s * FIRST_LAUNCH_MARGIN)
+            measured += 1
+        total += n * per_sample
+    return Estimate(total + sum(loads.values()), measured)
+
+
+def check_budget(experiment: Any, spent_s: float, estimate: Estimate) -> None:
+    """Refuse a sweep whose estimate does not fit: the reserve is only for the final."""
+    budget = experiment.budget
+    ceiling_h = budget.gpu_hours - (0.0 if experiment.final else budget.reserve_gpu_hours)
+    left_s = ceiling_h * 3600 - spent_s
+    if estimate.seconds > left_s:
+        price = f" (${estimate.seconds / 3600 * budget.price_per_gpu_hour:.2f})" if budget.price_per_gpu_hour else ""
+        reserve = "" if experiment.final else f", reserve {budget.reserve_gpu_hours:.4f} h kept for the final"
+        raise BudgetExceeded(
+            f"experiment {experiment.name}: this sweep needs an estimated {estimate.seconds / 3600:.4f} GPU-hours{price}, "
+            f"but only {max(left_s, 0) / 3600:.4f} are left (spent and held by running launches {spent_s / 3600:.4f} of "
+            f"{budget.gpu_hours:.4f}{reserve}); nothing was launched. Shrink the sweep (fewer cells, a lower "
+            "prompts.limit) or raise experiment.budget.gpu_hours by an amendment (assess climb <name> --amend)")

@@ -1,0 +1,45 @@
+"""One final per experiment, by evidence: claimed once in the ledger, its token spent when it completes, its
+result recorded there, so `--final` from any folder that shares the user's state finds it."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from render.errors import RenderError
+from render.laws.ledger import Ledger
+
+
+class FinalAlreadyClaimed(RenderError, RuntimeError):
+    """The experiment's final holdout run was already claimed."""
+
+
+def final_record(ledger: Ledger) -> dict[str, Any] | None:
+    """The experiment's claim of its final, from whichever copy of its ledger keeps it."""
+    return ledger.first("claim")
+
+
+def final_result(ledger: Ledger) -> dict[str, Any] | None:
+    """The finished final's result (the comparison under the rule in force at its claim), or None."""
+    entry = ledger.latest("final-result")
+    return None if entry is None else entry["result"]
+
+
+def claim_final(ledger: Ledger, payload: dict[str, Any], holdout_content: str | None = None) -> dict[str, Any]:
+    """Claim the final exactly once, under the ledger's lock: refused when any copy of the ledger holds a claim;
+    returns the claim with the token its commands must carry."""
+    with ledger.lock():
+        first = final_record(ledger)
+        if first is not None:
+            raise FinalAlreadyClaimed(f"experiment {ledger.name}: the final holdout run was already claimed on "
+                                      f"{first.get('at', '?')}; the holdout is spent and cannot be rendered again")
+        return ledger.append("claim", holdout_content=holdout_content, **{"token": secrets.token_hex(8), **payload})
+
+
+def complete_final(ledger: Ledger, claim: dict[str, Any], result: dict[str, Any]) -> None:
+    """The final is done: its result is recorded and its token spent (it opens no holdout sample any more)."""
+    with ledger.lock():
+        if final_result(ledger) is None:
+            ledger.append("final-result", result=result, token=claim.get("token"))
+        if not any(e.get("token") == claim.get("token") for e in ledger.entries("token-spent")):
+            ledger.append("token-spent", token=claim.get("token"))

@@ -1,0 +1,123 @@
+"""The holdout is locked by content: rendered once, by its experiment's claimed final, for the final's cells.
+
+A text is *reserved* when it belongs to a shipped holdout manifest or to the holdout of an experiment
+that ever launched (its ledger's `holdout` entry). Any render that includes a reserved text, compared
+by text identity (render.rundir.identity: NFKC, invisible characters, punctuation, spacing and case
+folded) whatever the option name, split label, file or id, is refused at preflight, unless it carries
+the token of that experiment's claimed, unfinished final and renders only the final's cells.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Iterable
+
+from omegaconf import OmegaConf
+
+from render.errors import RenderError
+from render.laws.ledger import Ledger, all_ledgers
+from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
+from render.rundir import scan_runs, text_hash
+
+
+class HoldoutLocked(RenderError, ValueError):
+    """A render that would spend a holdout outside its claimed final."""
+
+
+def shipped_holdouts() -> list[Path]:
+    """Every holdout manifest the package ships (each is reserved whether or not an experiment uses it)."""
+    return sorted(PACKAGE_PROMPTS.glob("*holdout*.jsonl"))
+
+
+def option_prompts(option: str) -> tuple[str, list[Prompt]]:
+    """(file, prompts) of a prompts option, from the file the option points to (not its name), found in
+    Hydra's own search order (render.confpath): the first folder that has the option wins."""
+    from render.confpath import conf_dirs
+
+    for folder in conf_dirs():
+        path = folder / "prompts" / f"{option}.yaml"
+        if path.is_file():
+            file = str(OmegaConf.load(path).file)
+            return file, load_prompts(file)
+    raise HoldoutLocked(f"prompts option {option!r} not found in {', '.join(str(d / 'prompts') for d in conf_dirs())}")
+
+
+def content_hash(prompts: Iterable[Prompt]) -> str:
+    """A split's identity: the sha256 of its sorted text identities."""
+    return hashlib.sha256("\n".join(sorted(text_hash(p.text) for p in prompts)).encode()).hexdigest()[:16]
+
+
+def register_holdout(ledger: Ledger, option: str) -> None:
+    """Reserve an experiment's holdout texts in its ledger (idempotent, by content)."""
+    file, prompts = option_prompts(option)
+    content = content_hash(prompts)
+    if not any(e.get("content") == content for e in ledger.entries("holdout")):
+        ledger.append("holdout", option=option, file=file, content=content,
+                      sha=sorted({text_hash(p.text) for p in prompts}))
+
+
+def reserved(out_root: Path) -> dict[str, str]:
+    """text identity -> whose holdout it is: the shipped manifests, and every experiment's with a ledger."""
+    owners: dict[str, str] = {}
+    for manifest in shipped_holdouts():
+        for p in load_prompts(str(manifest)):
+            owners.setdefault(text_hash(p.text), f"the shipped holdout manifest {manifest.name}")
+    for ledger in all_ledgers(out_root):
+        for entry in ledger.entries("holdout"):
+            for sha in entry.get("sha", []):
+                owners.setdefault(sha, f"experiment {ledger.name}'s holdout ({entry.get('option')})")
+    return owners
+
+
+def holdout_samples(out_roots: Iterable[Path], prompts: list[Prompt]) -> list[str]:
+    """Run folders known to any of `out_roots` that hold samples of these prompts' texts (a spent holdout)."""
+    wanted = {text_hash(p.text) for p in prompts}
+    found: set[str] = set()
+    for out_root in out_roots:
+        if Path(out_root).is_dir():
+            found |= {str(run.path) for run in scan_runs(Path(out_root)) if any(s.text_id in wanted for s in run.samples)}
+    return sorted(found)
+
+
+def open_claim(ledger: Ledger, content: str) -> dict[str, Any] | None:
+    """The experiment's claim of its final on this holdout, whichever copy of the ledger keeps it."""
+    return next((c for c in ledger.entries("claim") if c.get("holdout_content") in (None, content)), None)
+
+
+def token_spent(ledger: Ledger, token: str | None) -> bool:
+    """A claim's token opens the final's samples until the final completes; then it is spent."""
+    return token is not None and any(e.get("token") == token for e in ledger.entries("token-spent"))
+
+
+def check_holdout(job: Any, cfg: Any) -> None:
+    """Refuse a render that includes a reserved text, unless it is the claimed final of that experiment's holdout."""
+    owners = reserved(job.out_root)
+    hits = [p for p in job.prompts if text_hash(p.text) in owners]
+    experiment = cfg.get("experiment")
+    if experiment is not None and experiment.final:
+        ledger = Ledger(experiment.name, job.out_root)
+        _, holdout = option_prompts(experiment.holdout)
+        claim = open_claim(ledger, content_hash(holdout))
+        if claim is None:
+            raise HoldoutLocked(f"experiment {experiment.name}: experiment.final=true without a claimed final; "
+                                f"run `assess climb {experiment.name} --final`")
+        if not experiment.final_token or experiment.final_token != claim.get("token"):
+            raise HoldoutLocked(f"experiment {experiment.name}: experiment.final=true works only with the token of its "
+                                f"claimed final (experiment.final_token, in the commands `assess climb {experiment.name} "
+                                "--final` printed)")
+        if token_spent(ledger, experiment.final_token):
+            raise HoldoutLocked(f"experiment {experiment.name}: its final is complete and its token is spent; the "
+                                f"holdout cannot be rendered again. See `assess climb {experiment.name} --final`")
+        allowed = set(claim.get("cells") or [])
+        keys = {job.cell.key} | ({job.anchor.key} if job.render_anchor else set())
+        if not keys <= allowed:
+            raise HoldoutLocked(f"experiment {experiment.name}: cell {job.cell.describe()} is not one of its final's cells "
+                                "(the incumbent, the anchor, the steps-only control)")
+        holdout_texts = {text_hash(p.text) for p in holdout}
+        hits = [p for p in hits if text_hash(p.text) not in holdout_texts]
+    if hits:
+        owner = owners[text_hash(hits[0].text)]
+        raise HoldoutLocked(f"prompts={cfg.prompts.name} ({cfg.prompts.file}) includes {len(hits)} text(s) of "
+                            f"a locked holdout ({owner}), e.g. {hits[0].id} = {hits[0].text!r}; the holdout is rendered only by an "
+                            "experiment's final (`assess climb <name> --final`), once")

@@ -1,0 +1,131 @@
+"""The decision rule of an experiment, frozen at its first launch like its anchor.
+
+The rule is everything a verdict depends on besides the samples: the quality metric, its parity band
+and alpha, the rungs and eta of successive halving, the objective, the axes, the seeds, the splits (by
+the content hash of their texts, not by option name) and the budget. It is recorded in the ledger at
+the first launch; a later launch, climb or report whose composed rule differs is refused with both
+versions shown, unless the change was taken as an explicit amendment (`assess climb <name> --amend`),
+which the ledger keeps and every later generation and report shows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from render.errors import RenderError
+from render.laws.ledger import Ledger
+
+
+class RuleChanged(RenderError, ValueError):
+    """The experiment's composed decision rule differs from the one in force; nothing was launched."""
+
+
+def canon(value: Any) -> str:
+    """The canonical text of an axis value, as an override writes it (8, 0.3, fbcache, true)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if value is None:
+        return "null"
+    text = str(value)
+    try:
+        return canon(float(text)) if re.fullmatch(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?", text) else text
+    except ValueError:
+        return text
+
+
+def _plain(node: Any) -> Any:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig | ListConfig) else node
+
+
+def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str, Any]:
+    """The decision rule of a composed experiment node (its splits given by their content hashes)."""
+    exp = _plain(experiment)
+    quality = dict(exp.get("quality") or {})
+    budget = dict(exp.get("budget") or {})
+    return {
+        "quality": {"metric": str(quality.get("metric")), "band": float(quality.get("band")),
+                    "alpha": float(quality.get("alpha")),
+                    **({"per_category": bool(quality["per_category"])} if "per_category" in quality else {})},
+        "rungs": [int(r) for r in exp.get("rungs") or []],
+        "eta": int(exp.get("eta")),
+        "objective": str(exp.get("objective")),
+        "axes": {str(k): [canon(v) for v in values] for k, values in (exp.get("axes") or {}).items()},
+        "seeds": [int(s) for s in (exp.get("seeds") if isinstance(exp.get("seeds"), list) else [exp.get("seeds")])],
+        "splits": {"dev": {"option": str(exp.get("dev")), "content": dev_content},
+                   "holdout": {"option": str(exp.get("holdout")), "content": holdout_content}},
+        "budget": {"gpu_hours": float(budget.get("gpu_hours")),
+                   "reserve_gpu_hours": float(budget.get("reserve_gpu_hours") or 0.0),
+                   "price_per_gpu_hour": None if budget.get("price_per_gpu_hour") is None
+                   else float(budget["price_per_gpu_hour"])},
+    }
+
+
+def rule_digest(rule: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(rule, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def rule_in_force(ledger: Ledger) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(the rule in force, the amendments in order): the frozen rule with its latest amendment applied."""
+    frozen = ledger.first("rule")
+    amendments = ledger.entries("amendment")
+    if frozen is None:
+        return None, amendments
+    return (amendments[-1]["rule"] if amendments else frozen["rule"]), amendments
+
+
+def differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """`key: old -> new` for every leaf that differs."""
+    out = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {json.dumps(a)} -> {json.dumps(b)}")
+    return out
+
+
+def check_rule(ledger: Ledger, rule: dict[str, Any]) -> None:
+    """Refuse a composed rule that differs from the one in force (both shown, and how to amend)."""
+    current, _ = rule_in_force(ledger)
+    if current is None or current == rule:
+        return
+    changes = differences(current, rule)
+    raise RuleChanged(
+        f"experiment {ledger.name}: the decision rule is frozen since its first launch, and this one differs:\n  "
+        + "\n  ".join(changes)
+        + f"\n  in force: {json.dumps(current, sort_keys=True)}\n  this run: {json.dumps(rule, sort_keys=True)}\n"
+        f"Restore the experiment's config, or take the change as a recorded amendment: "
+        f"assess climb {ledger.name} --amend \"<why>\" (with the same --set overrides)")
+
+
+def freeze_rule(ledger: Ledger, rule: dict[str, Any]) -> None:
+    """At the first launch: record the rule (idempotent)."""
+    if ledger.first("rule") is None:
+        ledger.append("rule", rule=rule, digest=rule_digest(rule))
+
+
+def amend_rule(ledger: Ledger, rule: dict[str, Any], reason: str) -> dict[str, Any] | None:
+    """Record `rule` as an amendment of the one in force, with its reason; None when nothing changes."""
+    current, _ = rule_in_force(ledger)
+    if current is None:
+        freeze_rule(ledger, rule)
+        return None
+    if current == rule:
+        return None
+    if ledger.first("claim") is not None:
+        raise RuleChanged(f"experiment {ledger.name}: the final was claimed under the rule in force; the rule cannot be "
+                          "amended any more (a new rule needs a new experiment)")
+    if not reason.strip():
+        raise RuleChanged(f"experiment {ledger.name}: an amendment needs its reason: --amend \"<why>\"")
+    return ledger.append("amendment", rule=rule, digest=rule_digest(rule), previous=rule_digest(current),
+                         changes=differences(current, rule), reason=reason)

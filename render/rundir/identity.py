@@ -1,0 +1,186 @@
+"""What a thing *is*, from its content only: a prompt text, a cell, a model's weights, a folder of files.
+
+Everything that compares two things compares these, never a name, a path or an id:
+
+    text_identity  a prompt's text as the tokenizers see it: NFKC, format and invisible characters
+                   removed, every Unicode punctuation, symbol-free spacing and space folded, case folded
+    text_hash      its 16-hex-digit digest (part of a sample's identity: cell key, text, seed)
+    cell_key_of    the digest of a cell's canonical config (which holds its model's weights identity)
+    folder_digest  the digest of a folder's files (relative path, size, content), cached by size and mtime
+    model_identity a model's weights: a local folder's digest, or a hub model's resolved commit
+
+A cached digest is reused only while every file keeps its size and mtime (nanoseconds), so the common
+case (a re-run) costs one stat per file, and a replaced weight file is hashed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import unicodedata
+from pathlib import Path
+from typing import Any, Iterable
+
+# Code points that render as nothing but are not Unicode category Cf (format): fillers, joiners and
+# variation selectors (Unicode's Default_Ignorable_Code_Point, less what Cf already covers).
+_IGNORABLE = (
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)
+
+
+def _ignorable(char: str) -> bool:
+    code = ord(char)
+    return unicodedata.category(char) == "Cf" or any(low <= code <= high for low, high in _IGNORABLE)
+
+
+def _fold(char: str) -> str:
+    """A space for punctuation, separators and controls; nothing for invisible characters; else the character."""
+    if _ignorable(char):
+        return ""
+    category = unicodedata.category(char)
+    if category[0] in "PZ" or category == "Cc":
+        return " "
+    return char
+
+
+def text_identity(text: str) -> str:
+    """A prompt's text as compared everywhere: "Ａ ＲＥＤ “cube”…" and "a red cube" are one text."""
+    once = unicodedata.normalize("NFKC", text)
+    folded = unicodedata.normalize("NFKC", "".join(_fold(c) for c in once).casefold())
+    return " ".join("".join(_fold(c) for c in folded).split())  # NFKC after casefold can bring punctuation back
+
+
+def text_hash(text: str) -> str:
+    """Part of a sample's identity: two prompts with the same id but different texts are different samples."""
+    return hashlib.sha256(text_identity(text).encode()).hexdigest()[:16]
+
+
+def sample_text_id(prompt: str | None, prompt_id: str) -> str:
+    """A sample record's text identity; a record without its text (contract version 1) falls back to its id."""
+    return text_hash(prompt) if prompt is not None else f"id:{prompt_id}"
+
+
+def shared_texts(a: Iterable[tuple[str, str]], b: Iterable[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """The split rule: (id in a, id in b, text) for every text identity two manifests share."""
+    in_b = {text_hash(text): pid for pid, text in b}
+    return [(pid, in_b[text_hash(text)], text) for pid, text in a if text_hash(text) in in_b]
+
+
+def cell_key_of(canonical: dict[str, Any]) -> str:
+    """First 16 hex digits of the sha256 of the canonical JSON of a cell (run.json["cell"])."""
+    blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# -- folders and models ---------------------------------------------------------------------
+
+DIGEST_CACHE = "digests.json"
+_MEMO: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}  # within one process: no file read at all
+
+
+def digest_cache_path() -> Path:
+    """Where content digests are cached across processes: `$HYPERGRID_CACHE` (default ~/.cache/hypergrid)."""
+    env = os.environ.get("HYPERGRID_CACHE")
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "hypergrid") / DIGEST_CACHE
+
+
+def _files(folder: Path) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime_ns) of every file under `folder`, sorted; hidden files and folders skipped."""
+    found = []
+    for root, dirs, names in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = Path(root) / name
+            stat = path.stat()
+            found.append((path.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns))
+    return sorted(found)
+
+
+def _file_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _load_cache(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _store_cache(path: Path, cache: dict[str, Any]) -> None:
+    """Best effort: an unwritable cache only costs the next process the hashing."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def folder_digest(folder: Path | str) -> str:
+    """`sha256:<16 hex>` of a folder's files (relative path, size and content of each), cached by size and mtime."""
+    folder = Path(folder).expanduser().resolve()
+    files = _files(folder)
+    memo_key = (str(folder), tuple(files))
+    if memo_key in _MEMO:
+        return _MEMO[memo_key]
+    cache_path = digest_cache_path()
+    cache = _load_cache(cache_path)
+    known = cache.get(str(folder), {})
+    shas, changed = {}, False
+    for rel, size, mtime in files:
+        entry = known.get(rel)
+        if entry and entry.get("size") == size and entry.get("mtime_ns") == mtime:
+            shas[rel] = entry["sha256"]
+        else:
+            shas[rel], changed = _file_sha(folder / rel), True
+    whole = hashlib.sha256("\n".join(f"{rel}\0{size}\0{shas[rel]}" for rel, size, _ in files).encode())
+    result = f"sha256:{whole.hexdigest()[:16]}"
+    if changed or set(known) != set(shas):
+        cache[str(folder)] = {rel: {"size": size, "mtime_ns": mtime, "sha256": shas[rel]} for rel, size, mtime in files}
+        _store_cache(cache_path, cache)
+    _MEMO[memo_key] = result
+    return result
+
+
+def hub_commit(repo_id: str, revision: str | None) -> str | None:
+    """The commit a hub revision resolves to: from the local cache's refs, else the hub; None when neither answers."""
+    import re
+
+    revision = revision or "main"
+    if re.fullmatch(r"[0-9a-f]{40}", revision):
+        return revision
+    from huggingface_hub import constants
+
+    ref = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "refs" / revision
+    if ref.is_file():
+        return ref.read_text().strip()
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().model_info(repo_id, revision=revision, timeout=10).sha
+    except Exception:  # noqa: BLE001 - any failure to reach the hub means: not resolvable here
+        return None
+
+
+def model_identity(source: str, revision: str | None) -> str:
+    """The identity of the weights `from_pretrained(source)` loads: a local folder's digest, or `hub:<commit>`.
+    Raises ValueError when a hub revision cannot be resolved (neither cached nor reachable)."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return folder_digest(path)
+    commit = hub_commit(source, revision)
+    if commit is None:
+        raise ValueError(f"{source}@{revision or 'main'}: the revision cannot be resolved to a commit "
+                         "(not in the local Hugging Face cache, and the hub does not answer)")
+    return f"hub:{commit}"
