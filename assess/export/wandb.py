@@ -70,7 +70,10 @@ def export_wandb(runs: list[TrackedRun], project: str, folder: Path) -> Exported
     except OSError as exc:
         raise TrackerUnavailable(f"--dir {folder}: cannot write the W&B offline runs there ({exc})") from None
     ledger_path = folder / "wandb" / LEDGER
-    ledger: dict[str, str] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+    try:
+        ledger: dict[str, str] = json.loads(ledger_path.read_text()) if ledger_path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise TrackerUnavailable(f"{ledger_path}: unreadable ({exc}); remove it to export every run again") from None
     done = Exported()
     # staged artefact copies stay beside the runs; W&B's progress lines would drown the summary
     with environ(WANDB_DATA_DIR=str(folder / "wandb" / ".data"), WANDB_SILENT="true"):
