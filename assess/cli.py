@@ -122,15 +122,17 @@ def status(path: Path, as_json: bool, openmetrics: bool, serve: bool, port: int,
                    "of these that the cells have)")
 @click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="for an experiment: the output root of its renders (default: the experiment config's out_root)")
+@click.option("--set", "overrides", multiple=True, metavar="OVERRIDE",
+              help="for an experiment: a Hydra override composed with it, as `assess climb --set` (repeatable)")
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
-           out_root: Path | None) -> None:
+           out_root: Path | None, overrides: tuple[str, ...]) -> None:
     """Write an HTML report and print its path: of SWEEPS (leaderboard, Pareto plot, contact sheets, failures),
     or of an experiment's whole climb when the one argument names an experiment and no folder."""
     with user_errors():
         if len(sweeps) == 1 and not sweeps[0].exists() and _is_experiment(str(sweeps[0])):
             from assess.climb.report import write_experiment_report
 
-            path = write_experiment_report(str(sweeps[0]), db, out_root=out_root, out=out)
+            path = write_experiment_report(str(sweeps[0]), db, out_root=out_root, overrides=overrides, out=out)
         else:
             from assess.report import write_report
 

@@ -253,7 +253,7 @@ CREATE TABLE finals (
   experiment TEXT PRIMARY KEY,
   claimed_at TEXT NOT NULL,
   incumbent TEXT NOT NULL,            -- JSON {axis: value}
-  record TEXT NOT NULL                -- path of FINAL.json
+  record TEXT NOT NULL                -- where the claim is kept (the ledger)
 )
 """
 

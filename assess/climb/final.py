@@ -191,7 +191,8 @@ def _incumbent(exp: Experiment, index: Index, db: Path | None, force: bool, log:
     if cost is not None and cost > budget.limit_s - budget.spent_s:
         raise FinalRefused(f"experiment {exp.name}: the final needs an estimated {cost / 3600:.4f} GPU-h but only "
                            f"{max(budget.limit_s - budget.spent_s, 0) / 3600:.4f} are left (reserve included); nothing "
-                           "was claimed. Raise experiment.budget.gpu_hours (--set experiment.budget.gpu_hours=...)")
+                           "was claimed. Raise experiment.budget.gpu_hours by a recorded amendment (assess climb "
+                           f"{exp.name} --set experiment.budget.gpu_hours=... --amend \"<why>\")")
     if decision.stop is None and not force:
         raise FinalRefused(f"experiment {exp.name}: the climb has not stopped (incumbent "
                            f"{exp.label(decision.incumbent)}, {decision.incumbent_status}); continue with "

@@ -3,8 +3,8 @@
 Each decided generation is one JSON file, `<out_root>/experiments/<name>/generations/g0001.json`,
 created exclusively (a concurrent climb that decided the same generation gets an error, not a
 duplicate). The index's `generations` and `generation_cells` tables are rebuilt from these files whenever the climb or
-the report reads them; its `finals` table keeps a claim even when FINAL.json is gone (evidence of a
-spent holdout, render.holdout).
+the report reads them; its `finals` table keeps a claim even when the ledger copies are gone (evidence of a
+spent holdout, render.laws).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(name, g["generation"], json_dumps(p["cell"]), p["rung"], p["kind"], p["reason"], p.get("est_s"))
                  for p in g.get("proposals", [])])
-        if final is not None:  # a claim stays in the index for good: deleting FINAL.json does not reset it
+        if final is not None:  # a claim stays in the index for good: deleting a ledger copy does not reset it
             conn.execute("DELETE FROM finals WHERE experiment = ?", (name,))
             conn.execute("INSERT INTO finals (experiment, claimed_at, incumbent, record) VALUES (?, ?, ?, ?)",
                          (name, final.get("claimed_at") or final.get("at", ""), json_dumps(final.get("incumbent", {}).get("cell", {})),

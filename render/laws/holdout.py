@@ -115,6 +115,11 @@ def check_holdout(job: Any, cfg: Any) -> None:
             raise HoldoutLocked(f"experiment {experiment.name}: cell {job.cell.describe()} is not one of its final's cells "
                                 "(the incumbent, the anchor, the steps-only control)")
         holdout_texts = {text_hash(p.text) for p in holdout}
+        others = [p for p in job.prompts if text_hash(p.text) not in holdout_texts]
+        if others:  # the token (and the reserve it opens) is the final's: its holdout samples, nothing else
+            raise HoldoutLocked(f"experiment {experiment.name}: the final's token opens its holdout's samples only; "
+                                f"prompts={cfg.prompts.name} has {len(others)} other text(s), e.g. {others[0].id} = "
+                                f"{others[0].text!r}")
         hits = [p for p in hits if text_hash(p.text) not in holdout_texts]
     if hits:
         owner = owners[text_hash(hits[0].text)]

@@ -262,7 +262,7 @@ def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db:
                       "overrides": ["steps=4", "cache=none", "scheduler=default"], "cell_key": None},
         "control": {"overrides": ["steps=4", "cache=none", "attention=native", "scheduler=default"]},
         "anchor": {"overrides": ["steps=16", "attention=native", "cache=none", "scheduler=default"]},
-        "commands": []})
+        "rule": {"quality": {"metric": "ssim", "band": 0.002, "alpha": 0.05}}, "commands": []})
     sweep = runs.sweep()
     hold = holdout_ids()
     runs.run(sweep, demo_cell(4), hold, perturb=shift(3), latency=0.15, split="holdout", final=True)
@@ -281,6 +281,11 @@ def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db:
     assert html.count("<tr><td class=\"num\">") == 1  # one generation recorded (the report records none)
     with Index.open(db) as index:
         assert index.query("SELECT experiment FROM finals") == [{"experiment": "tiny-demo"}]
+    # the band edited after the claim: the verdict stays the one under the rule at the claim
+    from assess.climb.report import write_experiment_report
+
+    edited = write_experiment_report("tiny-demo", db, overrides=("experiment.quality.band=0.00001",)).read_text()
+    assert re.search(r"parity \(±0.002, α = 0.05, the rule at the claim\) on the holdout: <b>parity</b>", edited)
 
 
 def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:

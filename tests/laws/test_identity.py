@@ -182,7 +182,7 @@ def test_a_metric_model_is_kept_with_every_score_by_its_content(tiny_clip: Path,
 
     copy = tmp_path / "clip-copy"
     shutil.copytree(tiny_clip, copy)
-    assert CLIPScoreMetric(str(tiny_clip)).config.endswith("@" + folder_digest(tiny_clip))
+    assert CLIPScoreMetric(str(tiny_clip)).config == f"model={folder_digest(tiny_clip)}"
     assert metric_model_identity(str(copy)) == metric_model_identity(str(tiny_clip))
     target = weights_file(copy)
     target.write_bytes(target.read_bytes()[:-1] + b"\x01")
@@ -203,3 +203,49 @@ def test_the_contract_vectors_are_the_records_identity() -> None:
                                  peak_mem_bytes=1, mem_kind="x", load_s=0.0, reused_from=None, finished_at=None,
                                  prompt_sha="0000000000000000")  # an older normal form's hash: recomputed from the text
     assert record.identity == ("k", "9f967626aad36812", 0)
+
+
+# -- a sample's anchor is matched by text identity, not by prompt id -----------------------------
+
+
+def test_a_tweaked_manifest_that_keeps_its_ids_is_compared_with_the_anchor_of_its_own_texts(tmp_path: Path) -> None:
+    """dev-000 had text A; the manifest now gives dev-000 text B. The anchor has both samples (two runs): the cell's
+    sample of text B must be compared with the anchor's sample of text B (identical images: SSIM 1), never with the
+    anchor's dev-000 of text A (shifted images) — whichever was indexed last."""
+    from assess.index import Index
+    from assess.score import score
+    from tests.assess.conftest import RunFactory, make_cell, shift
+
+    outputs = RunFactory(tmp_path / "outputs")
+    old, new = {"dev-000": "a red circle on the left"}, {"dev-000": "a blue square at the top"}
+    outputs.stored_anchor("2026-11-30_10-00-00-b-new-text", prompts=new, perturb=shift(20), seeds=(0,))
+    outputs.stored_anchor("2026-11-30_10-00-00-z-old-text", prompts=old, seeds=(0,))  # indexed last
+    sweep = outputs.sweep()
+    outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], prompts=new, perturb=shift(20),
+                seeds=(0,))
+    db = tmp_path / "index.db"
+    score([sweep], db, metrics=["ssim"])
+    with Index.open(db) as index:
+        [row] = index.query("SELECT value, prompt_sha FROM scores WHERE cell_key = ? AND metric = 'ssim'",
+                            (rundir.cell_key_of(make_cell(steps=8)),))
+        anchors = index.query("SELECT prompt_id, prompt_sha FROM samples WHERE cell_key = ? ORDER BY prompt_sha",
+                              (rundir.cell_key_of(make_cell()),))
+    assert row["prompt_sha"] == text_hash(new["dev-000"])
+    assert row["value"] == pytest.approx(1.0)  # the anchor of its own text
+    assert len(anchors) == 2 and {a["prompt_id"] for a in anchors} == {"dev-000"}  # both kept: two samples
+
+
+def test_skip_if_done_reuses_a_sample_by_its_text_under_another_id(tmp_path: Path) -> None:
+    from render.rundir import SampleStore
+    from tests.assess.conftest import RunFactory
+
+    outputs = RunFactory(tmp_path / "outputs")
+    run = outputs.run(outputs.sweep(), "0_x", prompts={"dev-007": "a green star"}, seeds=(0,))
+    key = rundir.load_run(run).cell_key
+    store = SampleStore(outputs.root)
+    assert store.find(key, "renamed-000", "A green star!", 0) is not None  # the same text, another id and case
+    assert store.find(key, "dev-007", "a green star at noon", 0) is None  # the same id, another text
+    linked = rundir.link_sample(store.find(key, "renamed-000", "a green star", 0), tmp_path / "new-run",
+                                outputs.root, "renamed-000")
+    assert linked.prompt_id == "renamed-000" and linked.image == "images/renamed-000__s0.png"
+    assert (tmp_path / "new-run" / linked.image).is_file()

@@ -265,3 +265,18 @@ def test_a_running_sweep_stops_before_the_reserve(tiny_cache: Path, tmp_path: Pa
     assert record["category"] == "cancelled" and "budget:" in record["message"]
     done = (failed.parent / "samples.jsonl").read_text().splitlines()
     assert 1 <= len(done) < 6  # stopped, with the first samples kept
+
+
+def test_the_finals_token_opens_its_holdout_samples_only(tmp_path: Path) -> None:
+    """A dev sweep carrying the final's token would spend the reserve on navigation: refused."""
+    ledger = Ledger("tiny-demo", tmp_path)
+    _, holdout = option_prompts("holdout")
+    _, dev = option_prompts("dev")
+    claim = claim_final(ledger, {"cells": ["k"]}, content_hash(holdout))
+    job = SimpleNamespace(out_root=tmp_path, prompts=dev[:2], render_anchor=False,
+                          cell=SimpleNamespace(key="k", describe=lambda: "k"))
+    exp = SimpleNamespace(name="tiny-demo", final=True, final_token=claim["token"], holdout="holdout")
+    cfg = SimpleNamespace(get=lambda key: exp if key == "experiment" else None,
+                          prompts=SimpleNamespace(name="dev", file="dev.jsonl"))
+    with pytest.raises(HoldoutLocked, match="opens its holdout's samples only"):
+        check_holdout(job, cfg)
