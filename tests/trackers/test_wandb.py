@@ -102,3 +102,13 @@ def test_a_missing_client_names_the_extra(scored_sweep: tuple[Path, Path], tmp_p
     result = invoke("export", "wandb", str(sweep), "--db", str(db), "--dir", str(tmp_path / "wb"))
     assert result.exit_code == 2 and "pip install 'hypergrid[wandb]'" in result.output
     assert not (tmp_path / "wb").exists()
+
+
+def test_an_unreadable_export_ledger_is_exit_2_with_the_fix(scored_sweep: tuple[Path, Path], tmp_path: Path) -> None:
+    sweep, db = scored_sweep
+    ledger = tmp_path / "wb" / "wandb" / "hypergrid-export.json"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text("{not json")
+    result = invoke("export", "wandb", str(sweep), "--db", str(db), "--dir", str(tmp_path / "wb"))
+    assert result.exit_code == 2 and f"{ledger}: unreadable" in result.output and "remove it" in result.output
+    assert not list((tmp_path / "wb" / "wandb").glob("offline-run-*"))
