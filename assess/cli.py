@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from assess.errors import AssessError, RunDirError
+from assess.export.errors import TrackerUnavailable
 from assess.metrics.registry import quality_metric_names, scored_metric_names
 from render.signals import Cancelled
 
@@ -27,6 +28,10 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
                         default=Path("outputs") / "index.db", show_default=True, help=DB_HELP)(fn)
 
 
+class Unavailable(click.ClickException):
+    exit_code = 2  # a tracker or exporter that cannot be had: the same exit as a bad launch's preflight
+
+
 @contextmanager
 def user_errors(db: Path | None = None) -> Iterator[None]:
     import sqlite3
@@ -35,6 +40,8 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
 
     try:
         yield
+    except TrackerUnavailable as exc:
+        raise Unavailable(str(exc)) from exc
     except (AssessError, RunDirError) as exc:
         raise click.ClickException(str(exc)) from exc
     except OSError as exc:  # a folder or file of the machine (--out under a file, a full disk): one line, exit 1
@@ -105,7 +112,7 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
 
 
 @cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path), default=Path("outputs"), required=False)
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list, one object per cell")
 @db_option
 @click.option("--quality-metric", default=None, metavar="NAME",
@@ -113,9 +120,34 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
                    "quality metric the cell has)")
 @click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
               help="with --json and an index: the parity band that decides parity and flags categories out of band")
-def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band: float | None) -> None:
-    """One line per cell of a sweep (or run): done, failed, running, crashed, pending. With --json and an
-    index, each scored cell's paired delta to its anchor per category ("quality")."""
+@click.option("--openmetrics", is_flag=True, help="print the progress once in the Prometheus text format")
+@click.option("--serve", is_flag=True, help="serve the Prometheus metrics at --addr:--port/metrics until Ctrl-C")
+@click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True, help="with --serve")
+@click.option("--addr", default="127.0.0.1", show_default=True, help="with --serve: the address to listen on")
+@click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.prom",
+              help="write the metrics to FILE.prom for node_exporter's textfile collector (with --serve: every "
+                   "--interval seconds)")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
+              help="with --serve and --textfile: seconds between rewrites")
+def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band: float | None, openmetrics: bool,
+           serve: bool, port: int, addr: str, textfile: Path | None, interval: float) -> None:
+    """One line per cell of a sweep (or run, default outputs/): done, failed, running, crashed, pending; with --json
+    and an index, each scored cell's paired delta to its anchor per category ("quality"); or its progress as
+    Prometheus metrics (--openmetrics, --serve, --textfile: docs/trackers.md)."""
+    if serve or openmetrics or textfile:
+        from assess.export import openmetrics as om
+
+        with user_errors():
+            if textfile is not None:
+                om.check_textfile(textfile)
+            if serve:
+                om.serve(path, port, addr, textfile, interval, log=lambda line: click.echo(line, err=True))
+                return
+            if textfile is not None:
+                om.write_textfile(path, textfile)
+            if openmetrics:
+                click.echo(om.metrics_text(path), nl=False)
+        return
     from assess.status import format_plain, print_table
     from assess.status import status as sweep_status
 
@@ -232,6 +264,71 @@ def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool,
                                   overrides=overrides, log=log, show=show)
     if as_json:
         click.echo(json.dumps([s.record for s in steps], indent=1))
+
+
+@cli.group()
+def export() -> None:
+    """Send a sweep's or an experiment's numbers from the index to a tracker: MLflow, or W&B offline."""
+
+
+TARGET_HELP = "TARGET: a sweep folder (scored into the index) or an experiment name (its climb)"
+
+
+def _tracked_runs(target: str, db: Path, out_root: Path | None, work: Path) -> list[Any]:
+    """The runs to export (assess.export.runs), built before any tracker is touched."""
+    from assess.export.runs import experiment_runs, sweep_runs
+
+    if Path(target).exists():
+        return sweep_runs(Path(target), db, work)
+    if _is_experiment(target):
+        return experiment_runs(target, db, out_root, work)
+    from assess.experiment import experiment_names
+
+    raise click.UsageError(f"{target!r} is neither a folder nor an experiment; give a sweep folder or one of the "
+                           f"experiments: {', '.join(sorted(experiment_names()))}")
+
+
+out_root_option = click.option("--out-root", type=click.Path(file_okay=False, path_type=Path), default=None,
+                               help="for an experiment: the output root of its renders (default: its config's)")
+
+
+@export.command("mlflow", epilog=TARGET_HELP)
+@click.argument("target")
+@db_option
+@click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI", required=True,
+              help="the MLflow tracking server, e.g. http://127.0.0.1:5000 (default: $MLFLOW_TRACKING_URI)")
+@click.option("--experiment", "mlflow_experiment", default="hypergrid", show_default=True,
+              help="the MLflow experiment that receives the runs")
+@out_root_option
+def export_mlflow(target: str, db: Path, tracking_uri: str, mlflow_experiment: str, out_root: Path | None) -> None:
+    """One MLflow run per cell (or per generation of a climb) under a parent run; exporting again updates them."""
+    import tempfile
+
+    from assess.export.mlflow import export_mlflow as send
+
+    with user_errors(), tempfile.TemporaryDirectory(prefix="hypergrid-export-") as work:
+        runs = _tracked_runs(target, db, out_root, Path(work))
+        done = send(runs, tracking_uri, mlflow_experiment)
+    click.echo(done.line(f"MLflow {tracking_uri}, experiment {mlflow_experiment}"))
+
+
+@export.command("wandb", epilog=TARGET_HELP)
+@click.argument("target")
+@db_option
+@click.option("--project", default="hypergrid", show_default=True, help="the W&B project of the runs")
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="where the offline runs go (DIR/wandb/offline-run-*; upload: wandb sync)")
+@out_root_option
+def export_wandb(target: str, db: Path, project: str, folder: Path, out_root: Path | None) -> None:
+    """W&B runs in offline mode, one per cell (or generation) grouped under their parent; `wandb sync` uploads."""
+    import tempfile
+
+    from assess.export.wandb import export_wandb as send
+
+    with user_errors(), tempfile.TemporaryDirectory(prefix="hypergrid-export-") as work:
+        runs = _tracked_runs(target, db, out_root, Path(work))
+        done = send(runs, project, folder)
+    click.echo(done.line(f"W&B offline {Path(folder).resolve() / 'wandb'}, project {project}"))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -454,6 +454,11 @@ def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, str | None]:
     return {"src": rel.as_posix(), "note": None}
 
 
+def cell_sheet(index: Index, columns: list[CellView], out: Path) -> Sheet:
+    """One contact sheet of these cells (prompts x cells, as the report picks them), its images copied under `out`."""
+    return _sheet(index, "cells", columns, out)
+
+
 # -- failures -------------------------------------------------------------------------------
 
 
@@ -586,6 +591,13 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")
     _swap_into_place(staging, out_dir)
     return out_dir / "index.html"
+
+
+def sweep_cells(index: Index, sweeps: list[Path | str]) -> tuple[list[CellView], list[dict[str, Any]]]:
+    """The report's cells of these sweeps, in leaderboard order (what `write_report` shows), and their `runs` rows."""
+    runs, _ = _runs_in_index(index, [Path(s).resolve() for s in sweeps])
+    views, _ = _cell_views(index, runs)
+    return views, runs
 
 
 def _swap_into_place(staging: Path, out_dir: Path) -> None:

@@ -26,6 +26,7 @@ from render.laws import Ledger, check_experiment, record_launch
 from render.laws.budget import (BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve,
                                 spent_gpu_seconds)
 from render.limits import check_numbers
+from render.metrics import check_metrics
 from render.pipeline import BUILTIN_PREFIX
 from render.prompts import resolve_manifest
 from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
@@ -86,6 +87,7 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
         check_job(job)
         check_experiment(cfg, overrides, job)
         if single:
+            check_metrics(cfg.get("metrics"), single=True)
             refuse_unused_cache_overrides(unused_cache_overrides(overrides, job.cell.axes["cache"]), 1)
     except RenderError as error:
         raise PreflightError(str(error)) from None
@@ -122,6 +124,10 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
         refuse_unused_cache_overrides(unused or set(), len(configs))
     except ConfigError as error:
         raise PreflightError(str(error)) from None
+    try:
+        check_metrics(configs[0][1].get("metrics") if configs else None)  # the sweep's exporter, checked once
+    except RenderError as error:
+        raise PreflightError(f"{error}; nothing was launched") from None
     preflight_budget(jobs)
     record_launch(jobs)
     _PASSED.append(True)

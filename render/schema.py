@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from render import axes
+from render.metrics import MetricsConf
 
 
 @dataclass
@@ -112,6 +113,7 @@ class RenderBaseConf:
     tag: str = ""  # free label, kept in run.json; not part of the cell key
     render_anchor: bool = True  # render the anchor's missing samples for the same prompts and seeds too
     experiment: Optional[ExperimentConf] = None  # set by experiment=<name>: budget, holdout lock, frozen anchor
+    metrics: MetricsConf = field(default_factory=MetricsConf)  # live Prometheus metrics of a sweep (render/metrics.py)
 
 
 # The top-level config: one cell, plus where and how to render it. One field per axis (render.axes.AXES):

@@ -125,7 +125,8 @@ def test_only_the_cli_reaches_the_climb(graph: nx.DiGraph) -> None:
 
 # What the launchers may use of render: its contract and its entry points, never its pipeline, axes or runner.
 LAUNCHER_SURFACE = ("render.rundir", "render.errors", "render.app", "render.preflight", "render.environment",
-                    "render.confpath", "render.prompts", "render.cell", "render.signals", "render.laws.budget")
+                    "render.confpath", "render.prompts", "render.cell", "render.signals", "render.laws.budget",
+                    "render.metrics")
 
 
 def test_the_launchers_know_renders_contract_only(graph: nx.DiGraph) -> None:

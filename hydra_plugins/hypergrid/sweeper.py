@@ -11,6 +11,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from hydra_plugins.hypergrid import summary, sweep
+from render.metrics import MetricsUnavailable, start_exporter, stop_exporter
+from render.preflight import exit_with
 from render.rundir import MULTIRUN_YAML
 
 
@@ -36,9 +38,16 @@ class HypergridSweeper(BasicSweeper):
         sweep.write_sweep_record(sweep_dir, launcher, job_overrides, jobs, configs)
 
         returns, initial_job_idx = [], 0
-        while not self.is_done():
-            batch = self.get_job_batch()
-            returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
-            initial_job_idx += len(batch)
+        try:
+            exporter = start_exporter(sweep_dir, self.config.get("metrics"))  # metrics.port / metrics.textfile
+        except MetricsUnavailable as error:  # preflight found the port free; something took it since
+            exit_with(error)
+        try:
+            while not self.is_done():
+                batch = self.get_job_batch()
+                returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
+                initial_job_idx += len(batch)
+        finally:
+            stop_exporter(exporter)
         summary.summarise([r for batch in returns for r in batch], sweep_dir)
         return returns
