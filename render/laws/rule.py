@@ -51,10 +51,13 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str
     exp = _plain(experiment)
     quality = dict(exp.get("quality") or {})
     budget = dict(exp.get("budget") or {})
+    # the per-category rule enters only when it changes a verdict: a rule frozen before these keys existed (or
+    # with them at their defaults) stays the same rule
+    per_category = {"per_category": True, "category_min_prompts": int(quality.get("category_min_prompts") or 8)} \
+        if quality.get("per_category") else {}
     return {
         "quality": {"metric": str(quality.get("metric")), "band": float(quality.get("band")),
-                    "alpha": float(quality.get("alpha")),
-                    **({"per_category": bool(quality["per_category"])} if "per_category" in quality else {})},
+                    "alpha": float(quality.get("alpha")), **per_category},
         "rungs": [int(r) for r in exp.get("rungs") or []],
         "eta": int(exp.get("eta")),
         "objective": str(exp.get("objective")),

@@ -280,3 +280,15 @@ def test_the_finals_token_opens_its_holdout_samples_only(tmp_path: Path) -> None
                           prompts=SimpleNamespace(name="dev", file="dev.jsonl"))
     with pytest.raises(HoldoutLocked, match="opens its holdout's samples only"):
         check_holdout(job, cfg)
+
+
+def test_the_per_category_rule_is_part_of_the_rule_when_it_decides(tmp_path: Path) -> None:
+    """A rule frozen with the per-category keys at their defaults equals one frozen before they existed; turning
+    per_category on (or changing its minimum) is a change of the rule."""
+    ledger = Ledger("tiny-demo", tmp_path)
+    rule = experiment_rule(experiment())
+    assert "per_category" not in rule["quality"]
+    freeze_rule(ledger, rule)
+    check_rule(ledger, experiment_rule(experiment("experiment.quality.category_min_prompts=12")))  # no effect: off
+    with pytest.raises(RuleChanged, match="quality.per_category"):
+        check_rule(ledger, experiment_rule(experiment("experiment.quality.per_category=true")))
