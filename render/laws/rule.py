@@ -52,8 +52,8 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str
     quality = dict(exp.get("quality") or {})
     budget = dict(exp.get("budget") or {})
     return {
-        "quality": {"metric": str(quality.get("metric")), "band": float(quality.get("band")),
-                    "alpha": float(quality.get("alpha")),
+        "quality": {"metric": str(quality.get("metric")), "band": float(quality["band"]),
+                    "alpha": float(quality["alpha"]),
                     **({"per_category": bool(quality["per_category"])} if "per_category" in quality else {})},
         "rungs": [int(r) for r in exp.get("rungs") or []],
         "eta": int(exp.get("eta")),
@@ -62,7 +62,7 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str
         "seeds": [int(s) for s in (exp.get("seeds") if isinstance(exp.get("seeds"), list) else [exp.get("seeds")])],
         "splits": {"dev": {"option": str(exp.get("dev")), "content": dev_content},
                    "holdout": {"option": str(exp.get("holdout")), "content": holdout_content}},
-        "budget": {"gpu_hours": float(budget.get("gpu_hours")),
+        "budget": {"gpu_hours": float(budget["gpu_hours"]),
                    "reserve_gpu_hours": float(budget.get("reserve_gpu_hours") or 0.0),
                    "price_per_gpu_hour": None if budget.get("price_per_gpu_hour") is None
                    else float(budget["price_per_gpu_hour"])},
