@@ -300,8 +300,11 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     from matplotlib.figure import Figure
 
     spec = SPECS[metric]
-    pts = [(v, v.values.get(speed_axis.METRIC), _quality(v, metric)) for v in views]
-    pts = [(v, x, y) for v, x, y in pts if x is not None and y is not None]
+    pts: list[tuple[CellView, float, float]] = []
+    for v in views:
+        x, y = v.values.get(speed_axis.METRIC), _quality(v, metric)
+        if x is not None and y is not None:
+            pts.append((v, x, y))
     if not pts:
         return f"no cell has both a warm latency and {metric}", []
     fig = Figure(figsize=(8, 5.5), dpi=100)
@@ -525,7 +528,8 @@ def category_sections(index: Index, views: list[CellView], metric: str, band: fl
                       out: Path) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     """(per-category rows, the categories, the "where it breaks" rows) of the report's cells on `metric`."""
     by_key = {(v.cell_key, v.split): v for v in views}
-    rows, breaks = [], []
+    rows: list[dict[str, Any]] = []
+    breaks: list[dict[str, Any]] = []
     for v in views:
         if v.is_anchor:
             continue

@@ -12,9 +12,10 @@ missing and the anchor image cache.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
 from assess.setscore import score_sets
-from render.rundir import ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
+from render.rundir import CellState, ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,7 +95,7 @@ def run_row(run: RunDir) -> dict[str, Any]:
     cell, terminal = run.cell, run.terminal
     cache = cell.get("cache")
     model = cell.get("model")
-    failed = terminal.data if terminal and terminal.kind == "failed" else {}
+    failed = terminal.data if terminal and terminal.kind == CellState.FAILED else {}
     job = run.run.get("job") or {}
     git = run.run.get("git") or {}
     return {
@@ -113,7 +114,7 @@ def run_row(run: RunDir) -> dict[str, Any]:
         "status": terminal.kind if terminal else "incomplete",
         "category": failed.get("category"),
         "message": failed.get("message"),
-        "failed_record": str(terminal.path) if failed else None,
+        "failed_record": str(terminal.path) if terminal and failed else None,
         "model": model.get("name") or model.get("id") if isinstance(model, dict) else model,
         "attention": cell.get("attention"),
         "cache": cache.get("name") if isinstance(cache, dict) else cache,
@@ -205,6 +206,7 @@ class ImageCache:
 
     def get(self, path: Path) -> Any:
         if path not in self.items:
+            image: np.ndarray | str
             try:
                 image = read_image(path)
             except OSError as exc:
@@ -324,7 +326,7 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
                                if r.outcome.unavailable_reason is not None)
 
 
-def score(paths: list[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
+def score(paths: Sequence[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
           clip_model: str | None = None, force: bool = False, log: Log | None = None,
           metric_models: dict[str, str] | None = None) -> ScoreSummary:
     """Score every run directory under `paths` (runs, sweeps, or any folder holding them; an output root
@@ -343,13 +345,13 @@ def score(paths: list[Path | str], index_path: Path | str | None = None, metrics
     ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
     with Index.open(index_path) as index:
         index.sync_metric_catalogue()
-        indexed = [run for run in ordered if _guarded(summary, run, lambda run=run: ingest_run(index, run))]
+        indexed = [run for run in ordered if _guarded(summary, run, functools.partial(ingest_run, index, run))]
         cache = ImageCache()
         for run in indexed:
             if log:
                 log(f"scoring {run.path} ({len(run.samples)} samples)")
-            if _guarded(summary, run, lambda run=run: score_run(index, run, sample_metrics, summary, force=force,
-                                                                 cache=cache)):
+            if _guarded(summary, run, functools.partial(score_run, index, run, sample_metrics, summary, force=force,
+                                                        cache=cache)):
                 summary.runs += 1
                 summary.samples += len(run.samples)
         if set_metrics:

@@ -84,7 +84,7 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
 
 def _unreadable(folder: Path, error: Exception, sweep: Path | None = None) -> CellStatus:
     sweep = sweep or (folder.parent if is_sweep_folder(folder.parent) else None)
-    return CellStatus(folder.name, "unreadable", None, None, 0, None, None, None,
+    return CellStatus(folder.name, CellState.UNREADABLE, None, None, 0, None, None, None,
                       f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}", str(folder),
                       sweep=str(sweep) if sweep else None)
 
@@ -160,7 +160,7 @@ def status(path: Path | str, now: datetime | None = None) -> list[CellStatus]:
 
 def _pending_of_sweeps_below(runs: list[RunDir]) -> list[CellStatus]:
     """The pending cells of every sweep folder that holds some of these runs."""
-    rows = []
+    rows: list[CellStatus] = []
     for folder in sorted({run.sweep for run in runs if run.sweep is not None}):
         info = _read_sweep(folder, rows)
         if info is not None:

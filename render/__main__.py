@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hydra
 from omegaconf import DictConfig
 
@@ -9,7 +11,7 @@ import render.schema  # noqa: F401  registers the config schemas and resolvers
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
-def _task(cfg: DictConfig) -> dict:
+def _task(cfg: DictConfig) -> list[dict[str, Any]]:
     from render.app import render_task
 
     return render_task(cfg)

@@ -208,7 +208,7 @@ def build_job(cfg: DictConfig) -> Job:
         out_root=Path(cfg.out_root).expanduser().resolve(),
         tag=cfg.tag,
         render_anchor=cfg.render_anchor,
-        config=OmegaConf.to_container(cfg, resolve=True),
+        config=_resolved(cfg),
         warmup=cfg.warmup,
     )
 
@@ -221,3 +221,10 @@ def anchor_job(job: Job) -> Job:
 def anchor_dir(job: Job) -> Path:
     """Where the runner renders a model's anchor samples: one folder per anchor cell, reused by every sweep."""
     return job.out_root / "anchors" / job.anchor.model.name / job.anchor.key
+
+
+def _resolved(cfg: DictConfig) -> dict[str, Any]:
+    """The whole config as plain values: a DictConfig's container is a dict keyed by its field names."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    return {str(k): v for k, v in container.items()}

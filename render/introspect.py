@@ -21,8 +21,10 @@ class PipelineUnavailable(RenderError, ValueError):
     """`model.pipeline` names no importable pipeline class."""
 
 
-def pipeline_class(name: str) -> type:
-    """`model.pipeline` as a class: PipelineUnavailable naming it when it cannot be imported."""
+def pipeline_class(name: str) -> type[Any]:
+    """`model.pipeline` as a class: PipelineUnavailable naming it when it cannot be imported.
+
+    Any class: a diffusers pipeline or one of the user's own, called by its diffusers-shaped API."""
     import diffusers
 
     module, _, attribute = name.rpartition(".")
@@ -42,7 +44,7 @@ class PipelineInfo:
     """What a pipeline class declares: its components (its __init__ parameters) and their classes."""
 
     name: str
-    cls: type
+    cls: type[Any]
     components: tuple[str, ...]
     declared: dict[str, Any]  # component -> its annotated class, or UNKNOWN
 
@@ -61,7 +63,7 @@ class PipelineInfo:
         return None
 
 
-def _annotations(cls: type) -> dict[str, Any]:
+def _annotations(cls: type[Any]) -> dict[str, Any]:
     """The __init__ annotations, resolved: string ones in their module's namespace, then in diffusers'."""
     import diffusers
 

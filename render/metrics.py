@@ -100,7 +100,8 @@ def start_exporter(sweep_dir: Path, conf: Any) -> subprocess.Popen | None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise MetricsUnavailable(f"the metrics exporter ended at start: {(process.stderr.read() or '').strip()}")
+            said = process.stderr.read() if process.stderr is not None else ""
+            raise MetricsUnavailable(f"the metrics exporter ended at start: {(said or '').strip()}")
         if conf.port is None or _answers(conf.addr, conf.port):
             return process
         time.sleep(0.1)

@@ -20,7 +20,7 @@ import traceback
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from render import axes, provenance, rundir
 from render.axes.compile import CompileCounters
@@ -34,6 +34,13 @@ from render.signals import Cancelled
 from render.rundir.watchdog import project
 
 log = logging.getLogger("render")
+
+
+class Labels(TypedDict, total=False):
+    """A prompt's labels in its split, copied onto each of its sample records."""
+
+    category: str | None
+    challenge: str | None
 
 
 class NonFiniteOutput(RenderError, RuntimeError):
@@ -141,7 +148,7 @@ class CellWriter:
         self.records: list[rundir.SampleRecord] = []
         self.current: dict[str, Any] | None = None  # the sample being produced, named in FAILED.json
         self.warned = False
-        self.labels = {p.id: {"category": p.category, "challenge": p.challenge} for p in job.prompts}
+        self.labels: dict[str, Labels] = {p.id: {"category": p.category, "challenge": p.challenge} for p in job.prompts}
         self.guard = guard_for(job)  # an experiment's budget: stops before the final's reserve is spent
         self.last_s = 0.0
 

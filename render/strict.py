@@ -16,7 +16,7 @@ from render.cell import ConfigError
 
 def _dataclass_of(annotation: Any) -> type | None:
     for candidate in (annotation, *typing.get_args(annotation)):
-        if dataclasses.is_dataclass(candidate):
+        if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
             return candidate
     return None
 

@@ -55,7 +55,7 @@ def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, di
                            plan.category_min_prompts)
                for c, d in cells.items() if rung in scored_rungs(plan, d)}
         if raw:
-            by_rung[rung] = {k: v for k, v in correct(raw, plan.alpha, plan.per_category).items()}  # type: ignore[misc]
+            by_rung[rung] = {k: v for k, v in correct(raw, plan.alpha, plan.per_category).items()}
     return by_rung
 
 
@@ -113,7 +113,7 @@ def prune(plan: Plan, flat: Sequence[Family], history: Sequence[Mapping[str, Any
     new = sorted(f for f in flat if f in flat_before and f not in before)
     own = set(plan.families_of(incumbent))
     pruned = sorted((before | set(new)) - own)
-    return pruned, [f for f in new if f not in own]  # type: ignore[misc]
+    return pruned, [f for f in new if f not in own]
 
 
 # -- proposals ------------------------------------------------------------------------------

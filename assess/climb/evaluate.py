@@ -28,12 +28,16 @@ to 64 % at the same cost, with no false parity either way.)
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TypeVar
 
 from assess.categories import MIN_PROMPTS, CategoryAnswer, broken, category_answers
 from assess.stats import Verdict, holm, mean_interval, parity_verdict, tost, wilcoxon_p
+
+
+K = TypeVar("K", bound=Hashable)  # what a rung's cells are keyed by (their coordinates)
 
 
 @dataclass(frozen=True)
@@ -106,11 +110,11 @@ def verdict_of(e: Evaluation, alpha: float, per_category: bool = False) -> Verdi
     return verdict
 
 
-def correct(evaluations: Mapping[object, Evaluation], alpha: float, per_category: bool = False
-            ) -> dict[object, Evaluation]:
+def correct(evaluations: Mapping[K, Evaluation], alpha: float, per_category: bool = False
+            ) -> dict[K, Evaluation]:
     """Holm across the cells of one rung (Wilcoxon), then each cell's verdict."""
     w = holm({k: e.wilcoxon_p for k, e in evaluations.items()})
-    out = {}
+    out: dict[K, Evaluation] = {}
     for key, e in evaluations.items():
         if e.verdict == Verdict.NO_DATA:
             out[key] = e

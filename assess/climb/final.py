@@ -184,6 +184,7 @@ def _incumbent(exp: Experiment, index: Index, db: Path | None, force: bool, log:
     again = replay(exp, observed)
     decision, history = again.decision, again.prior
     budget = decision.budget
+    assert budget is not None  # decide() sets it on every decision
     if decision.incumbent_status == "start":
         raise FinalRefused(f"experiment {exp.name}: no cell is at parity on {exp.dev.option}; nothing to take to the "
                            f"holdout (climb on: assess climb {exp.name} --apply)")

@@ -60,7 +60,8 @@ def estimator(exp: Experiment, observed: Observed) -> Estimator | None:
     a cell's own median warm latency when it has one, else a fit over steps; None without history."""
     from render.laws.budget import History, seconds_per_sample
 
-    if observed.device_kind is None or observed.height is None or observed.width is None:
+    height, width, device_kind = observed.height, observed.width, observed.device_kind
+    if device_kind is None or height is None or width is None:
         return None
     history = History.scan(exp.ledger.out_roots())
     cache: dict[tuple[Any, int], float | None] = {}
@@ -68,8 +69,8 @@ def estimator(exp: Experiment, observed: Observed) -> Estimator | None:
     def estimate(coords: tuple[str, ...] | None, steps: int, samples: int) -> float | None:
         key = observed.anchor_key if coords is None else observed.keys.get(coords)
         if (key, steps) not in cache:
-            cache[(key, steps)] = seconds_per_sample(history, exp.model, observed.height, observed.width,
-                                                     observed.device_kind, steps, cell_key=key)
+            cache[(key, steps)] = seconds_per_sample(history, exp.model, height, width, device_kind, steps,
+                                                     cell_key=key)
         per_sample = cache[(key, steps)]
         return None if per_sample is None else per_sample * samples
 

@@ -38,7 +38,7 @@ def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | N
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    points = [(c, e) for c, e in decision.current.items() if e.latency is not None and e.mean is not None]
+    points = [(c, e, e.latency, e.mean) for c, e in decision.current.items() if e.latency is not None and e.mean is not None]
     if not points:
         return "no cell has both a warm latency and a quality delta yet"
     fig = Figure(figsize=(8, 5.5), dpi=100)
@@ -46,16 +46,16 @@ def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | N
     band = exp.quality.band
     ax.axhspan(-band, band, color="tab:green", alpha=0.08, label=f"parity band ±{band:g}")
     for verdict, colour in VERDICT_COLOURS.items():
-        chosen = [(c, e) for c, e in points if e.verdict == verdict]
+        chosen = [(x, y) for _, e, x, y in points if e.verdict == verdict]
         if chosen:
-            ax.scatter([e.latency for _, e in chosen], [e.mean for _, e in chosen], c=colour, s=40, zorder=3,
-                       label=verdict)
-    for c, e in points:
-        ax.annotate(f"{exp.label(c)} (r{e.rung})", (e.latency, e.mean), textcoords="offset points", xytext=(4, 4),
+            ax.scatter([x for x, _ in chosen], [y for _, y in chosen], c=colour, s=40, zorder=3, label=verdict)
+    for c, e, x, y in points:
+        ax.annotate(f"{exp.label(c)} (r{e.rung})", (x, y), textcoords="offset points", xytext=(4, 4),
                     fontsize=6)
-    front = [decision.current[c] for c in decision.frontier if decision.current[c].latency is not None]
+    on_front = [decision.current[c] for c in decision.frontier]  # each has a latency and a mean (decide.frontier)
+    front = [(e.latency, e.mean) for e in on_front if e.latency is not None and e.mean is not None]
     if front:
-        ax.step([e.latency for e in front], [e.mean for e in front], where="post", color="tab:blue", lw=1.2,
+        ax.step([x for x, _ in front], [y for _, y in front], where="post", color="tab:blue", lw=1.2,
                 label="frontier", zorder=2)
     inc = decision.current.get(decision.incumbent)
     if inc is not None and inc.latency is not None and inc.mean is not None:

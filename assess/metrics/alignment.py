@@ -9,9 +9,10 @@ score's config names it and its files' content identity.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
-from assess.metrics.clipmodels import MetricModel, config_of, hub_reachable, load_clip
+from assess.metrics.clipmodels import Loaded, MetricModel, config_of, hub_reachable, load_clip
 from assess.metrics.registry import CLIP_SCORE, scored_metric_names
 
 DEFAULT_CLIP_MODEL = "openai/clip-vit-large-patch14"
@@ -39,12 +40,12 @@ def prompt_batches(inputs: list[SampleInput]) -> tuple[list[Outcome | None], lis
     return outcomes, [todo[start : start + _BATCH] for start in range(0, len(todo), _BATCH)]
 
 
-def embeddings(loaded: object, items: list[SampleInput]) -> tuple[object, object, object]:
+def embeddings(loaded: Loaded, items: list[SampleInput]) -> tuple[Any, Any, Any]:
     """(image embeddings, text embeddings, logit scale) of a batch: CLIPModel's unit-normalised projections."""
     import torch
     from PIL import Image
 
-    model, processor = loaded  # type: ignore[misc]
+    model, processor = loaded
     batch = processor(text=[item.prompt for item in items], images=[Image.fromarray(item.image) for item in items],
                       return_tensors="pt", padding=True, truncation=True)
     with torch.no_grad():
@@ -66,7 +67,7 @@ class CLIPScoreMetric(SampleMetric):
     def config(self) -> str:
         return config_of(self.model_name)
 
-    def _load(self) -> object:
+    def _load(self) -> Loaded | str:
         others = ",".join(n for n in scored_metric_names() if n != CLIP_SCORE.name)
         return load_clip(self.model_name, "CLIP model", f"{CLIP.fix}, or leave {CLIP_SCORE.name} out: --metrics {others}")
 
@@ -77,7 +78,7 @@ class CLIPScoreMetric(SampleMetric):
         outcomes, batches = prompt_batches(inputs)
         for chunk in batches:
             image, text, _ = embeddings(loaded, [inputs[i] for i in chunk])
-            cosine = (image * text).sum(dim=-1)  # type: ignore[operator]
+            cosine = (image * text).sum(dim=-1)
             for i, c in zip(chunk, cosine, strict=True):
                 outcomes[i] = Outcome.of(max(100.0 * float(c), 0.0))
         return [o for o in outcomes if o is not None]

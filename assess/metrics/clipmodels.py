@@ -10,10 +10,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from render.hub import hub_reachable  # noqa: F401  (the one probe: proxy-aware, DNS timeout; re-exported)
 
-_LOADED: dict[tuple[str, str], object] = {}
+# A loaded (model, processor) pair: transformers objects, used through their untyped call APIs.
+Loaded = tuple[Any, Any]
+_LOADED: dict[tuple[str, str], Loaded | str] = {}
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ def how_to_load(name: str, what: str, fix: str, probe: str = "config.json") -> b
             f"(`hf download {name}`, then copy {constants.HF_HUB_CACHE}), or {fix}")
 
 
-def load_clip(name: str, what: str, fix: str, processor: str | None = None) -> object:
+def load_clip(name: str, what: str, fix: str, processor: str | None = None) -> Loaded | str:
     """(CLIPModel, CLIPProcessor), or the reason they cannot be had (cached per process). `processor`: where
     the processor is, when the model's folder has none (PickScore's is LAION's CLIP-H processor)."""
     key = (name, processor or name)
@@ -79,7 +82,7 @@ def load_clip(name: str, what: str, fix: str, processor: str | None = None) -> o
 
 
 def _from_pretrained(name: str, processor_name: str, what: str, fix: str, local_model: bool,
-                     local_processor: bool) -> object:
+                     local_processor: bool) -> Loaded | str:
     try:
         import transformers
         from transformers import CLIPModel, CLIPProcessor

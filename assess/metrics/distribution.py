@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from assess.metrics.base import Outcome, SetMetric
-from assess.metrics.clipmodels import MetricModel, config_of, load_clip
+from assess.metrics.clipmodels import Loaded, MetricModel, config_of, load_clip
 from assess.metrics.registry import CMMD
 
 if TYPE_CHECKING:
@@ -53,13 +53,13 @@ class CMMDMetric(SetMetric):
     def config(self) -> str:
         return config_of(self.model_name)
 
-    def embed(self, loaded: object, images: list[np.ndarray]) -> np.ndarray:
+    def embed(self, loaded: Loaded, images: list[np.ndarray]) -> np.ndarray:
         """Unit-normalised CLIP image embeddings (the vision tower's pooled output, projected)."""
         import numpy as np
         import torch
         from PIL import Image
 
-        model, processor = loaded  # type: ignore[misc]
+        model, processor = loaded
         chunks = []
         for start in range(0, len(images), _BATCH):
             pixels = processor.image_processor(images=[Image.fromarray(i) for i in images[start : start + _BATCH]],

@@ -16,6 +16,7 @@ from assess.metrics.base import Outcome, SampleInput, SampleMetric
 from assess.metrics.registry import LPIPS, PSNR, SSIM
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 SSIM_WINDOW = 11
@@ -33,6 +34,17 @@ def _group_by_shape(inputs: list[SampleInput]) -> dict[tuple[int, ...], list[int
     for i, item in enumerate(inputs):
         groups[item.image.shape].append(i)
     return groups
+
+
+def _references(inputs: list[SampleInput], chunk: list[int]) -> list[np.ndarray]:
+    """The anchor images of a chunk of inputs: SampleMetric hands compute() only inputs that have one."""
+    found = []
+    for i in chunk:
+        reference = inputs[i].reference
+        if reference is None:
+            raise ValueError(f"input {i} has no reference image; compute() is given only inputs that have one")
+        found.append(reference)
+    return found
 
 
 def _stack(images: list, dtype: torch.dtype) -> torch.Tensor:
@@ -56,7 +68,7 @@ class PSNRMetric(SampleMetric):
             for start in range(0, len(indices), _BATCH):
                 chunk = indices[start : start + _BATCH]
                 preds = np.stack([inputs[i].image for i in chunk]).astype(np.float64)
-                target = np.stack([inputs[i].reference for i in chunk]).astype(np.float64)
+                target = np.stack(_references(inputs, chunk)).astype(np.float64)
                 mse = ((preds - target) ** 2).reshape(len(chunk), -1).mean(axis=1)
                 for j, i in enumerate(chunk):
                     if mse[j] == 0.0:
@@ -84,7 +96,7 @@ class SSIMMetric(SampleMetric):
             for start in range(0, len(indices), _BATCH):
                 chunk = indices[start : start + _BATCH]
                 preds = _stack([inputs[i].image for i in chunk], torch.float32) / 255.0
-                target = _stack([inputs[i].reference for i in chunk], torch.float32) / 255.0
+                target = _stack(_references(inputs, chunk), torch.float32) / 255.0
                 values = structural_similarity_index_measure(preds, target, data_range=1.0, reduction="none")
                 for j, i in enumerate(chunk):
                     outcomes[i] = Outcome.of(min(float(values[j]), 1.0))

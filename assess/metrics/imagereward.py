@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
-from assess.metrics.clipmodels import MetricModel, config_of, how_to_load
+from assess.metrics.clipmodels import Loaded, MetricModel, config_of, how_to_load
 from assess.metrics.registry import IMAGEREWARD
 
 IMAGEREWARD_MODEL = MetricModel(IMAGEREWARD.name, "THUDM/ImageReward", "HYPERGRID_IMAGEREWARD_MODEL")
@@ -38,7 +38,7 @@ _VISION_RENAMES = [(r"^cls_token$", "embeddings.class_embedding"), (r"^pos_embed
                    (r"\.norm1\.", ".layer_norm1."), (r"\.norm2\.", ".layer_norm2."), (r"\.attn\.proj\.", ".self_attn.projection."),
                    (r"\.attn\.qkv\.", ".self_attn.qkv."), (r"^norm\.", "post_layernorm.")]
 _HEAD = {"mlp.layers.0": "0", "mlp.layers.2": "2", "mlp.layers.4": "4", "mlp.layers.6": "6", "mlp.layers.7": "7"}
-_LOADED: dict[str, object] = {}
+_LOADED: dict[str, Loaded | str] = {}
 
 
 def rename(key: str) -> str | None:
@@ -112,7 +112,7 @@ def _files(name: str, local_only: bool) -> tuple[Path, Path, Path | None]:
             Path(hf_hub_download(name, MED_CONFIG, local_files_only=local_only)), None)
 
 
-def load(name: str) -> object:
+def load(name: str) -> Loaded | str:
     """(model, tokenizer), or why they cannot be had (cached per process)."""
     if name not in _LOADED:
         how = how_to_load(name, "ImageReward model", IMAGEREWARD_MODEL.fix, probe=MED_CONFIG)
@@ -120,7 +120,7 @@ def load(name: str) -> object:
     return _LOADED[name]
 
 
-def _load(name: str, local_only: bool) -> object:
+def _load(name: str, local_only: bool) -> Loaded | str:
     try:
         import torch
 
@@ -152,10 +152,10 @@ def pixels(images: list[Any], size: int) -> Any:
     return torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2)
 
 
-def rewards(loaded: object, prompts: list[str], images: list[Any]) -> list[float]:
+def rewards(loaded: Loaded, prompts: list[str], images: list[Any]) -> list[float]:
     import torch
 
-    model, tokenizer = loaded  # type: ignore[misc]
+    model, tokenizer = loaded
     tokens = tokenizer(prompts, padding="max_length", truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
     with torch.no_grad():
         image_embeds = model.vision(pixel_values=pixels(images, model.vision.config.image_size)).last_hidden_state

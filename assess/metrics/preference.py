@@ -41,7 +41,7 @@ class PickScoreMetric(SampleMetric):
         outcomes, batches = prompt_batches(inputs)
         for chunk in batches:
             image, text, scale = embeddings(loaded, [inputs[i] for i in chunk])
-            logits = scale * (image * text).sum(dim=-1)  # type: ignore[operator]
+            logits = scale * (image * text).sum(dim=-1)
             for i, value in zip(chunk, logits, strict=True):
                 outcomes[i] = Outcome.of(float(value))
         return [o for o in outcomes if o is not None]

@@ -7,13 +7,19 @@ spent count only what a run rendered: reused samples cost nothing.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from assess.metrics.base import Outcome
 from assess.metrics.registry import (
     GPU_S, IMAGES_PER_S, LATENCY_MEDIAN, LATENCY_P90, LOAD_S, PEAK_MEM, S_PER_STEP,
 )
+
+
+class SampleRow(Protocol):
+    """A sample row by column name: a dict, or the index's sqlite3.Row."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
 
 
 NO_WARM = "no warm sample (each process's first sample is warmup); render more prompts or seeds"
@@ -36,7 +42,7 @@ def run_gpu_s(samples: Iterable[Any]) -> float:
     return latency + load
 
 
-def cell_speed(samples: list[Mapping[str, Any]], gpu_s: float) -> dict[str, Outcome]:
+def cell_speed(samples: Sequence[SampleRow], gpu_s: float) -> dict[str, Outcome]:
     """Speed outcomes of one cell from its sample rows (index `samples` table) and spent gpu_s."""
     warm = [s for s in samples if not s["warmup"] and s["latency_s"] is not None]
     latencies = [float(s["latency_s"]) for s in warm]

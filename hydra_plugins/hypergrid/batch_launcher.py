@@ -81,6 +81,8 @@ def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
 
     path = sweep_dir / JOBS_JSON
     previous = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else []
+    if not isinstance(previous, list):
+        raise ValueError(f"{path}: expected a list of jobs, found a {type(previous).__name__}; move it aside and resubmit")
     jobs = [{"job_id": str(job.job_id), "submitted_at": now_iso(), "cells": [{"num": c.num, "run_dir": str(c.run_dir), "overrides": list(c.overrides)} for c in cells]}
             for job, cells in submitted]
     atomic_write_json(path, [*previous, *jobs])

@@ -66,7 +66,7 @@ def plan_batches(cells: Sequence[CellSpec], n_jobs: int) -> list[list[CellSpec]]
     batches: list[list[CellSpec]] = [[] for _ in range(max(1, min(n_jobs, len(cells))))]
     loads = [0] * len(batches)
     share = sum(c.cost for c in cells) / len(batches)
-    totals = Counter()
+    totals: Counter[str] = Counter()
     for cell in cells:
         totals[cell.model] += cell.cost
     for cell in sorted(cells, key=lambda c: (-totals[c.model], c.model, -c.cost, c.num)):

@@ -42,7 +42,7 @@ def outcome(returns: Sequence[JobReturn]) -> SweepOutcome:
     out = SweepOutcome(cells=len(returns))
     for ret in returns:
         if ret.status == JobStatus.FAILED:
-            out.failed.append(f"  {' '.join(filter_overrides(ret.overrides))}: crashed: {ret._return_value!r}")
+            out.failed.append(f"  {' '.join(filter_overrides(ret.overrides or []))}: crashed: {ret._return_value!r}")
             continue
         results = [r for r in (ret.return_value if isinstance(ret.return_value, list) else []) if isinstance(r, dict)]
         own_dir = _own_dir(ret)

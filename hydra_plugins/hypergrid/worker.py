@@ -43,7 +43,8 @@ class CellBatch:
             with stop_signals():
                 for cell in self.cells:
                     sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(cell.overrides))
-                    with open_dict(sweep_config.hydra.job) as job:
+                    job = sweep_config.hydra.job
+                    with open_dict(job):
                         job.id = f"{job_id}_{cell.num}"
                         job.num = cell.num
                     returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function,

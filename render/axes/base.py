@@ -134,8 +134,8 @@ class OptionAxis(Axis):
         from omegaconf import DictConfig, OmegaConf
 
         values = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else dict(value)
-        assert self.schema is not None
-        return self.schema(**values)
+        assert isinstance(values, dict) and self.schema is not None
+        return self.schema(**{str(k): v for k, v in values.items()})
 
     def key_fields(self, conf: Any) -> Optional[tuple[str, ...]]:
         """The fields of `conf` that enter the key; None: all of them."""

@@ -137,17 +137,25 @@ class CompileAxis(OptionAxis):
 
 AXIS = CompileAxis()
 
-_compile_wall = {"total": 0.0, "started": None}  # wall seconds spent compiling in this process
+@dataclass
+class _CompileWall:
+    """Wall seconds spent compiling in this process, and when the compilation under way started."""
+
+    total: float = 0.0
+    started: Optional[float] = None
+
+
+_compile_wall = _CompileWall()
 
 
 def _on_compile_start(_args: Any) -> None:
-    _compile_wall["started"] = time.perf_counter()
+    _compile_wall.started = time.perf_counter()
 
 
 def _on_compile_end(_args: Any) -> None:
-    if _compile_wall["started"] is not None:
-        _compile_wall["total"] += time.perf_counter() - _compile_wall["started"]
-        _compile_wall["started"] = None
+    if _compile_wall.started is not None:
+        _compile_wall.total += time.perf_counter() - _compile_wall.started
+        _compile_wall.started = None
 
 
 def _watch_compiles() -> None:
@@ -172,7 +180,7 @@ class CompileCounters:
         from torch._dynamo import utils
 
         _watch_compiles()
-        return cls(float(_compile_wall["total"]), int(utils.counters["frames"]["total"]))
+        return cls(_compile_wall.total, int(utils.counters["frames"]["total"]))
 
     def since(self, before: "CompileCounters") -> "CompileCounters":
         # dynamo's reset clears the frame counter: a drop means it started again from zero

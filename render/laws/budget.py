@@ -108,7 +108,7 @@ def reservations(ledger: Ledger) -> list[Reservation]:
     for entry in ledger.entries():
         kind, rid = entry["kind"], entry.get("rid")
         if kind == "reservation":
-            found[rid] = Reservation(rid, float(entry["seconds"]), entry, [], False)
+            found[entry["rid"]] = Reservation(entry["rid"], float(entry["seconds"]), entry, [], False)
         elif rid in found and kind == "extend":
             found[rid].seconds = float(entry["seconds"])
         elif rid in found and kind == "hold":

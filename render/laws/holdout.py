@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from render.errors import RenderError
 from render.laws.ledger import Ledger, all_ledgers
@@ -39,6 +39,8 @@ def option_prompts(option: str) -> tuple[str, list[Prompt]]:
         path = folder / "prompts" / f"{option}.yaml"
         if path.is_file():
             node = OmegaConf.load(path)  # the whole split (file, format, hub dataset), never its limit
+            if not isinstance(node, DictConfig):
+                raise HoldoutLocked(f"{path}: a prompts option is a mapping (file, format, dataset), not a list")
             file = str(node.file)
             return file, load_prompts(file, None, str(node.get("format") or "auto"), node.get("dataset"),
                                       node.get("revision"))

@@ -56,8 +56,8 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str
     per_category = {"per_category": True, "category_min_prompts": int(quality.get("category_min_prompts") or 8)} \
         if quality.get("per_category") else {}
     return {
-        "quality": {"metric": str(quality.get("metric")), "band": float(quality.get("band")),
-                    "alpha": float(quality.get("alpha")), **per_category},
+        "quality": {"metric": str(quality.get("metric")), "band": float(quality["band"]),
+                    "alpha": float(quality["alpha"]), **per_category},
         "rungs": [int(r) for r in exp.get("rungs") or []],
         "eta": int(exp.get("eta")),
         "objective": str(exp.get("objective")),
@@ -65,7 +65,7 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str
         "seeds": [int(s) for s in (exp.get("seeds") if isinstance(exp.get("seeds"), list) else [exp.get("seeds")])],
         "splits": {"dev": {"option": str(exp.get("dev")), "content": dev_content},
                    "holdout": {"option": str(exp.get("holdout")), "content": holdout_content}},
-        "budget": {"gpu_hours": float(budget.get("gpu_hours")),
+        "budget": {"gpu_hours": float(budget["gpu_hours"]),
                    "reserve_gpu_hours": float(budget.get("reserve_gpu_hours") or 0.0),
                    "price_per_gpu_hour": None if budget.get("price_per_gpu_hour") is None
                    else float(budget["price_per_gpu_hour"])},

@@ -220,7 +220,7 @@ def _amplify_gates(transformer, gain: float) -> None:
     import torch
 
     dim = transformer.inner_dim
-    modulations = [(block.norm1.linear, (2, 5)) for block in transformer.transformer_blocks]
+    modulations: list[tuple[Any, tuple[int, ...]]] = [(block.norm1.linear, (2, 5)) for block in transformer.transformer_blocks]
     modulations += [(block.norm1_context.linear, (2, 5)) for block in transformer.transformer_blocks]
     modulations += [(block.norm.linear, (2,)) for block in transformer.single_transformer_blocks]
     with torch.no_grad():

@@ -216,7 +216,7 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     """One samples.jsonl object -> SampleRecord; a missing required key raises KeyError."""
     for key in _REQUIRED_SAMPLE:
         obj[key]  # noqa: B018 - a parser that misses an expected key raises
-    values = {name: obj.get(name) for name in SAMPLE_FIELDS}
+    values: dict[str, Any] = {name: obj.get(name) for name in SAMPLE_FIELDS}
     values["cell_key"] = obj.get("cell_key") or cell_key
     values["prompt_id"], values["seed"], values["image"] = str(obj["prompt_id"]), int(obj["seed"]), str(obj["image"])
     values["warmup"] = bool(obj.get("warmup", False))

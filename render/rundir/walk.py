@@ -11,7 +11,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError
 from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, append_record, now_iso
@@ -127,7 +127,7 @@ def run_dirs_under(path: Path | str) -> list[Path]:
     return found
 
 
-def load_runs(paths: list[Path | str], with_anchors: bool = False, problems: list[str] | None = None) -> list[RunDir]:
+def load_runs(paths: Sequence[Path | str], with_anchors: bool = False, problems: list[str] | None = None) -> list[RunDir]:
     """Every run directory under `paths` (with the folders an output root registered), parsed; duplicates
     (same folder twice) collapse.
 

@@ -47,7 +47,8 @@ def project(run: dict[str, Any], samples: Sequence[SampleRecord], now: datetime)
     per_sample, source = estimate.get("s_per_sample"), "history"
     if not per_sample:
         per_sample, source = warm[0], "first-sample"
-    last = max((parse_time(s.finished_at) for s in rendered), default=None) or started
+    finished = [t for t in (parse_time(s.finished_at) for s in rendered) if t is not None]
+    last = max(finished, default=started)
     in_progress = max((now - last).total_seconds(), 0.0)  # the sample being rendered now, if it stalls
     pace = max(sum(warm) / len(warm), in_progress)
     return Projection(float(per_sample) * n_pending, pace * n_pending, source)

@@ -56,9 +56,15 @@ def _fields_of_every_method() -> list:
     return [("name", str, field(default="none"))] + [(n, Optional[Any], field(default=None)) for n in names]
 
 
-NoCacheConf = dataclasses.make_dataclass("NoCacheConf", _fields_of_every_method(), bases=(CacheSchema,))
-NoCacheConf.__module__ = __name__  # so it pickles (submitit ships configs to jobs)
-NoCacheConf.__doc__ = "No cache. Accepts, and ignores, every parameter of every other method."
+def _no_cache_conf() -> type[CacheSchema]:
+    schema = dataclasses.make_dataclass("NoCacheConf", _fields_of_every_method(), bases=(CacheSchema,))
+    assert issubclass(schema, CacheSchema)  # make_dataclass is typed as returning a bare type
+    schema.__module__ = __name__  # so it pickles (submitit ships configs to jobs)
+    schema.__doc__ = "No cache. Accepts, and ignores, every parameter of every other method."
+    return schema
+
+
+NoCacheConf = _no_cache_conf()
 
 
 def _apply_none(pipe: Any, conf: Any, ctx: ApplyContext) -> Record:
@@ -94,7 +100,7 @@ def apply_cache(
     """
     name = cache_name(conf)
     transformer = getattr(pipe, "transformer", None)
-    if getattr(transformer, "is_cache_enabled", False):
+    if transformer is not None and getattr(transformer, "is_cache_enabled", False):
         raise CacheConfigError(
             f"cache {name}: {type(transformer).__name__} already has a cache enabled "
             f"({type(transformer._cache_config).__name__}); call reset_cache(pipe) first"
@@ -109,7 +115,7 @@ def apply_cache(
 def reset_cache(pipe: Any) -> None:
     """Disable whatever cache is enabled on `pipe.transformer`; a no-op when there is none."""
     transformer = getattr(pipe, "transformer", None)
-    if not getattr(transformer, "is_cache_enabled", False):
+    if transformer is None or not getattr(transformer, "is_cache_enabled", False):
         return
     transformer.disable_cache()
     left = leftover_hooks(transformer, {hook for m in CACHES.values() for hook in m.schema.HOOKS})

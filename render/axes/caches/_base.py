@@ -40,7 +40,7 @@ class CacheSchema:
             detail = str(error).splitlines()[0]
             raise CacheConfigError(f"cache {self.name}: {error.full_key}={error.value!r}: {detail}") from None
         for key, value in OmegaConf.to_container(node).items():  # type: ignore[union-attr]
-            setattr(self, key, value)
+            setattr(self, str(key), value)  # a structured node's keys are its field names
         problems = self.problems()
         if problems:
             raise CacheConfigError(f"cache {self.name}: " + "; ".join(problems))
@@ -64,7 +64,7 @@ class CacheSchema:
 class CacheMethod(NamedTuple):
     """A registry entry: the method's schema and its apply function."""
 
-    schema: type  # a CacheSchema subclass
+    schema: "type[CacheSchema]"
     apply: Callable[[Any, Any, "ApplyContext"], Record]  # (pipe, validated schema instance, context) -> record
 
 
@@ -91,6 +91,12 @@ def window(schema: Any, field: str) -> Optional[str]:
     if value is not None and (len(value) != 2 or value[0] >= value[1]):
         return f"{field}={value}: expected [lo, hi] with lo < hi"
     return None
+
+
+def pair(values: Sequence[int]) -> "tuple[int, int]":
+    """A `window`-checked [lo, hi] as the (lo, hi) tuple diffusers' configs take."""
+    lo, hi = values
+    return lo, hi
 
 
 def one_of(schema: Any, field: str, valid: Sequence[str]) -> Optional[str]:

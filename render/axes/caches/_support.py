@@ -2,10 +2,10 @@
 
 from typing import Any, Optional
 
-from render.axes.caches._base import CacheConfigError
+from render.axes.caches._base import CacheConfigError, CacheSchema
 
 
-def check_denoiser(schema: type, pipe_class_name: str, transformer_cls: Optional[type]) -> None:
+def check_denoiser(schema: "type[CacheSchema]", pipe_class_name: str, transformer_cls: Optional[type]) -> None:
     """CacheConfigError when method `schema` cannot hook this pipeline's transformer class (None: it has none)."""
     from diffusers.models.cache_utils import CacheMixin
 
@@ -33,9 +33,9 @@ def _has_block_metadata(transformer_cls: type) -> bool:
     return any(block.__module__ == transformer_cls.__module__ for block in TransformerBlockRegistry._registry)
 
 
-def leftover_hooks(transformer: Any, names: set) -> list:
+def leftover_hooks(transformer: Any, names: set[str]) -> list[str]:
     """Names of the given diffusers hooks still registered on any module of `transformer`."""
-    left = set()
+    left: set[str] = set()
     for module in transformer.modules():
         registry = getattr(module, "_diffusers_hook", None)
         if registry is not None:

@@ -4,7 +4,7 @@ approximate the unconditional (CFG) branch from the conditional one."""
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, List, Optional
 
-from render.axes.caches._base import ApplyContext, CacheMethod, CacheConfigError, CacheSchema, Record, at_least, found, one_of, window
+from render.axes.caches._base import ApplyContext, CacheMethod, CacheConfigError, CacheSchema, Record, at_least, found, one_of, pair, window
 
 DENOISER_HOOK = "faster_cache_denoiser"  # diffusers.hooks.faster_cache._FASTER_CACHE_DENOISER_HOOK
 BLOCK_HOOK = "faster_cache_block"  # diffusers.hooks.faster_cache._FASTER_CACHE_BLOCK_HOOK
@@ -88,14 +88,14 @@ def apply(pipe: Any, conf: FasterCacheConf, ctx: ApplyContext) -> Record:
     config = FasterCacheConfig(
         spatial_attention_block_skip_range=conf.spatial_attention_block_skip_range,
         temporal_attention_block_skip_range=conf.temporal_attention_block_skip_range,
-        spatial_attention_timestep_skip_range=tuple(conf.spatial_attention_timestep_skip_range),
-        temporal_attention_timestep_skip_range=tuple(conf.temporal_attention_timestep_skip_range),
-        low_frequency_weight_update_timestep_range=tuple(conf.low_frequency_weight_update_timestep_range),
-        high_frequency_weight_update_timestep_range=tuple(conf.high_frequency_weight_update_timestep_range),
+        spatial_attention_timestep_skip_range=pair(conf.spatial_attention_timestep_skip_range),
+        temporal_attention_timestep_skip_range=pair(conf.temporal_attention_timestep_skip_range),
+        low_frequency_weight_update_timestep_range=pair(conf.low_frequency_weight_update_timestep_range),
+        high_frequency_weight_update_timestep_range=pair(conf.high_frequency_weight_update_timestep_range),
         alpha_low_frequency=conf.alpha_low_frequency,
         alpha_high_frequency=conf.alpha_high_frequency,
         unconditional_batch_skip_range=conf.unconditional_batch_skip_range,
-        unconditional_batch_timestep_skip_range=tuple(conf.unconditional_batch_timestep_skip_range),
+        unconditional_batch_timestep_skip_range=pair(conf.unconditional_batch_timestep_skip_range),
         attention_weight_callback=lambda _module: weight,
         tensor_format=conf.tensor_format,
         is_guidance_distilled=distilled,

@@ -41,6 +41,7 @@ class MagCacheConf(CacheSchema):
 
 def apply(pipe: Any, conf: MagCacheConf, ctx: ApplyContext) -> Record:
     """Enable MagCache; without `mag_ratios`, first calibrate them with one `ctx.calibrate()` render."""
+    import torch
     from diffusers.hooks import MagCacheConfig
 
     if ctx.steps is None:
@@ -62,8 +63,12 @@ def apply(pipe: Any, conf: MagCacheConf, ctx: ApplyContext) -> Record:
         mag_ratios=ratios,
     )
     pipe.transformer.enable_cache(config)
-    # config.mag_ratios now holds the ratios interpolated to the step count: the ones in use.
-    return {"mag_ratios": [float(r) for r in config.mag_ratios.tolist()], "mag_ratios_source": source}
+    # config.mag_ratios now holds the ratios interpolated to the step count (a tensor): the ones in use.
+    in_use = config.mag_ratios
+    if in_use is None:
+        raise RuntimeError("cache magcache: diffusers' MagCacheConfig dropped the ratios it was given")
+    values = in_use.tolist() if isinstance(in_use, torch.Tensor) else in_use
+    return {"mag_ratios": [float(r) for r in values], "mag_ratios_source": source}
 
 
 METHOD = CacheMethod(MagCacheConf, apply)

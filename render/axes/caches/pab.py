@@ -4,7 +4,7 @@ across neighbouring steps."""
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, List, Optional
 
-from render.axes.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found, window
+from render.axes.caches._base import ApplyContext, CacheMethod, CacheSchema, Record, at_least, found, pair, window
 
 HOOK = "pyramid_attention_broadcast"  # diffusers.hooks.pyramid_attention_broadcast._PYRAMID_ATTENTION_BROADCAST_HOOK
 _KINDS = ("spatial", "temporal", "cross")
@@ -44,9 +44,9 @@ def apply(pipe: Any, conf: PABConf, ctx: ApplyContext) -> Record:
         spatial_attention_block_skip_range=conf.spatial_attention_block_skip_range,
         temporal_attention_block_skip_range=conf.temporal_attention_block_skip_range,
         cross_attention_block_skip_range=conf.cross_attention_block_skip_range,
-        spatial_attention_timestep_skip_range=tuple(conf.spatial_attention_timestep_skip_range),
-        temporal_attention_timestep_skip_range=tuple(conf.temporal_attention_timestep_skip_range),
-        cross_attention_timestep_skip_range=tuple(conf.cross_attention_timestep_skip_range),
+        spatial_attention_timestep_skip_range=pair(conf.spatial_attention_timestep_skip_range),
+        temporal_attention_timestep_skip_range=pair(conf.temporal_attention_timestep_skip_range),
+        cross_attention_timestep_skip_range=pair(conf.cross_attention_timestep_skip_range),
         current_timestep_callback=lambda: pipe.current_timestep,
     )
     pipe.transformer.enable_cache(config)

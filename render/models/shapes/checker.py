@@ -101,7 +101,7 @@ def check(image: np.ndarray, caption: str) -> Verdict:
     box = (cols.min(), rows.min(), cols.max() + 1, rows.max() + 1)  # x0, y0, x1, y1 in pixel edges
     soft = np.clip(opacity, 0.0, 1.0)
     ious = {shape: soft_iou(soft, template(shape, box, mask.shape)) for shape in SHAPES}
-    found = {
+    found: dict[str, str | None] = {
         "colour": _NAMES[int(np.bincount(colour_index[mask], minlength=len(_NAMES)).argmax())],
         "shape": max(ious, key=ious.__getitem__),
         "position": position_of(box, mask.shape),

@@ -21,7 +21,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from diffusers import DiffusionPipeline, FlowMatchEulerDiscreteScheduler, FluxTransformer2DModel
+# The defining modules, not `diffusers`' lazy top level: type checkers resolve that to the
+# placeholder classes diffusers declares for a missing torch.
+from diffusers.models.transformers.transformer_flux import FluxTransformer2DModel
+from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+from diffusers.schedulers.scheduling_flow_match_euler_discrete import FlowMatchEulerDiscreteScheduler
 from diffusers.utils import BaseOutput
 from diffusers.utils.torch_utils import randn_tensor
 
@@ -93,13 +97,13 @@ def image_ids(height: int, width: int, patch: int, device: torch.device | str) -
 
 
 def patch_size(transformer: FluxTransformer2DModel) -> int:
-    return math.isqrt(transformer.config.in_channels // 3)
+    return math.isqrt(transformer.config["in_channels"] // 3)
 
 
 class ShapesPipeline(DiffusionPipeline):
     """Captions such as "a blue square on the left" -> 32x32 images (other sizes: multiples of the patch)."""
 
-    model_cpu_offload_seq = "text_encoder->transformer"
+    model_cpu_offload_seq = "text_encoder->transformer"  # type: ignore[assignment]  # diffusers declares it as a bare None
     # Runs the transformer once per guidance branch (no batched unconditional half), like Flux pipelines.
     runs_guidance_branches_separately = True
 
@@ -208,12 +212,13 @@ class ShapesPipeline(DiffusionPipeline):
                 progress.update()
         self._current_timestep = None
 
-        images = (unpatchify(x.float(), patch, height, width) / 2 + 0.5).clamp(0, 1)
+        pixels = (unpatchify(x.float(), patch, height, width) / 2 + 0.5).clamp(0, 1)
         self.maybe_free_model_hooks()
+        images: torch.Tensor | np.ndarray | list[Any] = pixels
         if output_type == "np":
-            images = images.permute(0, 2, 3, 1).cpu().numpy()
+            images = pixels.permute(0, 2, 3, 1).cpu().numpy()
         elif output_type == "pil":
-            images = self.numpy_to_pil(images.permute(0, 2, 3, 1).cpu().numpy())
+            images = self.numpy_to_pil(pixels.permute(0, 2, 3, 1).cpu().numpy())
         if not return_dict:
             return (images,)
         return ShapesPipelineOutput(images=images)

@@ -21,7 +21,7 @@ from torch import nn
 PAD, UNKNOWN = 0, 1  # token ids; the vocabulary's words follow
 
 
-class ShapesTextEncoder(ModelMixin, ConfigMixin):
+class ShapesTextEncoder(ModelMixin, ConfigMixin):  # type: ignore[misc]  # diffusers types config_name str in one, None in the other
     """Word embeddings: captions -> (token embeddings B x L x dim, pooled B x dim)."""
 
     @register_to_config
@@ -34,7 +34,7 @@ class ShapesTextEncoder(ModelMixin, ConfigMixin):
 
     def tokenize(self, prompts: list[str], max_length: int | None = None) -> torch.Tensor:
         """Token ids (B x max_length) of the prompts; unknown words map to the unknown token."""
-        length = max_length or self.config.max_length
+        length = max_length or self.config["max_length"]
         rows = []
         for prompt in prompts:
             ids = [self.ids.get(word, UNKNOWN) for word in prompt.lower().split()][:length]
