@@ -157,3 +157,25 @@ def test_the_watchdog_flags_a_render_slowed_on_purpose(first: Path, monkeypatch:
     (row,) = seen
     assert row.state == "running" and row.slow and row.detail.startswith("SLOW")
     assert not (result.run_dir / "FAILED.json").exists(), "the watchdog kills nothing"
+
+
+def test_the_projection_takes_a_rendered_sample_without_a_finish_time() -> None:
+    """A sample record without finished_at (the field is optional) counts from the run's start, and the
+    latest finish time among the others is where the stall is measured from; max() once compared None."""
+    import dataclasses
+    from datetime import timedelta
+
+    from render.rundir.watchdog import project
+
+    started = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    blank = {f.name: None for f in dataclasses.fields(rundir.SampleRecord)}
+
+    def sample(finished_at: str | None) -> rundir.SampleRecord:
+        return rundir.SampleRecord(**{**blank, "cell_key": "k", "prompt_id": "p", "seed": 0, "image": "i.png",
+                                      "warmup": False, "latency_s": 1.0, "finished_at": finished_at})
+
+    samples = [sample((started + timedelta(seconds=5)).isoformat()), sample(None)]
+    run = {"started_at": started.isoformat(), "estimate": {"n_pending": 3, "s_per_sample": 1.0}}
+    projection = project(run, samples, started + timedelta(seconds=10))
+    assert projection is not None
+    assert (projection.estimate_s, projection.projected_s, projection.source) == (3.0, 15.0, "history")
