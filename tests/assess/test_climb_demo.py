@@ -50,8 +50,9 @@ def test_the_demo_climbs_stops_runs_its_final_once_and_reports(tiny_cache: Path,
     expected = "parity" if quality["tost_p"] < result["alpha"] else "out" if quality["out_p"] < result["alpha"] else "undecided"
     assert result["parity"] == quality["verdict"] == expected
 
-    again = assess("climb", "tiny-demo", "--final", cwd=tmp_path)
-    assert again.returncode == 1 and "the final was already claimed on" in again.stderr
+    again = assess("climb", "tiny-demo", "--final", "--json", cwd=tmp_path)  # shown from the ledger, never run again
+    assert again.returncode == 0 and "nothing is rendered" in again.stderr
+    assert json.loads(again.stdout)["parity"] == result["parity"]
     after = assess("climb", "tiny-demo", cwd=tmp_path)
     assert after.returncode == 1 and "is over: its final was claimed on" in after.stderr
 
