@@ -338,11 +338,24 @@ CREATE TABLE set_scores (
 )
 """
 
+# Speed under noise (render/timing.py, docs/timing.md): each sample's reference workload time and repeated calls,
+# each run's reference drift, and the interval of a cell's speed figures.
+SCHEMA_0005_TIMING = [
+    "ALTER TABLE samples ADD COLUMN ref_s REAL",  # the job's reference workload at the start of the sample's cell
+    "ALTER TABLE samples ADD COLUMN latency_calls TEXT",  # JSON list: every call when timing.repeats > 1
+    "ALTER TABLE samples ADD COLUMN device_s REAL",  # device seconds the sample took (every call)
+    "ALTER TABLE runs ADD COLUMN ref_drift REAL",  # DONE.json timing.drift: the reference's change over the run
+    "ALTER TABLE runs ADD COLUMN repeats INTEGER",  # timing.repeats
+    "ALTER TABLE cell_scores ADD COLUMN low REAL",  # the 95 % interval of a speed figure
+    "ALTER TABLE cell_scores ADD COLUMN high REAL",
+]
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
     ("0003_text_identity", [SCHEMA_0003_TEXT_IDENTITY, cells_view_sql(), leaderboard_view_sql()]),
     ("0004_quality", [SCHEMA_0004_QUALITY]),
+    ("0005_timing", SCHEMA_0005_TIMING),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -681,20 +694,24 @@ class Index:
             samples_by_split[sample["split"]].append(sample)
         rows = self._aggregate_scores(cell_key, scores)
         rows += [(cell_key, r["split"], r["metric"], r["metric_version"], r["direction"], r["value"],
-                  r["unavailable_reason"], r["n"], 0, r["detail"])
+                  r["unavailable_reason"], r["n"], 0, r["detail"], None, None)
                  for r in conn.execute("SELECT * FROM set_scores WHERE cell_key = ?", (cell_key,))]
+        # the reference's drift over every run that rendered some of the cell's samples (any split: the store is by cell)
+        drifts = [r["ref_drift"] for r in runs if r["n_rendered"]]
         for split, split_runs in runs_by_split.items():
             gpu_s = sum(r["gpu_s"] for r in split_runs)
-            speed = cell_speed(samples_by_split.get(split, []), gpu_s)
+            speed = cell_speed(samples_by_split.get(split, []), gpu_s, drifts)
             for spec in SPEED_SPECS:
                 outcome = speed[spec.name]
                 rows.append((cell_key, split, spec.name, spec.version, spec.direction, outcome.value,
-                             outcome.unavailable_reason, len(samples_by_split.get(split, [])), 0, outcome.detail))
+                             outcome.unavailable_reason, len(samples_by_split.get(split, [])), 0, outcome.detail,
+                             outcome.low, outcome.high))
         stamp = now_iso()
         conn.execute("DELETE FROM cell_scores WHERE cell_key = ?", (cell_key,))
         conn.executemany(
             "INSERT INTO cell_scores (cell_key, split, metric, metric_version, direction, value, "
-            "unavailable_reason, n, n_unavailable, detail, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "unavailable_reason, n, n_unavailable, detail, low, high, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(*row, stamp) for row in rows],
         )
         conn.execute("DELETE FROM cell_summary WHERE cell_key = ?", (cell_key,))
@@ -734,7 +751,7 @@ class Index:
             reason = None if values else reasons.most_common(1)[0][0]
             detail = f"{sum(reasons.values())} unavailable" if values and reasons else None
             rows.append((cell_key, split, metric, version, direction, value, reason, len(values),
-                         sum(reasons.values()), detail))
+                         sum(reasons.values()), detail, None, None))
         return rows
 
     # -- reads ------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ class CellView:
     command: str = ""  # the runnable line that renders the row's samples
     mark: str = ""  # short name on the Pareto plot: A (anchor), 1, 2, ... in leaderboard order
     sizes: dict[str, int] = field(default_factory=dict)  # set metric -> its sample size (pairs with the anchor)
+    noisy: str | None = None  # why its speed is too noisy to rank it (assess.noise)
 
     @property
     def axes(self) -> dict[str, str]:
@@ -172,6 +173,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
             n_values=row["height"] * row["width"] * 3 if row["height"] and row["width"] else None,
             keys=cell.keys, reused=scoped.reused_elsewhere, groups=sorted(cell.groups),
             command=render_line(overrides, prompts.get((cell_key, split), []), cell.keys), sizes=scoped.sizes,
+            noisy=scoped.noisy,
         )
         if not view.is_anchor:
             anchor = scope.cells.get((cell.anchor_cell_key, split))
@@ -216,6 +218,8 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
             return {"text": "1 (anchor)", "title": "", "cls": "anchor"}
         if comparison is None or comparison.speedup is None:
             return {"text": "n/a", "title": "no warm latency for this cell or its anchor", "cls": "na"}
+        if view.noisy:  # the interval is there; the flag says why not to rank on it
+            return {"text": _interval_text(comparison.speedup) + "× ⚠ noisy", "title": view.noisy, "cls": "noisy"}
         return {"text": _interval_text(comparison.speedup) + "×", "title": comparison.speedup.note or "", "cls": ""}
     spec = SPECS[metric]
     value = view.values.get(metric)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from assess.metrics.registry import SPECS, SPEED_SPECS
+from assess.metrics.registry import SPECS, SPEED_NOISE, SPEED_SPECS
 from assess.metrics.speed import cell_speed
 
 Key = tuple[str, int]  # (text identity, seed): a sample of a cell by content
@@ -98,6 +98,7 @@ class ScopedCell:
     reasons: dict[str, str]  # metric -> why it has no value (the most common reason)
     reused_elsewhere: int  # samples of the scope rendered by a run outside it (their speed: as rendered there)
     sizes: dict[str, int] = field(default_factory=dict)  # set metric -> the pairs its value is over (over the split)
+    noisy: str | None = None  # why its speed is too noisy to rank it (assess.noise), when it is
 
 
 def sample_rows(index: Any, cell: CellScope) -> list[dict[str, Any]]:
@@ -122,7 +123,7 @@ def scoped_cell(index: Any, cell: CellScope) -> ScopedCell:
         if not available:
             reasons[metric] = Counter(r["unavailable_reason"] for r in rows).most_common(1)[0][0]
     own_runs = {r["path"] for r in cell.runs}
-    speed = cell_speed(samples, _spent(cell, samples))
+    speed = cell_speed(samples, _spent(cell, samples), [r.get("ref_drift") for r in cell.runs if r["n_rendered"]])
     for spec in SPEED_SPECS:
         values[spec.name] = speed[spec.name].value
         if speed[spec.name].unavailable_reason:
@@ -134,7 +135,9 @@ def scoped_cell(index: Any, cell: CellScope) -> ScopedCell:
         values[row["metric"]], sizes[row["metric"]] = row["value"], row["n"]
         if row["value"] is None:
             reasons[row["metric"]] = row["unavailable_reason"]
-    return ScopedCell(samples, {m: v for m, v in values.items() if m in SPECS}, reasons, reused, sizes)
+    noise = speed[SPEED_NOISE.name]
+    noisy = noise.detail if noise.detail and noise.detail.startswith("noisy:") else None
+    return ScopedCell(samples, {m: v for m, v in values.items() if m in SPECS}, reasons, reused, sizes, noisy)
 
 
 def _spent(cell: CellScope, samples: list[dict[str, Any]]) -> float:
@@ -145,4 +148,4 @@ def _spent(cell: CellScope, samples: list[dict[str, Any]]) -> float:
     loads: dict[str, float] = {}
     for s in samples:
         loads[s["run_path"]] = max(loads.get(s["run_path"], 0.0), s["load_s"] or 0.0)
-    return sum(s["latency_s"] or 0.0 for s in samples) + sum(loads.values())
+    return sum(s.get("device_s") or s["latency_s"] or 0.0 for s in samples) + sum(loads.values())

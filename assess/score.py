@@ -98,6 +98,7 @@ def run_row(run: RunDir) -> dict[str, Any]:
     failed = terminal.data if terminal and terminal.kind == CellState.FAILED else {}
     job = run.run.get("job") or {}
     git = run.run.get("git") or {}
+    timing = (terminal.data.get("timing") if terminal else None) or {}  # DONE.json: the reference at start and end
     return {
         "path": str(run.path),
         "sweep": str(run.sweep) if run.sweep else None,
@@ -138,6 +139,8 @@ def run_row(run: RunDir) -> dict[str, Any]:
         "finished_at": terminal.finished_at if terminal else None,
         "wall_s": terminal.data.get("wall_s") if terminal else None,
         "gpu_s": run_gpu_s(run.samples),
+        "ref_drift": timing.get("drift"),
+        "repeats": timing.get("repeats"),
         "git_revision": git.get("revision"),
         "git_dirty": None if git.get("dirty") is None else int(bool(git["dirty"])),
         "versions": json_dumps(run.run.get("versions") or {}),
@@ -156,6 +159,8 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "peak_mem_bytes": sample.peak_mem_bytes, "mem_kind": sample.mem_kind, "load_s": sample.load_s,
         "reused_from": sample.reused_from, "finished_at": sample.finished_at,
         "category": sample.category, "challenge": sample.challenge,
+        "ref_s": sample.ref_s, "latency_calls": json_dumps(list(sample.latency_calls)) if sample.latency_calls else None,
+        "device_s": sample.device_s,
         "problem": None if image.is_file() else f"image missing: {image}",
     }
 

@@ -11,7 +11,9 @@ Pareto front (`pareto_front`).
 - A reference metric (PSNR, SSIM, LPIPS) already compares with the anchor: the per-prompt mean
   with a 95 % bootstrap interval.
 - Speed: speed-up = anchor median warm latency / cell median warm latency, with a two-sample
-  bootstrap (percentile) interval.
+  bootstrap (percentile) interval; paired when every warm sample of both records its job's reference
+  workload (each latency divided by it: cells timed in different jobs, nodes or hours compare fairly), and
+  widened by the reference's drift over the runs that rendered them (docs/timing.md).
 """
 
 from __future__ import annotations
@@ -262,13 +264,41 @@ def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, i
     return out
 
 
-def _warm_latencies(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None) -> list[float]:
+def _warm_rows(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
     rows = index.query(
-        "SELECT prompt_sha, seed, latency_s FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 "
+        "SELECT prompt_sha, seed, latency_s, ref_s, warmup FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 "
         "AND latency_s IS NOT NULL",
         (cell_key, split),
     )
-    return [r["latency_s"] for r in rows if keys is None or (r["prompt_sha"], r["seed"]) in keys]
+    return [r for r in rows if keys is None or (r["prompt_sha"], r["seed"]) in keys]
+
+
+def _drift(index: Any, cell_key: str) -> float:
+    """The reference's largest drift over a run that rendered some of the cell's samples (0 when none recorded)."""
+    row = index.query("SELECT max(ref_drift) AS d FROM runs WHERE cell_key = ? AND n_rendered > 0", (cell_key,))
+    return float(row[0]["d"] or 0.0) if row else 0.0
+
+
+def paired_speedup(anchor_rows: Sequence[Any], cell_rows: Sequence[Any], anchor_drift: float = 0.0,
+                   cell_drift: float = 0.0) -> Estimate | None:
+    """The anchor's median warm latency over the cell's, each latency divided by its job's reference workload when
+    every sample of both has one; the interval widened by the two sides' reference drift (added in quadrature)."""
+    from assess.noise import normalised
+
+    a, c = normalised(anchor_rows), normalised(cell_rows)
+    paired = a is not None and c is not None
+    if not paired:
+        a, c = [float(r["latency_s"]) for r in anchor_rows], [float(r["latency_s"]) for r in cell_rows]
+    estimate = speedup(a or [], c or [])
+    if estimate is None:
+        return None
+    slack = 1.0 + math.hypot(anchor_drift, cell_drift)
+    how = ("paired: each latency per its job's reference workload" if paired
+           else "unpaired: not every sample records its job's reference timing")
+    note = f"{how}; {estimate.note}" if estimate.note else how
+    low = estimate.low / slack if estimate.low is not None else None
+    high = estimate.high * slack if estimate.high is not None else None
+    return Estimate(estimate.value, low, high, estimate.n, note=note)
 
 
 def quality_deltas(index: Any, cell_key: str, anchor_cell_key: str, split: str, metric: str,
@@ -312,6 +342,6 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
             kind = "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
-    speed = speedup(_warm_latencies(index, anchor_cell_key, split, anchor_keys),
-                    _warm_latencies(index, cell_key, split, keys))
+    speed = paired_speedup(_warm_rows(index, anchor_cell_key, split, anchor_keys), _warm_rows(index, cell_key, split, keys),
+                           _drift(index, anchor_cell_key), _drift(index, cell_key))
     return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed)

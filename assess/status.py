@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import NoRunsFound, RunDirError
+from assess.noise import noise
 from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
@@ -61,7 +62,7 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
     if terminal is not None:
         state = terminal.kind
         category = terminal.category
-        detail = terminal.data.get("message", "") if state == CellState.FAILED else ""
+        detail = terminal.data.get("message", "") if state == CellState.FAILED else _noisy(run, terminal.data)
         elapsed = terminal.data.get("wall_s") or _seconds(started, parse_time(terminal.finished_at))
     else:
         state, detail = process_state(run)
@@ -80,6 +81,13 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
         detail = "; ".join(filter(None, [detail, f"{len(run.problems)} unreadable samples.jsonl line(s)"]))
     return CellStatus(run.path.name, state, run.cell_key, category, done, run.n_expected, elapsed, eta,
                       detail.splitlines()[0] if detail else "", str(run.path), slow, str(run.sweep) if run.sweep else None)
+
+
+def _noisy(run: RunDir, done: dict[str, Any]) -> str:
+    """"NOISY: why" for a finished cell whose own warm samples' speed is too noisy to rank (assess.noise), else ""."""
+    warm = [s for s in run.samples if not s.warmup and not s.reused_from and s.latency_s is not None]
+    figure = noise(warm, [(done.get("timing") or {}).get("drift")])
+    return figure.reason().replace("noisy: ", "NOISY: ", 1) if figure.noisy else ""
 
 
 def _unreadable(folder: Path, error: Exception, sweep: Path | None = None) -> CellStatus:

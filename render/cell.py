@@ -22,6 +22,7 @@ from render.limits import SEED_MAX, LimitError, check_image_size
 from render.prompts import Prompt, load_split
 from render.rundir import check_name
 from render.spec import Cell, ModelSpec
+from render.timing import TimingConf, check_timing
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -44,6 +45,7 @@ class Job:
     render_anchor: bool = True
     config: dict[str, Any] = field(default_factory=dict)
     warmup: int | None = None  # leading calls marked warm-up; None: what the cell needs (render.axes.default_warmups)
+    timing: TimingConf = field(default_factory=TimingConf)  # repeated warm calls, the reference workload
 
     @property
     def is_anchor(self) -> bool:
@@ -189,6 +191,7 @@ def build_job(cfg: DictConfig) -> Job:
     cell = _make_cell(cfg, model, device_kind, steps=steps, values=axes.axis_values(cfg))
     if cfg.warmup is not None and cfg.warmup < 0:
         raise ConfigError(f"warmup={cfg.warmup}: must be >= 0 (or null: what the cell needs)")
+    timing = check_timing(cfg.get("timing"))
     anchor = _make_cell(cfg, model, device_kind, steps=m.anchor.steps, values=axes.anchor_values(m.anchor))
     check_prompts_fit(cfg)
     prompts = load_split(cfg.prompts)
@@ -210,6 +213,7 @@ def build_job(cfg: DictConfig) -> Job:
         render_anchor=cfg.render_anchor,
         config=_resolved(cfg),
         warmup=cfg.warmup,
+        timing=timing,
     )
 
 

@@ -15,6 +15,7 @@ import io
 import logging
 import resource
 import secrets
+import statistics
 import time
 import traceback
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
+from render.timing import CLOCK, drift
 from render.rundir.watchdog import project
 
 log = logging.getLogger("render")
@@ -113,8 +115,10 @@ def peak_memory(device: str) -> tuple[int, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu-rss-hwm"
 
 
-def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int) -> tuple[bytes, float, int, str]:
-    """One pipeline call: PNG bytes, device-synchronised latency, peak memory and its kind."""
+def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, calls: int = 1
+                  ) -> tuple[bytes, list[float], int, str]:
+    """`calls` pipeline calls of one sample (the same image each time: the generator is seeded per call): PNG
+    bytes of the first, each call's device-synchronised latency, peak memory and its kind."""
     import numpy as np
     import torch
     from PIL import Image
@@ -122,19 +126,24 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int) -> t
     cuda = job.device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats(job.device)
-        torch.cuda.synchronize(job.device)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        pixels = loaded.pipe(**call_kwargs(job.cell, prompt, seed)).images[0]
-    if cuda:
-        torch.cuda.synchronize(job.device)
-    latency = time.perf_counter() - start
+    latencies: list[float] = []
+    pixels: Any = None
+    for _ in range(calls):
+        if cuda:
+            torch.cuda.synchronize(job.device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            images = loaded.pipe(**call_kwargs(job.cell, prompt, seed)).images[0]
+        if cuda:
+            torch.cuda.synchronize(job.device)
+        latencies.append(time.perf_counter() - start)
+        pixels = images if pixels is None else pixels
     if not np.isfinite(pixels).all():
         raise NonFiniteOutput(f"sample ({prompt!r}, seed {seed}) has non-finite pixels ({int((~np.isfinite(pixels)).sum())} values)")
     buffer = io.BytesIO()
     Image.fromarray((np.clip(pixels, 0, 1) * 255).round().astype("uint8")).save(buffer, format="PNG")
     memory, kind = peak_memory(job.device)
-    return buffer.getvalue(), latency, memory, kind
+    return buffer.getvalue(), latencies, memory, kind
 
 
 class CellWriter:
@@ -151,6 +160,7 @@ class CellWriter:
         self.labels: dict[str, Labels] = {p.id: {"category": p.category, "challenge": p.challenge} for p in job.prompts}
         self.guard = guard_for(job)  # an experiment's budget: stops before the final's reserve is spent
         self.last_s = 0.0
+        self.ref_s: float | None = None  # the reference workload at this cell's start (render.timing)
 
     def _pipeline(self) -> LoadedPipeline:
         if self.loaded is None:
@@ -188,21 +198,23 @@ class CellWriter:
         if self.guard is not None:
             self.guard.before(self.last_s)
         loaded = self._pipeline()
-        first_call, before = loaded.fresh, CompileCounters.now()
-        png, latency, memory, kind = render_sample(loaded, self.job, text, seed)
+        first_call, before, warmup = loaded.fresh, CompileCounters.now(), loaded.warmups_left > 0
+        png, calls, memory, kind = render_sample(loaded, self.job, text, seed, 1 if warmup else self.job.timing.repeats)
         compiled = CompileCounters.now().since(before)
+        latency = statistics.median(calls)
         image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
         rundir.atomic_write_bytes(self.run_dir / image, png)
         cell = self.job.cell
         self._append(rundir.SampleRecord(
             cell_key=cell.key, prompt_id=prompt_id, seed=seed, prompt=text, image=image, width=cell.width,
-            height=cell.height, latency_s=round(latency, 6), warmup=loaded.warmups_left > 0, steps=cell.steps,
+            height=cell.height, latency_s=round(latency, 6), warmup=warmup, steps=cell.steps,
             s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
             reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
             prompt_sha=rundir.text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
-            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes, **labels))
+            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes, ref_s=self.ref_s,
+            latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None, **labels))
         if self.guard is not None:
-            self.guard.spent(latency + self.load_s)
+            self.guard.spent(sum(calls) + self.load_s)
         self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
         loaded.warmups_left -= 1
@@ -314,16 +326,22 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
             result.n_reused += 1
         log.info("cell %s (%s): %d samples, %d reused, %d to render", job.cell.key, job.cell.describe(),
                  len(job.samples), result.n_reused, len(pending))
+        timing: dict[str, Any] = {"repeats": job.timing.repeats}
         if pending:
+            if job.timing.reference:
+                writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
             bar = (progress_factory or tqdm)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img", leave=False)
             try:
                 writer.fill(pending, bar)
             finally:
                 bar.close()
+            if job.timing.reference and result.n_rendered:
+                timing["ref_end_s"] = round(CLOCK.measure(job.device), 6)
+                timing["drift"] = round(drift(timing["ref_start_s"], timing["ref_end_s"]), 4)
         records, _ = rundir.read_samples(run_dir, job.cell.key)
-        gpu_s = sum(r.latency_s or 0.0 for r in records if r.reused_from is None)
+        gpu_s = sum(r.device_s for r in records if r.reused_from is None)
         rundir.write_done(run_dir, n_samples=len(records), n_rendered=result.n_rendered, n_reused=result.n_reused,
-                          wall_s=round(time.perf_counter() - started, 4), gpu_s=round(gpu_s, 4))
+                          wall_s=round(time.perf_counter() - started, 4), gpu_s=round(gpu_s, 4), timing=timing)
     except BaseException as error:  # noqa: B902 - every failure, cancellation included, is recorded
         result.status, result.category, result.message = CellState.FAILED, classify(error), f"{type(error).__name__}: {error}"
         log.error("cell %s failed (%s): %s", job.cell.key, result.category, result.message)

@@ -19,6 +19,7 @@ from omegaconf import MISSING, OmegaConf
 
 from render import axes
 from render.metrics import MetricsConf
+from render.timing import TimingConf
 
 
 @dataclass
@@ -114,6 +115,7 @@ class RenderBaseConf:
     render_anchor: bool = True  # render the anchor's missing samples for the same prompts and seeds too
     experiment: Optional[ExperimentConf] = None  # set by experiment=<name>: budget, holdout lock, frozen anchor
     metrics: MetricsConf = field(default_factory=MetricsConf)  # live Prometheus metrics of a sweep (render/metrics.py)
+    timing: TimingConf = field(default_factory=TimingConf)  # how speed is measured: repeats, the reference workload (render/timing.py)
 
 
 # The top-level config: one cell, plus where and how to render it. One field per axis (render.axes.AXES):

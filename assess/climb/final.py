@@ -24,7 +24,7 @@ from typing import Any
 from assess.climb.commands import Command, final_command, run_and_score
 from assess.climb.evaluate import evaluate
 from assess.climb.generation import _observe, replay
-from assess.climb.observe import experiment_runs, quality_deltas, sample_table, sync_run_experiments
+from assess.climb.observe import experiment_runs, quality_deltas, sample_table, sync_run_experiments, typical_reference
 from assess.climb.records import experiment_dir
 from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
@@ -92,7 +92,7 @@ def _holdout_arm(index: Index, exp: Experiment, role: str, overrides: list[str],
 
     if key is None:
         return Arm(role, overrides, None, note="not rendered on the holdout"), {}
-    rendered, latencies = sample_table(index, exp, key, exp.holdout.split)
+    rendered, latencies = sample_table(index, exp, key, exp.holdout.split, typical_reference(index, exp.holdout.split))
     deltas, unscored, _unavailable = quality_deltas(index, exp, key, anchor_key, exp.holdout.split, rendered)
     arm = Arm(role, overrides, key, n_samples=len(rendered) * len(exp.seeds))
     if unscored:
@@ -141,7 +141,7 @@ def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalR
     inc = final["incumbent"]
     steps = int(inc.get("steps", exp.default_steps))
     inc_key, control_key, anchor_key = _final_keys(index, exp, inc, steps)
-    _, anchor_lat = sample_table(index, exp, anchor_key, exp.holdout.split) if anchor_key else (None, {})
+    _, anchor_lat = sample_table(index, exp, anchor_key, exp.holdout.split, typical_reference(index, exp.holdout.split)) if anchor_key else (None, {})
     anchor_warm = [x for v in anchor_lat.values() for x in v]
     incumbent, inc_deltas = _holdout_arm(index, exp, "incumbent", inc["overrides"], inc_key, anchor_key, anchor_warm)
     control, control_deltas = _holdout_arm(index, exp, "control", final["control"]["overrides"], control_key,
@@ -165,8 +165,9 @@ def _versus(index: Index, exp: Experiment, inc_key: str | None, control_key: str
 
     if inc_key is None or control_key is None:
         return {}
-    _, inc_lat = sample_table(index, exp, inc_key, exp.holdout.split)
-    _, control_lat = sample_table(index, exp, control_key, exp.holdout.split)
+    reference = typical_reference(index, exp.holdout.split)
+    _, inc_lat = sample_table(index, exp, inc_key, exp.holdout.split, reference)
+    _, control_lat = sample_table(index, exp, control_key, exp.holdout.split, reference)
     estimate = speedup([x for v in control_lat.values() for x in v], [x for v in inc_lat.values() for x in v])
     shared = sorted(set(inc_deltas) & set(control_deltas))
     diffs = [inc_deltas[p] - control_deltas[p] for p in shared]

@@ -111,13 +111,23 @@ def _scores(index: Index, exp: Experiment, cell_key: str, metric: str, split: st
     return {(ids[r["prompt_sha"]], r["seed"]): r for r in rows if r["prompt_sha"] in ids}
 
 
-def sample_table(index: Index, exp: Experiment, cell_key: str, split: str
+def typical_reference(index: Index, split: str) -> float | None:
+    """The median reference workload time over the split's samples: the scale that keeps paired latencies in seconds."""
+    rows = index.query("SELECT ref_s FROM samples WHERE split = ? AND ref_s > 0 ORDER BY ref_s", (split,))
+    return float(rows[len(rows) // 2]["ref_s"]) if rows else None
+
+
+def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, reference: float | None = None
                  ) -> tuple[frozenset[str], dict[str, list[float]]]:
     """(prompts whose every seed is rendered, prompt -> warm latencies) of a cell on a split, its samples matched
-    to the split's prompts by text identity."""
+    to the split's prompts by text identity. With `reference` (typical_reference) and a reference timing on every
+    warm sample of the cell, each latency is paired with its own job's: latency x reference / ref_s, so cells timed
+    in different jobs, nodes or hours compare on one device speed (docs/timing.md)."""
     ids = split_ids(exp, split)
-    rows = index.query("SELECT prompt_sha, seed, latency_s, warmup FROM samples WHERE cell_key = ? AND split = ?",
+    rows = index.query("SELECT prompt_sha, seed, latency_s, ref_s, warmup FROM samples WHERE cell_key = ? AND split = ?",
                        (cell_key, split))
+    warm = [r for r in rows if not r["warmup"] and r["latency_s"] is not None]
+    paired = reference is not None and bool(warm) and all(r["ref_s"] for r in warm)
     seeds: dict[str, set[int]] = defaultdict(set)
     latencies: dict[str, list[float]] = defaultdict(list)
     for r in rows:
@@ -125,7 +135,8 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str
         if prompt is not None and r["seed"] in exp.seeds:
             seeds[prompt].add(r["seed"])
             if not r["warmup"] and r["latency_s"] is not None:
-                latencies[prompt].append(float(r["latency_s"]))
+                scale = reference / r["ref_s"] if paired and reference is not None else 1.0
+                latencies[prompt].append(float(r["latency_s"]) * scale)
     rendered = frozenset(p for p, s in seeds.items() if s >= set(exp.seeds))
     return rendered, dict(latencies)
 
@@ -196,13 +207,14 @@ def observe(index: Index, exp: Experiment) -> Observed:
     cells: dict[Coords, CellData] = {}
     keys: dict[Coords, str] = {}
     to_score: set[Path] = set()
+    reference = typical_reference(index, exp.dev.split)
     for coords, group in by_coords.items():
         counts = Counter(r["cell_key"] for r in group)
         key = max(counts, key=lambda k: (sum(r["n_samples"] for r in group if r["cell_key"] == k), k))
         if len(counts) > 1:
             notes.append(f"{exp.label(coords)}: {len(counts)} cell keys; using {key} (most samples)")
         mine = [r for r in group if r["cell_key"] == key]
-        rendered, latencies = sample_table(index, exp, key, exp.dev.split)
+        rendered, latencies = sample_table(index, exp, key, exp.dev.split, reference)
         deltas, unscored, unavailable = quality_deltas(index, exp, key, anchor_key, exp.dev.split, rendered)
         if unscored:
             to_score |= {Path(r["sweep"] or r["path"]) for r in mine}
@@ -210,7 +222,7 @@ def observe(index: Index, exp: Experiment) -> Observed:
         keys[coords] = key
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
                                  is_anchor=key == anchor_key)
-    anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split) if anchor_key
+    anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
                                          else (frozenset(), {}))
     latest = dev_runs[-1] if dev_runs else None
     to_score |= set(unindexed_runs(index, exp))

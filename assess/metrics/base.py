@@ -24,6 +24,8 @@ class Outcome:
     value: float | None
     unavailable_reason: str | None = None
     detail: str | None = None
+    low: float | None = None  # its 95 % interval, where one is computed (the speed figures)
+    high: float | None = None
 
     def __post_init__(self) -> None:
         if (self.value is None) == (self.unavailable_reason is None):
@@ -32,8 +34,8 @@ class Outcome:
             raise ValueError(f"metric values must be finite, got {self.value!r}; record unavailable instead")
 
     @classmethod
-    def of(cls, value: float, detail: str | None = None) -> Outcome:
-        return cls(float(value), None, detail)
+    def of(cls, value: float, detail: str | None = None, low: float | None = None, high: float | None = None) -> Outcome:
+        return cls(float(value), None, detail, low, high)
 
     @classmethod
     def unavailable(cls, reason: str) -> Outcome:

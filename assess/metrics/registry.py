@@ -115,7 +115,13 @@ GPU_S = _speed("gpu_s", "lower", "s", "GPU-s spent",
 
 SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD)
 SET_SPECS = (CMMD,)
-SPEED_SPECS = (LATENCY_MEDIAN, LATENCY_P90, S_PER_STEP, IMAGES_PER_S, PEAK_MEM, LOAD_S, GPU_S)
+LATENCY_REF = _speed("latency_ref_x", "lower", "x ref", "latency (x ref)",
+                     "median warm latency in units of the reference workload timed in the same job (render/timing.py): "
+                     "comparable across jobs, nodes and hours")
+SPEED_NOISE = _speed("speed_noise", "lower", "", "speed noise",
+                     "the larger of the warm calls' spread (IQR / median) and the reference's drift over the cell's "
+                     "runs; above 0.15 the cell is flagged noisy (detail: why)", leaderboard=True)
+SPEED_SPECS = (LATENCY_MEDIAN, LATENCY_P90, S_PER_STEP, IMAGES_PER_S, PEAK_MEM, LOAD_S, GPU_S, LATENCY_REF, SPEED_NOISE)
 SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in (*SAMPLE_SPECS, *SET_SPECS, *SPEED_SPECS)}
 
 

@@ -102,8 +102,8 @@ def render_job(loaded: Any, job: Any) -> list[Sample]:
     samples = []
     for text in texts:
         for seed in job.seeds:
-            png, latency, _memory, _kind = render_sample(loaded, job, text, seed)
-            samples.append(Sample(text, seed, np.asarray(Image.open(io.BytesIO(png)).convert("RGB")), latency))
+            png, calls, _memory, _kind = render_sample(loaded, job, text, seed)
+            samples.append(Sample(text, seed, np.asarray(Image.open(io.BytesIO(png)).convert("RGB")), calls[0]))
     return samples
 
 

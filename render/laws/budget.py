@@ -70,7 +70,7 @@ def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
         mine = ((run.run.get("config") or {}).get("experiment") or {}).get("name") == ledger.name
         for record in run.samples:
             if record.reused_from is None:
-                cost.setdefault(record.identity, (record.latency_s or 0.0) + (record.load_s or 0.0))
+                cost.setdefault(record.identity, record.device_s + (record.load_s or 0.0))
             if mine:
                 used.add(record.identity)
     return sum(cost.get(i, 0.0) for i in used)

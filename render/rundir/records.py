@@ -49,10 +49,17 @@ class SampleRecord:
     weights_bytes: int | None = None  # the pipeline's weights footprint as loaded (after quantization)
     category: str | None = None  # the prompt's category in its suite (DrawBench Category, GenEval tag, ...)
     challenge: str | None = None  # the prompt's challenge level (PartiPrompts Challenge)
+    ref_s: float | None = None  # the job's reference workload at the start of this sample's cell (render.timing)
+    latency_calls: tuple[float, ...] | None = None  # every call's latency when timing.repeats > 1 (latency_s: their median)
 
     @property
     def key(self) -> tuple[str, str, int]:
         return (self.cell_key, self.prompt_id, self.seed)
+
+    @property
+    def device_s(self) -> float:
+        """Device seconds rendering this sample took: every call's latency (repeated warm calls included)."""
+        return sum(self.latency_calls) if self.latency_calls else (self.latency_s or 0.0)
 
     @property
     def text_id(self) -> str:
@@ -222,8 +229,10 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     values["warmup"] = bool(obj.get("warmup", False))
     for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes"):
         values[name] = None if values[name] is None else int(values[name])
-    for name in ("latency_s", "s_per_step", "load_s", "compile_s"):
+    for name in ("latency_s", "s_per_step", "load_s", "compile_s", "ref_s"):
         values[name] = None if values[name] is None else float(values[name])
+    if values["latency_calls"] is not None:
+        values["latency_calls"] = tuple(float(x) for x in values["latency_calls"])
     return SampleRecord(**values)
 
 
