@@ -26,7 +26,7 @@ from assess import speed_axis
 from assess.errors import NotScored, RunDirError
 from assess.index import Index, cell_status
 from assess.metrics import SPECS
-from assess.metrics.registry import leaderboard_specs, quality_metric_names
+from assess.metrics.registry import SPEED_NOISE, leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.category_report import cell_categories, worst_prompts
@@ -230,6 +230,9 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
         return {"text": "n/a", "title": reason, "cls": "na"}
     if spec.display == "bytes":
         return {"text": _bytes(value), "title": "", "cls": ""}
+    if metric == SPEED_NOISE.name:
+        return {"text": f"{value:.0%}" + (" ⚠ noisy" if view.noisy else ""), "title": view.noisy or "",
+                "cls": "noisy" if view.noisy else ""}
     if spec.is_set:
         n = view.sizes.get(metric)
         return {"text": f"{_fmt(value)} (n={n})", "title": f"over {n} samples paired with the anchor's (the split)",

@@ -161,6 +161,20 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
     return Estimate(value, low, high, int(min(a.size, c.size)))
 
 
+def speed_order(a_rows: Sequence[Any], b_rows: Sequence[Any], a_drift: float = 0.0, b_drift: float = 0.0,
+                same_work: bool = False) -> int:
+    """-1 when cell a is faster than b beyond the noise, 1 when b is, 0 within noise: the paired ratio's interval
+    holds 1, either cell is flagged noisy (assess.noise), or the two did the same work (byte-identical images)."""
+    from assess.noise import noise
+
+    if same_work or noise(a_rows, [a_drift]).noisy or noise(b_rows, [b_drift]).noisy:
+        return 0
+    ratio = paired_speedup(b_rows, a_rows, b_drift, a_drift)  # b's latency over a's: above 1 when a is faster
+    if ratio is None or ratio.low is None or ratio.high is None or ratio.low <= 1.0 <= ratio.high:
+        return 0
+    return -1 if ratio.low > 1.0 else 1
+
+
 # -- parity, multiple tests, the frontier ---------------------------------------------------
 
 
