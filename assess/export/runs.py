@@ -104,6 +104,7 @@ def cell_metrics(view: Any) -> dict[str, float]:
             _estimate(metrics, f"{name}/{kind}", estimate)
         if comparison.speedup is not None:
             _estimate(metrics, "speedup", comparison.speedup)
+    metrics["speed_noisy"] = 1.0 if view.noisy else 0.0  # flagged too noisy to rank (assess.noise; the reason: a tag)
     return metrics
 
 
@@ -123,6 +124,7 @@ def _cell_run(view: Any, scope: str, parent: str, runs: list[dict[str, Any]], sh
               "anchor_cell_key": view.anchor_cell_key,
               **{f"metric_version/{n}": str(v) for n, v in versions.items()}}
     tags = {KIND_TAG: "cell", "hypergrid.cell_key": view.cell_key, "hypergrid.scope": scope,
+            **({"hypergrid.noisy": view.noisy} if view.noisy else {}),
             "hypergrid.status": view.status, "hypergrid.is_anchor": str(view.is_anchor).lower(),
             "hypergrid.command": view.command, "hypergrid.label": view.label}
     mine = [r for r in runs if r["cell_key"] == view.cell_key and r["split"] == view.split]

@@ -188,6 +188,7 @@ def test_reused_samples_cost_nothing() -> None:
     class S:
         def __init__(self, latency: float, load: float, reused: str | None) -> None:
             self.latency_s, self.load_s, self.reused_from = latency, load, reused
+            self.device_s = latency  # SampleRecord.device_s: one call
 
     assert run_gpu_s([S(1.0, 3.0, None), S(2.0, 3.0, None), S(9.0, 0.0, "runs/x")]) == 6.0
     assert run_gpu_s([S(9.0, 5.0, "runs/x")]) == 0.0

@@ -141,13 +141,13 @@ def test_the_watchdog_flags_a_render_slowed_on_purpose(first: Path, monkeypatch:
 
     run_dir = first.parents[1] / "runs" / "slow"
 
-    def slowed(loaded, job, prompt, seed):
-        png, latency, memory, kind = real(loaded, job, prompt, seed)
+    def slowed(loaded, job, prompt, seed, calls=1):
+        png, latencies, memory, kind = real(loaded, job, prompt, seed, calls)
         delay = 2 * json.loads((run_dir / "run.json").read_text())["estimate"]["s_per_sample"] + 2  # >2x, whatever the machine
         time.sleep(delay)
         if len(list((run_dir / "images").glob("*.png"))) == 2:  # mid-cell, as `assess status` would see it
             seen.extend(status(run_dir, now=datetime.now(timezone.utc)))
-        return png, latency + delay, memory, kind
+        return png, [latency + delay for latency in latencies], memory, kind
 
     monkeypatch.setattr(runner, "render_sample", slowed)
     caplog.set_level(logging.WARNING, "render")
