@@ -54,15 +54,15 @@ def render_cell(pipelines: Any, job: Any, baseline: tuple[Any, Any] | None = Non
     configure(loaded, job.cell, calibrate=lambda: None)
     prompt, seed = job.prompts[0].text, job.seeds[0]
     before = CompileCounters.now()
-    first = [render_sample(loaded, job, prompt, seed)[1] for _ in range(axes.default_warmups(job.cell))]
+    first = [render_sample(loaded, job, prompt, seed)[1][0] for _ in range(axes.default_warmups(job.cell))]
     compiled = CompileCounters.now().since(before)
     images, latencies, base = [], [], []
     for p in job.prompts:
         if baseline:
-            base.append(render_sample(baseline[0], baseline[1], p.text, seed)[1])
-        png, latency, _, _ = render_sample(loaded, job, p.text, seed)
+            base.append(render_sample(baseline[0], baseline[1], p.text, seed)[1][0])
+        png, calls, _, _ = render_sample(loaded, job, p.text, seed)
         images.append(np.asarray(Image.open(io.BytesIO(png)).convert("RGB")))
-        latencies.append(latency)
+        latencies.append(calls[0])
     return {"images": images, "latency": statistics.median(latencies), "first_call": first[0],
             "ratio": statistics.median(latencies) / statistics.median(base) if base else 1.0,
             "compile_s": compiled.seconds, "weights": loaded.weights_bytes, "prompts": [p.text for p in job.prompts]}
