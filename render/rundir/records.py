@@ -49,6 +49,13 @@ class SampleRecord:
     weights_bytes: int | None = None  # the pipeline's weights footprint as loaded (after quantization)
     category: str | None = None  # the prompt's category in its suite (DrawBench Category, GenEval tag, ...)
     challenge: str | None = None  # the prompt's challenge level (PartiPrompts Challenge)
+    # What the cache computed and reused in this call (render/axes/caches/_engagement.py); None: no cache
+    steps_computed: int | None = None  # denoiser calls that computed every hooked unit
+    steps_reused: int | None = None  # denoiser calls in which some unit returned a cached or predicted output
+    blocks_computed: int | None = None  # hooked units (blocks, attention layers) that computed
+    blocks_reused: int | None = None  # hooked units that returned a cached or predicted output
+    compile_cache_hits: int | None = None  # inductor FX-graph cache hits during the call (artefacts on disk)
+    compile_cache_misses: int | None = None  # inductor FX-graph cache misses: graphs compiled from nothing
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -220,7 +227,9 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     values["cell_key"] = obj.get("cell_key") or cell_key
     values["prompt_id"], values["seed"], values["image"] = str(obj["prompt_id"]), int(obj["seed"]), str(obj["image"])
     values["warmup"] = bool(obj.get("warmup", False))
-    for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes"):
+    for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes",
+                 "steps_computed", "steps_reused", "blocks_computed", "blocks_reused", "compile_cache_hits",
+                 "compile_cache_misses"):
         values[name] = None if values[name] is None else int(values[name])
     for name in ("latency_s", "s_per_step", "load_s", "compile_s"):
         values[name] = None if values[name] is None else float(values[name])
