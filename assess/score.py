@@ -146,6 +146,10 @@ def run_row(run: RunDir) -> dict[str, Any]:
     }
 
 
+ENGAGEMENT_COLUMNS = ("steps_computed", "steps_reused", "blocks_computed", "blocks_reused", "compile_s", "compiled_frames",
+                      "compile_cache_hits", "compile_cache_misses")  # samples.jsonl fields the index keeps (0006)
+
+
 def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
     image = run.image_path(sample)
     return {
@@ -156,6 +160,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "peak_mem_bytes": sample.peak_mem_bytes, "mem_kind": sample.mem_kind, "load_s": sample.load_s,
         "reused_from": sample.reused_from, "finished_at": sample.finished_at,
         "category": sample.category, "challenge": sample.challenge,
+        **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
         "problem": None if image.is_file() else f"image missing: {image}",
     }
 
