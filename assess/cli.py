@@ -190,10 +190,12 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
                    "a cell at parity is out of band on (docs/quality.md)")
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
            out_root: Path | None, overrides: tuple[str, ...], band: float | None) -> None:
-    """Write an HTML report and print its path: of SWEEPS (leaderboard, Pareto plot, contact sheets, failures),
+    """Write an HTML report and print its path, then its cache engagement and compile break-even lines: of SWEEPS
+    (leaderboard, Pareto plot, contact sheets, failures),
     or of an experiment's whole climb when the one argument names an experiment and no folder. A run directory it
     cannot read is named in the report and here, and the command exits 1."""
     problems: list[str] = []
+    notes: list[str] = []
     with user_errors(db):
         if len(sweeps) == 1 and not sweeps[0].exists() and _is_experiment(str(sweeps[0])):
             from assess.climb.report import write_experiment_report
@@ -203,8 +205,10 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
             from assess.report import write_report
 
             path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems,
-                                band=band)
+                                band=band, notes=notes)
     click.echo(str(path))
+    for line in notes:
+        click.echo(line)
     for line in problems:
         click.echo(f"unreadable {line}", err=True)
     if problems:

@@ -20,8 +20,10 @@ Tables (see SCHEMA below for every column):
   run_experiments, generations, generation_cells, finals: the hill climb (migration 0002_climb)
   samples.category, samples.challenge: the prompt's labels in its suite; set_scores: set-level metrics of a
                cell against its anchor (CMMD) per split (migration 0004_quality)
+  samples.steps_computed ... compile_cache_misses: cache engagement and compile per sample (0006_engagement)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
-their anchor: deltas and speed-up), failures (failed runs).
+their anchor: deltas and speed-up), failures (failed runs), cache_engagement (steps and units a cache
+cell computed and reused), compile_break_even (compile time cold and warm, images until it pays).
 
 Longer than the house's ~300 lines on purpose: the schema, its migrations and the SQL that reads it
 change together; split apart, a column added in one place would be missed in another.
@@ -349,6 +351,46 @@ SCHEMA_0005_TIMING = [
     "ALTER TABLE cell_scores ADD COLUMN low REAL",  # the 95 % interval of a speed figure
     "ALTER TABLE cell_scores ADD COLUMN high REAL",
 ]
+# What each sample's cache computed and reused, and its compile (samples.jsonl); two views over them
+# (assess/speed_notes.py words them): cache_engagement per cell, compile_break_even per compiled cell
+# against its eager twin (the same run.json cell with compile none). A compile whose graphs all came from
+# inductor's artefact cache (hits, no misses) is warm; any other is cold.
+SCHEMA_0006_ENGAGEMENT = """
+ALTER TABLE samples ADD COLUMN steps_computed INTEGER;
+ALTER TABLE samples ADD COLUMN steps_reused INTEGER;
+ALTER TABLE samples ADD COLUMN blocks_computed INTEGER;
+ALTER TABLE samples ADD COLUMN blocks_reused INTEGER;
+ALTER TABLE samples ADD COLUMN compile_s REAL;
+ALTER TABLE samples ADD COLUMN compiled_frames INTEGER;
+ALTER TABLE samples ADD COLUMN compile_cache_hits INTEGER;
+ALTER TABLE samples ADD COLUMN compile_cache_misses INTEGER;
+CREATE VIEW cache_engagement AS
+SELECT cell_key, split, COUNT(*) AS n_counted, SUM(steps_computed) AS steps_computed, SUM(steps_reused) AS steps_reused,
+  SUM(blocks_computed) AS blocks_computed, SUM(blocks_reused) AS blocks_reused,
+  SUM(steps_reused) = 0 AND SUM(blocks_reused) = 0 AS never_engaged
+FROM samples WHERE steps_computed IS NOT NULL AND reused_from IS NULL GROUP BY cell_key, split;
+CREATE VIEW compile_break_even AS
+WITH compiled AS (
+  SELECT cell_key, split,
+    MAX(CASE WHEN IFNULL(compile_cache_hits, 0) = 0 OR compile_cache_misses > 0 THEN compile_s END) AS compile_cold_s,
+    MAX(CASE WHEN compile_cache_hits > 0 AND IFNULL(compile_cache_misses, 0) = 0 THEN compile_s END) AS compile_warm_s
+  FROM samples WHERE compile_s > 0 AND reused_from IS NULL GROUP BY cell_key, split),
+shapes AS (SELECT DISTINCT cell_key, split, json_remove(cell, '$.compile') AS rest,
+  json_extract(cell, '$.compile.name') AS compile FROM runs),
+pairs AS (
+  SELECT c.*, (SELECT e.cell_key FROM shapes k JOIN shapes e ON e.rest = k.rest AND e.split = k.split AND e.compile = 'none'
+               WHERE k.cell_key = c.cell_key AND k.split = c.split LIMIT 1) AS eager_cell_key
+  FROM compiled c)
+SELECT p.cell_key, p.split, p.compile_cold_s, p.compile_warm_s, m.latency_median_s AS compiled_latency_s,
+  p.eager_cell_key, e.latency_median_s AS eager_latency_s,
+  CASE WHEN e.latency_median_s > m.latency_median_s THEN p.compile_cold_s / (e.latency_median_s - m.latency_median_s) END
+    AS break_even_cold_images,
+  CASE WHEN e.latency_median_s > m.latency_median_s THEN p.compile_warm_s / (e.latency_median_s - m.latency_median_s) END
+    AS break_even_warm_images
+FROM pairs p
+LEFT JOIN cell_summary m ON m.cell_key = p.cell_key AND m.split = p.split
+LEFT JOIN cell_summary e ON e.cell_key = p.eager_cell_key AND e.split = p.split
+"""
 
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
@@ -356,6 +398,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0003_text_identity", [SCHEMA_0003_TEXT_IDENTITY, cells_view_sql(), leaderboard_view_sql()]),
     ("0004_quality", [SCHEMA_0004_QUALITY]),
     ("0005_timing", SCHEMA_0005_TIMING),
+    ("0006_engagement", [SCHEMA_0006_ENGAGEMENT]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -553,13 +553,30 @@ def category_sections(index: Index, views: list[CellView], metric: str, band: fl
     return rows, names, breaks
 
 
+def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
+    """One row per cache cell (its engagement) and per compiled cell (its compile time and break-even)."""
+    from assess.speed_notes import NEVER_ENGAGED, compile_costs, engagement_note
+
+    costs = compile_costs(index)
+    out = []
+    for v in views:
+        found = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (v.cell_key,))
+        samples = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))
+        notes = [engagement_note(json.loads(found[0]["cell"]), samples) if found else None]
+        cost = costs.get((v.cell_key, v.split))
+        notes.append(None if cost is None else cost.note())
+        out += [{"mark": v.mark, "label": v.label, "cell_key": v.cell_key, "note": n,
+                 "warn": NEVER_ENGAGED in n or "never pays" in n} for n in notes if n]
+    return out
+
+
 def write_report(sweeps: list[Path | str], index_path: Path | str | None = None, out: Path | str | None = None,
                  quality_metric: str | None = None, problems: list[str] | None = None, band: float | None = None,
-                 alpha: float = 0.05) -> Path:
+                 alpha: float = 0.05, notes: list[str] | None = None) -> Path:
     """Write the report folder and return the path of its index.html. `problems`, when given, receives
     "<run>: <problem>" for each run directory the report could not read (it is listed in the report too). With a
     band (in the quality metric's units), each cell's parity is decided and a cell at parity that breaks on a
-    category is flagged."""
+    category is flagged. `notes`, when given, receives the cache engagement and compile break-even lines."""
     sweep_paths = [Path(s).resolve() for s in sweeps]
     out_dir = Path(out).resolve() if out else default_out(sweep_paths)
     with Index.open(index_path, create=False) as index:
@@ -571,6 +588,9 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         staging.mkdir(parents=True)
         sheets = contact_sheets(index, views, staging)
         category_rows, category_names, breaks = category_sections(index, views, metric, band, alpha, staging)
+        notes_rows = speed_notes(index, views)
+    if notes is not None:
+        notes += [f"{n['mark']} {n['label']}: {n['note']}" for n in notes_rows]
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
     failures = failure_rows(runs, out_dir)
     if problems is not None:
@@ -598,6 +618,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         "breaks": breaks,
         "failures": failures,
         "missing": missing,
+        "speed_notes": notes_rows,
     }
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")
     _swap_into_place(staging, out_dir)

@@ -149,6 +149,10 @@ def run_row(run: RunDir) -> dict[str, Any]:
     }
 
 
+ENGAGEMENT_COLUMNS = ("steps_computed", "steps_reused", "blocks_computed", "blocks_reused", "compile_s", "compiled_frames",
+                      "compile_cache_hits", "compile_cache_misses")  # samples.jsonl fields the index keeps (0006)
+
+
 def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
     image = run.image_path(sample)
     return {
@@ -161,6 +165,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "category": sample.category, "challenge": sample.challenge,
         "ref_s": sample.ref_s, "latency_calls": json_dumps(list(sample.latency_calls)) if sample.latency_calls else None,
         "device_s": sample.device_s,
+        **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
         "problem": None if image.is_file() else f"image missing: {image}",
     }
 

@@ -6,7 +6,8 @@ directory yet) · aborted (pending, but the sweep's process is gone and no job w
 it: it will never start) · unknown (a SLURM job that neither squeue nor sacct can be asked about) ·
 unreadable (a run directory whose records cannot be parsed: named with its problem, the others still shown).
 A running cell whose projected time passes twice its estimate is flagged `slow` (the watchdog,
-render.rundir.watchdog); nothing is killed.
+render.rundir.watchdog); nothing is killed. A finished cache cell says how many steps its samples reused
+(assess.speed_notes): "..., the cache never engaged" when none.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from assess.errors import NoRunsFound, RunDirError
 from assess.noise import noise
+from assess.speed_notes import engagement_note
 from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
@@ -79,6 +81,8 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
             elapsed = _seconds(started, last)
     if run.problems:
         detail = "; ".join(filter(None, [detail, f"{len(run.problems)} unreadable samples.jsonl line(s)"]))
+    if state == CellState.DONE:
+        detail = "; ".join(filter(None, [detail, engagement_note(run.cell, [r.as_dict() for r in run.samples])]))
     return CellStatus(run.path.name, state, run.cell_key, category, done, run.n_expected, elapsed, eta,
                       detail.splitlines()[0] if detail else "", str(run.path), slow, str(run.sweep) if run.sweep else None)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from render import axes, provenance, rundir
+from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
@@ -199,8 +200,11 @@ class CellWriter:
             self.guard.before(self.last_s)
         loaded = self._pipeline()
         first_call, before, warmup = loaded.fresh, CompileCounters.now(), loaded.warmups_left > 0
-        png, calls, memory, kind = render_sample(loaded, self.job, text, seed, 1 if warmup else self.job.timing.repeats)
+        with count_engagement(loaded.pipe) as engagement:
+            png, calls, memory, kind = render_sample(loaded, self.job, text, seed, 1 if warmup else self.job.timing.repeats)
         compiled = CompileCounters.now().since(before)
+        engaged = engagement()
+        engaged = engaged.per_call(len(calls)) if engaged else None
         latency = statistics.median(calls)
         image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
         rundir.atomic_write_bytes(self.run_dir / image, png)
@@ -211,8 +215,10 @@ class CellWriter:
             s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
             reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
             prompt_sha=rundir.text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
-            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes, ref_s=self.ref_s,
-            latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None, **labels))
+            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes,
+            compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
+            latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
+            **(engaged.as_dict() if engaged else {}), **labels))
         if self.guard is not None:
             self.guard.spent(sum(calls) + self.load_s)
         self.last_s = latency

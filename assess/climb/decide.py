@@ -27,7 +27,10 @@
    Proposals whose estimated cost does not fit in what is left are dropped, in priority order.
 
 A cell already rendered at a rung is never proposed at that rung again; a cell whose run failed
-(not cancelled or timed out) is not proposed again at that rung or above.
+(not cancelled or timed out) is not proposed again at that rung or above. A cache cell whose samples
+never reused a step (its cache never engaged) is not promoted, and no cell with the same cache at as many
+or fewer steps and as high or a lower threshold (other axes equal) is proposed: it would render what
+cache=none renders, at the hooks' cost (the reasons say so).
 
 Longer than the house's ~300 lines: the seven steps below are one decision, each its own small
 function; the vocabulary lives in assess.climb.plan and the combinations in assess.climb.combine.
@@ -45,7 +48,7 @@ from typing import Any
 from assess.categories import warning
 from assess.climb.evaluate import Evaluation, correct, evaluate
 from assess.climb.plan import (BudgetState, CellData, Coords, Decision, Estimator, Family, Plan, Proposal, _blocked,  # noqa: F401
-                               plausible, reached, scored_rungs)
+                               idle_rules_out, plausible, reached, scored_rungs)
 from assess.stats import Verdict, pareto_front
 
 def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
@@ -160,7 +163,8 @@ def _moves(plan: Plan, centre: Coords, cells: Mapping[Coords, CellData], reach: 
     """(axis, cell): the centre's untried one-factor moves (not rendered, not failed, not pruned)."""
     first = plan.rungs[0]
     return [(axis, c) for axis, c in neighbours(plan, centre)
-            if reach.get(c, 0) < first and not _blocked(cells.get(c), first) and not set(plan.families_of(c)) & pruned]
+            if reach.get(c, 0) < first and not _blocked(cells.get(c), first) and not set(plan.families_of(c)) & pruned
+            and idle_rules_out(plan, c, cells) is None]
 
 
 def sweep_proposals(plan: Plan, incumbent: Coords, current: Mapping[Coords, Evaluation],
@@ -300,7 +304,8 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     evaluations = evaluate_cells(plan, cells)
     current = current_evaluations(evaluations)
     reach = {c: reached(plan, d) for c, d in cells.items()}
-    incumbent, status = choose_incumbent(plan, current)
+    # a cache cell that never engaged renders what cache=none renders: its latency is noise, never a win
+    incumbent, status = choose_incumbent(plan, {c: e for c, e in current.items() if not (c in cells and cells[c].idle_cache)})
     front = frontier(plan, current)
     flat = families_flat(plan, current, front, incumbent)
     pruned, newly = prune(plan, flat, history, incumbent)
@@ -315,9 +320,10 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
                         + promotions(plan, evaluations, cells, reach, pruned_set, ceiling)
                         + challengers(plan, current, cells, reach, pruned_set, ceiling)
                         + sweep)
+    proposals = [p for p in proposals if p.kind == "incumbent" or idle_rules_out(plan, p.coords, cells) is None]
     decision = Decision(len(history) + 1, evaluations, current, reach, incumbent, status, front, flat, pruned, newly,
                         [], [], None, [])
-    decision.reasons += _reasons(plan, decision)
+    decision.reasons += _reasons(plan, decision) + _idle_reasons(plan, cells)
     budget = replace(budget, final_s=final_cost(plan, incumbent, estimate))
     decision.budget = budget
     if budget.left_s <= 0:
@@ -363,6 +369,11 @@ def _reasons(plan: Plan, d: Decision) -> list[str]:
             out.append(f"{note} (experiment.quality.per_category: true makes this deny parity)" if not plan.per_category
                        else f"{note}: not at parity (experiment.quality.per_category)")
     return out
+
+
+def _idle_reasons(plan: Plan, cells: Mapping[Coords, CellData]) -> list[str]:
+    return [f"cache never engaged: {plan.label(c)} ({d.idle_cache}): not promoted, and no cell with its cache at as many "
+            "or fewer steps and as high or a lower threshold is proposed" for c, d in sorted(cells.items()) if d.idle_cache]
 
 
 def design_note(plan: Plan, d: Decision) -> str:

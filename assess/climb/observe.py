@@ -174,6 +174,17 @@ def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str
     return deltas, frozenset(unscored), {p: r for p, r in unavailable.items() if p not in deltas}
 
 
+def idle_cache(index: Index, run: dict[str, Any], split: str) -> str | None:
+    """The engagement line of a cache cell whose samples on the split never reused a step, else None."""
+    from assess.speed_notes import cache_engagement, engagement_note
+
+    samples = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (run["cell_key"], split))
+    found = cache_engagement(samples)
+    if found is None or found.engaged:
+        return None
+    return engagement_note(json.loads(run["cell"]), samples)
+
+
 def _failures(runs: list[dict[str, Any]]) -> tuple[str | None, int | None]:
     failed = [r for r in runs if r["status"] == "failed"]
     if not failed:
@@ -221,7 +232,7 @@ def observe(index: Index, exp: Experiment) -> Observed:
         failed, blocked = _failures(mine)
         keys[coords] = key
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
-                                 is_anchor=key == anchor_key)
+                                 is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split))
     anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
                                          else (frozenset(), {}))
     latest = dev_runs[-1] if dev_runs else None

@@ -105,6 +105,7 @@ class CellData:
     failed: str | None = None  # "category: message" of a failed run
     blocked_from: int | None = None  # smallest prompt count at which a run failed for good (not cancelled/timeout)
     is_anchor: bool = False  # the anchor's own cell: evaluated and drawn, never promoted (the reference is frozen)
+    idle_cache: str | None = None  # a cache cell whose samples never reused a step: its engagement line (speed_notes)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,30 @@ def plausible(plan: Plan, e: Evaluation) -> bool:
     if e.verdict == Verdict.PARITY:
         return True
     return (e.verdict == Verdict.UNDECIDED and e.mean is not None and abs(e.mean) <= plan.band and e.rung < plan.top)
+
+
+def idle_rules_out(plan: Plan, coords: Coords, cells: Mapping[Coords, CellData]) -> Coords | None:
+    """A cell whose cache never engaged and that rules `coords` out: `coords` itself, or a cell with the same
+    cache whose other axes are equal except for more (or as many) steps and a higher (or equal) threshold: a
+    cache that does not engage there engages no more with fewer steps (larger changes between steps) or a
+    lower threshold."""
+    axes = list(plan.axes)
+    if "cache" not in axes:
+        return None
+    for other, cell in cells.items():
+        if cell.idle_cache is None or other[axes.index("cache")] != coords[axes.index("cache")]:
+            continue
+        if all(mine == theirs or (axis == "steps" or axis.endswith("threshold")) and _at_most(mine, theirs)
+               for axis, mine, theirs in zip(axes, coords, other, strict=True)):
+            return other
+    return None
+
+
+def _at_most(mine: str, theirs: str) -> bool:
+    try:
+        return float(mine) <= float(theirs)
+    except ValueError:
+        return False
 
 
 def _blocked(cell: CellData | None, rung: int) -> bool:

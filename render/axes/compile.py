@@ -170,20 +170,30 @@ def _watch_compiles() -> None:
 
 @dataclass
 class CompileCounters:
-    """Wall seconds spent compiling so far in this process, and dynamo's compiled-frame count."""
+    """Wall seconds spent compiling so far in this process, dynamo's compiled-frame count, and inductor's
+    FX-graph cache hits and misses (a hit loads a graph compiled before, by this process or another, from
+    the artefact cache on disk: a compile with only hits is a compile with a warm artefact cache)."""
 
     seconds: float
     frames: int
+    cache_hits: int = 0
+    cache_misses: int = 0
 
     @classmethod
     def now(cls) -> "CompileCounters":
         from torch._dynamo import utils
 
         _watch_compiles()
-        return cls(_compile_wall.total, int(utils.counters["frames"]["total"]))
+        inductor = utils.counters["inductor"]
+        return cls(_compile_wall.total, int(utils.counters["frames"]["total"]), int(inductor["fxgraph_cache_hit"]),
+                   int(inductor["fxgraph_cache_miss"]))
 
     def since(self, before: "CompileCounters") -> "CompileCounters":
-        # dynamo's reset clears the frame counter: a drop means it started again from zero
-        frames = self.frames - before.frames if self.frames >= before.frames else self.frames
-        return CompileCounters(self.seconds - before.seconds, frames)
+        return CompileCounters(self.seconds - before.seconds, _grown(self.frames, before.frames),
+                               _grown(self.cache_hits, before.cache_hits), _grown(self.cache_misses, before.cache_misses))
+
+
+def _grown(now: int, before: int) -> int:
+    """How much a dynamo counter grew; dynamo's reset clears its counters: a drop means it started again from zero."""
+    return now - before if now >= before else now
 

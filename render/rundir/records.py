@@ -51,6 +51,13 @@ class SampleRecord:
     challenge: str | None = None  # the prompt's challenge level (PartiPrompts Challenge)
     ref_s: float | None = None  # the job's reference workload at the start of this sample's cell (render.timing)
     latency_calls: tuple[float, ...] | None = None  # every call's latency when timing.repeats > 1 (latency_s: their median)
+    # What the cache computed and reused in this call (render/axes/caches/_engagement.py); None: no cache
+    steps_computed: int | None = None  # denoiser calls that computed every hooked unit
+    steps_reused: int | None = None  # denoiser calls in which some unit returned a cached or predicted output
+    blocks_computed: int | None = None  # hooked units (blocks, attention layers) that computed
+    blocks_reused: int | None = None  # hooked units that returned a cached or predicted output
+    compile_cache_hits: int | None = None  # inductor FX-graph cache hits during the call (artefacts on disk)
+    compile_cache_misses: int | None = None  # inductor FX-graph cache misses: graphs compiled from nothing
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -227,7 +234,9 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     values["cell_key"] = obj.get("cell_key") or cell_key
     values["prompt_id"], values["seed"], values["image"] = str(obj["prompt_id"]), int(obj["seed"]), str(obj["image"])
     values["warmup"] = bool(obj.get("warmup", False))
-    for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes"):
+    for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes",
+                 "steps_computed", "steps_reused", "blocks_computed", "blocks_reused", "compile_cache_hits",
+                 "compile_cache_misses"):
         values[name] = None if values[name] is None else int(values[name])
     for name in ("latency_s", "s_per_step", "load_s", "compile_s", "ref_s"):
         values[name] = None if values[name] is None else float(values[name])

@@ -17,16 +17,18 @@ dict). This package imports no torch or diffusers at import time, so config comp
 import dataclasses
 import importlib
 import pkgutil
+from contextlib import contextmanager
 from dataclasses import field
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from render.axes.base import Axis, Record, Target, Where
 from render.axes.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema
+from render.axes.caches._engagement import Engagement, counting
 from render.axes.caches._support import check_denoiser, leftover_hooks
 from render.spec import Cell
 
-__all__ = ["AXIS", "CACHES", "CacheConfigError", "NoCacheConf", "apply_cache", "cache_key_params",
-           "cache_name", "check_cache_supported", "reset_cache", "typed"]
+__all__ = ["AXIS", "CACHES", "CacheConfigError", "Engagement", "NoCacheConf", "apply_cache", "cache_key_params",
+           "cache_name", "check_cache_supported", "count_engagement", "reset_cache", "typed"]
 
 
 def _method_modules() -> Dict[str, CacheMethod]:
@@ -112,16 +114,33 @@ def apply_cache(
     return method.apply(pipe, values, ApplyContext(steps=steps, calibrate=calibrate))
 
 
+def _all_hooks() -> set[str]:
+    """The names of every method's diffusers hooks."""
+    return {hook for m in CACHES.values() for hook in m.schema.HOOKS}
+
+
 def reset_cache(pipe: Any) -> None:
     """Disable whatever cache is enabled on `pipe.transformer`; a no-op when there is none."""
     transformer = getattr(pipe, "transformer", None)
     if transformer is None or not getattr(transformer, "is_cache_enabled", False):
         return
     transformer.disable_cache()
-    left = leftover_hooks(transformer, {hook for m in CACHES.values() for hook in m.schema.HOOKS})
+    left = leftover_hooks(transformer, _all_hooks())
     if left:
         raise RuntimeError(f"reset_cache: diffusers' disable_cache left the hooks {', '.join(left)} registered; "
                            "this diffusers version undoes caches differently, so cells would leak into each other")
+
+
+@contextmanager
+def count_engagement(pipe: Any) -> Iterator[Callable[[], Optional[Engagement]]]:
+    """Count what the enabled cache computed and reused during the block (render.axes.caches._engagement);
+    yields a function that returns the counts once the block ran, None when no cache is enabled."""
+    transformer = getattr(pipe, "transformer", None)
+    if transformer is None or not getattr(transformer, "is_cache_enabled", False):
+        yield lambda: None
+        return
+    with counting(transformer, pipe.scheduler, _all_hooks()) as tally:
+        yield lambda: None if tally is None else tally.result()
 
 
 def cache_key_params(conf: Any) -> Dict[str, Any]:
