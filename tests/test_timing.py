@@ -171,3 +171,10 @@ def test_byte_identical_cells_are_never_ranked_apart() -> None:
     assert speed_order(noisy, slow) == 0  # a cell flagged noisy is not ranked on speed
     close = [{"latency_s": 0.301 + i * 0.001, "ref_s": 0.01} for i in range(8)]
     assert speed_order(fast, close) == 0  # within the interval
+
+
+def test_repeated_calls_count_the_caches_work_of_one_call(tiny_cache: Path, tmp_path: Path) -> None:
+    run_dir = _render(tmp_path, "cache=fbcache", "steps=4", "timing.repeats=3")
+    records, _ = read_samples(run_dir, json.loads((run_dir / "run.json").read_text())["cell_key"])
+    counted = [r for r in records if r.steps_computed is not None]
+    assert counted and all((r.steps_computed or 0) + (r.steps_reused or 0) == 4 for r in counted)
