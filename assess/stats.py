@@ -12,6 +12,9 @@ Pareto front (`pareto_front`).
   with a 95 % bootstrap interval.
 - Speed: speed-up = anchor median warm latency / cell median warm latency, with a two-sample
   bootstrap (percentile) interval.
+- Speed between two cells, paired by prompt (`speed_ratio`, what the climb decides with): the geometric
+  mean of the per-prompt latency ratios with a Student t interval over the shared prompts, widened by
+  each cell's noise figure (the drift of its job's reference timing).
 """
 
 from __future__ import annotations
@@ -157,6 +160,57 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
 
     low, high = bootstrap((a, c), ratio, method="percentile", seed=seed)
     return Estimate(value, low, high, int(min(a.size, c.size)))
+
+
+@dataclass(frozen=True)
+class SpeedRatio:
+    """latency(a) / latency(b), paired by prompt, with its interval (None: fewer than two shared prompts)."""
+
+    value: float
+    low: float | None
+    high: float | None
+    n: int  # shared prompts with warm latencies on both sides
+    confidence: float
+
+    @property
+    def a_faster(self) -> bool:
+        """a is faster than b beyond the interval (its upper end below 1)."""
+        return self.high is not None and self.high < 1.0
+
+    @property
+    def b_faster(self) -> bool:
+        return self.low is not None and self.low > 1.0
+
+    def text(self) -> str:
+        interval = f" [{self.low:.3g}, {self.high:.3g}]" if self.low is not None and self.high is not None else ""
+        return f"speed ratio {self.value:.3g}{interval} over {self.n} shared prompt(s)"
+
+
+def _prompt_log_latency(latencies: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """prompt -> log of its median warm latency (several warm calls per prompt count once)."""
+    return {p: math.log(statistics.median(v)) for p, v in latencies.items() if v and min(v) > 0}
+
+
+def speed_ratio(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], confidence: float = CONFIDENCE,
+                noise_a: float | None = None, noise_b: float | None = None) -> SpeedRatio | None:
+    """latency(a) / latency(b) over the prompts both have (prompt -> warm latencies): the geometric mean of the
+    per-prompt ratios, with a two-sided `confidence` Student t interval of the mean log ratio (paired by prompt:
+    a prompt's own difficulty cancels), its half-width combined root-sum-square with each side's relative noise
+    figure (log(1 + noise): a drift of the job's reference timing shifts every prompt of a cell alike, which no
+    number of prompts averages away). No interval below two shared prompts; None without one."""
+    from scipy.special import stdtrit
+
+    la, lb = _prompt_log_latency(a), _prompt_log_latency(b)
+    diffs = [la[p] - lb[p] for p in sorted(set(la) & set(lb))]
+    if not diffs:
+        return None
+    mean = statistics.fmean(diffs)
+    if len(diffs) < 2:  # one prompt: the spread of its calls across prompts is unknown
+        return SpeedRatio(math.exp(mean), None, None, 1, confidence)
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    drift = math.hypot(math.log1p(noise_a or 0.0), math.log1p(noise_b or 0.0))
+    half = math.hypot(float(stdtrit(len(diffs) - 1, 0.5 + confidence / 2)) * se, drift)
+    return SpeedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(diffs), confidence)
 
 
 # -- parity, multiple tests, the frontier ---------------------------------------------------

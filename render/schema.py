@@ -77,6 +77,11 @@ class ParityConf:
 
 
 @dataclass
+class SpeedConf:
+    confidence: float = 0.95  # a cell takes the incumbent's place on speed only when faster at this confidence (docs/climb.md)
+
+
+@dataclass
 class ExperimentConf:
     """A named climb (conf/experiment/<name>.yaml): what to search, on which prompts, within what budget."""
 
@@ -90,6 +95,7 @@ class ExperimentConf:
     eta: int = 3  # halving factor: the best 1/eta of a rung move to the next
     quality: ParityConf = field(default_factory=ParityConf)
     objective: str = "latency"  # minimised among cells at parity: latency (median warm s/image)
+    speed: SpeedConf = field(default_factory=SpeedConf)  # how the objective's speed is compared under noise
     budget: BudgetConf = field(default_factory=BudgetConf)
     final: bool = False  # set only by `assess climb --final`: unlocks the holdout split and the reserve
     final_token: Optional[str] = None  # the token the final's claim issued: experiment.final works only with it
