@@ -12,9 +12,10 @@ Pareto front (`pareto_front`).
   with a 95 % bootstrap interval.
 - Speed: speed-up = anchor median warm latency / cell median warm latency, with a two-sample
   bootstrap (percentile) interval.
-- Speed between two cells, paired by prompt (`speed_ratio`, what the climb decides with): the geometric
-  mean of the per-prompt latency ratios with a Student t interval over the shared prompts, widened by
-  each cell's noise figure (the drift of its job's reference timing).
+- Between two cells, paired by prompt (what the climb's choice of incumbent decides with): speed
+  (`speed_ratio`), the geometric mean of the per-prompt latency ratios with a Student t interval over
+  the shared prompts, widened by each cell's noise figure (the drift of its job's reference timing);
+  quality (`paired_difference`), the mean difference of their deltas with a paired t interval.
 """
 
 from __future__ import annotations
@@ -191,6 +192,20 @@ def _prompt_log_latency(latencies: Mapping[str, Sequence[float]]) -> dict[str, f
     return {p: math.log(statistics.median(v)) for p, v in latencies.items() if v and min(v) > 0}
 
 
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE, extra: float = 0.0
+               ) -> tuple[float, float | None, float | None]:
+    """(mean, low, high): the two-sided Student t interval of the mean, its half-width combined root-sum-square
+    with `extra` (a systematic error in the same units); no interval below two values."""
+    from scipy.special import stdtrit
+
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None, None
+    se = statistics.stdev(values) / math.sqrt(len(values))
+    half = math.hypot(float(stdtrit(len(values) - 1, 0.5 + confidence / 2)) * se, extra)
+    return mean, mean - half, mean + half
+
+
 def speed_ratio(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], confidence: float = CONFIDENCE,
                 noise_a: float | None = None, noise_b: float | None = None) -> SpeedRatio | None:
     """latency(a) / latency(b) over the prompts both have (prompt -> warm latencies): the geometric mean of the
@@ -198,19 +213,24 @@ def speed_ratio(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float
     a prompt's own difficulty cancels), its half-width combined root-sum-square with each side's relative noise
     figure (log(1 + noise): a drift of the job's reference timing shifts every prompt of a cell alike, which no
     number of prompts averages away). No interval below two shared prompts; None without one."""
-    from scipy.special import stdtrit
-
     la, lb = _prompt_log_latency(a), _prompt_log_latency(b)
     diffs = [la[p] - lb[p] for p in sorted(set(la) & set(lb))]
     if not diffs:
         return None
-    mean = statistics.fmean(diffs)
-    if len(diffs) < 2:  # one prompt: the spread of its calls across prompts is unknown
-        return SpeedRatio(math.exp(mean), None, None, 1, confidence)
-    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
     drift = math.hypot(math.log1p(noise_a or 0.0), math.log1p(noise_b or 0.0))
-    half = math.hypot(float(stdtrit(len(diffs) - 1, 0.5 + confidence / 2)) * se, drift)
-    return SpeedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(diffs), confidence)
+    mean, low, high = t_interval(diffs, confidence, drift)
+    return SpeedRatio(math.exp(mean), None if low is None else math.exp(low), None if high is None else math.exp(high),
+                      len(diffs), confidence)
+
+
+def paired_difference(a: Mapping[str, float], b: Mapping[str, float], confidence: float = CONFIDENCE
+                      ) -> Estimate | None:
+    """Mean of a - b over the keys (prompts) both have, with a two-sided `confidence` paired t interval."""
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    mean, low, high = t_interval([a[k] - b[k] for k in shared], confidence)
+    return Estimate(mean, low, high, len(shared))
 
 
 # -- parity, multiple tests, the frontier ---------------------------------------------------

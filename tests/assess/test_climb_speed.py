@@ -1,6 +1,7 @@
 """The climb decides speed with its uncertainty (issue 19, item 3): a cell displaces another on speed only when
 it is faster beyond the paired speed interval (widened by the cells' noise figures); within noise the better
-quality wins; a cell flagged noisy is never crowned on speed alone; the rule's confidence is frozen with the rule."""
+quality wins (beyond its own paired interval; else the lower median is kept, and called a choice within noise);
+a cell flagged noisy is never crowned on speed alone; the rule's confidence is frozen with the rule."""
 
 from __future__ import annotations
 
@@ -46,7 +47,15 @@ def test_noise_does_not_crown_the_point_estimate_within_noise_the_better_quality
     a, b = noisy_twins()
     d = incumbent(cell(FAST_WORSE, -0.03, a), cell(SLOW_BETTER, -0.01, b))
     assert d.incumbent == SLOW_BETTER
-    assert d.speed_rule.startswith("within noise of steps=4 cache=none (speed ratio") and "the better quality decided" in d.speed_rule
+    assert d.speed_rule.startswith("within noise of steps=4 cache=none on speed (speed ratio")
+    assert "the better quality decided (Δ -0.01 against -0.03 for steps=4 cache=none)" in d.speed_rule
+
+
+def test_within_noise_on_both_legs_the_lower_median_is_kept_and_called_so() -> None:
+    a, b = noisy_twins()
+    d = incumbent(cell(FAST_WORSE, -0.02, a), cell(SLOW_BETTER, -0.02, b))  # the same quality, prompt by prompt
+    assert d.incumbent == FAST_WORSE
+    assert d.speed_rule.endswith("within noise on quality too of steps=4 cache=fbcache: the lower median latency decided")
 
 
 def test_a_cell_faster_beyond_the_interval_displaces_on_speed() -> None:
