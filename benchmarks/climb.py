@@ -1,4 +1,4 @@
-"""The hill climb's two numbers, measured side by side in one run.
+"""The hill climb's numbers, measured side by side in one run.
 
 (a) cost: render/laws/budget.py's estimate of a sweep (from the history under the output root) against
     what the sweep then measurably costs, on the tiny model. Goal: within +-25 %.
@@ -10,11 +10,19 @@
 (c) interaction: a grid steps x cache x quant x compile where quantization and compile are each
     slower alone and fast only together (fp8 + compile); how often the climb finds the pair with
     its combination moves (assess/climb/combine.py), and without them.
+(d) against Optuna: on (b)'s grid and seeds, with the same samples of every cell, Optuna's TPE (alone, and with
+    the WilcoxonPruner over prompts) and NSGA-II (latency and quality loss, two objectives), the parity band a
+    constraint, each given the GPU time the climb spent on that seed; at 5 % and at 30 % per-call latency noise
+    (the searches see noisy latencies, the truth is the noiseless one), with the climb's pre-issue-19 choice by
+    point estimates beside it. Goal: the climb finds the true best in >= 97 % of seeds within 15 % of the grid's
+    GPU time, ahead of Optuna at equal budget. Measured (30 seeds, docs/climb.md): ahead of every Optuna method at
+    both noise levels, but the 97 % goal is NOT met (see the docs for the figures).
 
-    python benchmarks/climb.py              # both
+    python benchmarks/climb.py              # all four
     python benchmarks/climb.py --only search --seeds 200
     python benchmarks/climb.py --only interaction --seeds 50
     python benchmarks/climb.py --only cost --prompts 24
+    python benchmarks/climb.py --only optuna --optuna-seeds 30
 """
 
 from __future__ import annotations
@@ -446,7 +454,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("cost", "search", "interaction", "optuna"))
     parser.add_argument("--seeds", type=int, default=100, help="simulated climbs (search, interaction)")
-    parser.add_argument("--optuna-seeds", type=int, default=30, help="simulated climbs against Optuna (optuna)")
+    parser.add_argument("--optuna-seeds", type=int, default=20, help="simulated climbs against Optuna (optuna)")
     parser.add_argument("--noise", type=float, default=0.01, help="per-prompt sd of the quality delta (search)")
     parser.add_argument("--prompts", type=int, default=24, help="dev prompts per cell (cost)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")

@@ -10,8 +10,9 @@
    none is, the fastest plausible one (undecided, mean delta inside the band, below the top rung:
    "provisional"); else the start cell ("start"). Fastest means beyond noise (assess.climb.speed:
    a paired speed interval over the prompts, widened by the cells' noise figures); among the cells
-   within noise of the fastest, the better quality wins, then the lower median latency, then grid
-   order; a cell flagged noisy is never crowned on speed alone. The reasons say which rule chose.
+   within noise of the fastest, the better quality (beyond its paired interval) wins, else the lower
+   median latency, then grid order; a cell flagged noisy is never crowned on speed alone. The
+   reasons say which rule chose.
 4. Families, the values of categorical axes (a cache method, a scheduler) off the incumbent's: one
    that had evaluated cells but none on the frontier at two decisions in a row is pruned (for good,
    unless the incumbent takes that value): none of its cells is promoted or proposed again.
