@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from render import axes
+from render.laws.rule import SPEED_CONFIDENCE
 from render.metrics import MetricsConf
 
 
@@ -78,7 +79,7 @@ class ParityConf:
 
 @dataclass
 class SpeedConf:
-    confidence: float = 0.95  # a cell takes the incumbent's place on speed only when faster at this confidence (docs/climb.md)
+    confidence: float = SPEED_CONFIDENCE  # a cell takes another's place on speed only when faster at this confidence (docs/climb.md)
 
 
 @dataclass

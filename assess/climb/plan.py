@@ -12,7 +12,8 @@ from typing import Any
 
 from assess.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
-from assess.stats import CONFIDENCE as SPEED_CONFIDENCE, Verdict
+from assess.stats import Verdict
+from render.laws.rule import SPEED_CONFIDENCE
 
 Coords = tuple[str, ...]
 Family = tuple[str, str]  # (axis, value)

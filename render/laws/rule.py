@@ -3,10 +3,10 @@
 The rule is everything a verdict depends on besides the samples: the quality metric, its parity band
 and alpha, the rungs and eta of successive halving, the objective and the confidence of its speed
 comparison, the axes, the seeds, the splits (by the content hash of their texts, not by option name)
-and the budget. It is recorded in the ledger at
-the first launch; a later launch, climb or report whose composed rule differs is refused with both
-versions shown, unless the change was taken as an explicit amendment (`assess climb <name> --amend`),
-which the ledger keeps and every later generation and report shows.
+and the budget. It is recorded in the ledger at the first launch; a later launch, climb or report whose
+composed rule differs is refused with both versions shown, unless the change was taken as an explicit
+amendment (`assess climb <name> --amend`), which the ledger keeps and every later generation and report
+shows.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class BadRule(RenderError, ValueError):
     """A value of the decision rule is out of its range; nothing was launched."""
 
 
-SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/schema.py SpeedConf)
+SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/schema.py SpeedConf); also the rule's absence
 
 
 def speed_confidence(experiment: Any) -> float:
