@@ -345,12 +345,16 @@ def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, stric
     """(the composed rule, the ledger's amendments, the difference to the rule in force when not strict). With
     `amend`, a differing rule is recorded as an amendment; strictly, it is refused with both versions shown."""
     from render.laws import RuleChanged, amend_rule, check_rule, content_hash, rule_in_force, rule_of
+    from render.laws.rule import BadRule
     from render.prompts import Prompt
 
     def content(split: Split) -> str:
         return content_hash([Prompt(i, t) for i, t in zip(split.ids, split.texts, strict=True)])
 
-    rule = rule_of(exp, content(dev), content(holdout))
+    try:
+        rule = rule_of(exp, content(dev), content(holdout))
+    except BadRule as error:
+        raise ExperimentError(str(error)) from None
     ledger = exp_ledger(name, out_root)
     problem = None
     try:

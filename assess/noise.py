@@ -44,6 +44,14 @@ def normalised(rows: Sequence[Any]) -> list[float] | None:
     return [float(_get(r, "latency_s")) / float(ref) for r, ref in zip(rows, refs, strict=True)]
 
 
+def by_sample(rows: Sequence[Any]) -> dict[str, list[float]]:
+    """(text identity, seed) -> the sample's latency, per its job's reference when every row has one: the shape
+    assess.stats.speed_ratio pairs two cells by."""
+    per_ref = normalised(rows)
+    values = per_ref if per_ref is not None else [float(_get(r, "latency_s")) for r in rows]
+    return {f"{_get(r, 'prompt_sha') or _get(r, 'text_id')}/{_get(r, 'seed')}": [v] for r, v in zip(rows, values, strict=True)}
+
+
 @dataclass(frozen=True)
 class Noise:
     """How noisy a cell's speed figures are (module docstring)."""

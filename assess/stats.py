@@ -14,6 +14,10 @@ Pareto front (`pareto_front`).
   bootstrap (percentile) interval; paired when every warm sample of both records its job's reference
   workload (each latency divided by it: cells timed in different jobs, nodes or hours compare fairly), and
   widened by the reference's drift over the runs that rendered them (docs/timing.md).
+- Between two cells, paired by prompt (what the climb's choice of incumbent decides with, and `speed_order`):
+  speed (`speed_ratio`), the geometric mean of the per-prompt latency ratios with a Student t interval over
+  the shared prompts, widened by each cell's noise figure (the drift of its job's reference timing);
+  quality (`paired_difference`), the mean difference of their deltas with a paired t interval.
 """
 
 from __future__ import annotations
@@ -161,18 +165,89 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
     return Estimate(value, low, high, int(min(a.size, c.size)))
 
 
+@dataclass(frozen=True)
+class SpeedRatio:
+    """latency(a) / latency(b), paired by prompt, with its interval (None: fewer than two shared prompts)."""
+
+    value: float
+    low: float | None
+    high: float | None
+    n: int  # shared prompts with warm latencies on both sides
+    confidence: float
+
+    @property
+    def a_faster(self) -> bool:
+        """a is faster than b beyond the interval (its upper end below 1)."""
+        return self.high is not None and self.high < 1.0
+
+    @property
+    def b_faster(self) -> bool:
+        return self.low is not None and self.low > 1.0
+
+    def text(self) -> str:
+        interval = f" [{self.low:.3g}, {self.high:.3g}]" if self.low is not None and self.high is not None else ""
+        return f"speed ratio {self.value:.3g}{interval} over {self.n} shared prompt(s)"
+
+
+def _prompt_log_latency(latencies: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """prompt -> log of its median warm latency (several warm calls per prompt count once)."""
+    return {p: math.log(statistics.median(v)) for p, v in latencies.items() if v and min(v) > 0}
+
+
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE, extra: float = 0.0
+               ) -> tuple[float, float | None, float | None]:
+    """(mean, low, high): the two-sided Student t interval of the mean, its half-width combined root-sum-square
+    with `extra` (a systematic error in the same units); no interval below two values."""
+    from scipy.special import stdtrit
+
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None, None
+    se = statistics.stdev(values) / math.sqrt(len(values))
+    half = math.hypot(float(stdtrit(len(values) - 1, 0.5 + confidence / 2)) * se, extra)
+    return mean, mean - half, mean + half
+
+
+def speed_ratio(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]], confidence: float = CONFIDENCE,
+                noise_a: float | None = None, noise_b: float | None = None) -> SpeedRatio | None:
+    """latency(a) / latency(b) over the prompts both have (prompt -> warm latencies): the geometric mean of the
+    per-prompt ratios, with a two-sided `confidence` Student t interval of the mean log ratio (paired by prompt:
+    a prompt's own difficulty cancels), its half-width combined root-sum-square with each side's relative noise
+    figure (log(1 + noise): a drift of the job's reference timing shifts every prompt of a cell alike, which no
+    number of prompts averages away). No interval below two shared prompts; None without one."""
+    la, lb = _prompt_log_latency(a), _prompt_log_latency(b)
+    diffs = [la[p] - lb[p] for p in sorted(set(la) & set(lb))]
+    if not diffs:
+        return None
+    drift = math.hypot(math.log1p(noise_a or 0.0), math.log1p(noise_b or 0.0))
+    mean, low, high = t_interval(diffs, confidence, drift)
+    return SpeedRatio(math.exp(mean), None if low is None else math.exp(low), None if high is None else math.exp(high),
+                      len(diffs), confidence)
+
+
 def speed_order(a_rows: Sequence[Any], b_rows: Sequence[Any], a_drift: float = 0.0, b_drift: float = 0.0,
-                same_work: bool = False) -> int:
-    """-1 when cell a is faster than b beyond the noise, 1 when b is, 0 within noise: the paired ratio's interval
-    holds 1, either cell is flagged noisy (assess.noise), or the two did the same work (byte-identical images)."""
-    from assess.noise import noise
+                same_work: bool = False, confidence: float = CONFIDENCE) -> int:
+    """-1 when cell a is faster than b beyond the noise, 1 when b is, 0 within noise: the climb's paired ratio
+    (`speed_ratio`, each latency per its job's reference workload, by prompt and seed) has 1 in its interval,
+    either cell is flagged noisy (assess.noise), or the two did the same work (byte-identical images)."""
+    from assess.noise import by_sample, noise
 
     if same_work or noise(a_rows, [a_drift]).noisy or noise(b_rows, [b_drift]).noisy:
         return 0
-    ratio = paired_speedup(b_rows, a_rows, b_drift, a_drift)  # b's latency over a's: above 1 when a is faster
-    if ratio is None or ratio.low is None or ratio.high is None or ratio.low <= 1.0 <= ratio.high:
+    ratio = speed_ratio(by_sample(a_rows), by_sample(b_rows), confidence, a_drift, b_drift)
+    if ratio is None:
         return 0
-    return -1 if ratio.low > 1.0 else 1
+    return -1 if ratio.a_faster else 1 if ratio.b_faster else 0
+
+
+def paired_difference(a: Mapping[str, float], b: Mapping[str, float], confidence: float = CONFIDENCE
+                      ) -> Estimate | None:
+    """Mean of a - b over the keys (prompts) both have, with a two-sided `confidence` paired t interval."""
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        return None
+    mean, low, high = t_interval([a[k] - b[k] for k in shared], confidence)
+    return Estimate(mean, low, high, len(shared))
 
 
 # -- parity, multiple tests, the frontier ---------------------------------------------------

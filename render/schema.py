@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from render import axes
+from render.laws.rule import SPEED_CONFIDENCE
 from render.metrics import MetricsConf
 from render.timing import TimingConf
 
@@ -78,6 +79,11 @@ class ParityConf:
 
 
 @dataclass
+class SpeedConf:
+    confidence: float = SPEED_CONFIDENCE  # a cell takes another's place on speed only when faster at this confidence (docs/climb.md)
+
+
+@dataclass
 class ExperimentConf:
     """A named climb (conf/experiment/<name>.yaml): what to search, on which prompts, within what budget."""
 
@@ -91,6 +97,7 @@ class ExperimentConf:
     eta: int = 3  # halving factor: the best 1/eta of a rung move to the next
     quality: ParityConf = field(default_factory=ParityConf)
     objective: str = "latency"  # minimised among cells at parity: latency (median warm s/image)
+    speed: SpeedConf = field(default_factory=SpeedConf)  # how the objective's speed is compared under noise
     budget: BudgetConf = field(default_factory=BudgetConf)
     final: bool = False  # set only by `assess climb --final`: unlocks the holdout split and the reserve
     final_token: Optional[str] = None  # the token the final's claim issued: experiment.final works only with it

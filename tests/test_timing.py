@@ -162,15 +162,22 @@ def test_speedups_pair_each_latency_with_its_own_jobs_reference() -> None:
     assert normalised([{"latency_s": 1.0, "ref_s": None}]) is None
 
 
+def _rows(latencies: list[float]) -> list[dict]:
+    return [{"latency_s": x, "ref_s": 0.01, "prompt_sha": f"p{i}", "seed": 0} for i, x in enumerate(latencies)]
+
+
 def test_byte_identical_cells_are_never_ranked_apart() -> None:
-    fast = [{"latency_s": 0.30 + i * 0.001, "ref_s": 0.01} for i in range(8)]
-    slow = [{"latency_s": 0.60 + i * 0.001, "ref_s": 0.01} for i in range(8)]  # the threefold-ish gap
+    fast = _rows([0.30 + i * 0.001 for i in range(8)])
+    slow = _rows([0.60 + i * 0.001 for i in range(8)])  # the threefold-ish gap
     assert speed_order(fast, slow) == -1 and speed_order(slow, fast) == 1
     assert speed_order(fast, slow, same_work=True) == 0
-    noisy = [{"latency_s": x, "ref_s": 0.01} for x in (0.3, 0.6, 0.3, 0.6, 0.3, 0.6)]
+    noisy = _rows([0.3, 0.6, 0.3, 0.6, 0.3, 0.6, 0.3, 0.6])
     assert speed_order(noisy, slow) == 0  # a cell flagged noisy is not ranked on speed
-    close = [{"latency_s": 0.301 + i * 0.001, "ref_s": 0.01} for i in range(8)]
+    close = _rows([0.3005 + i * 0.001 + (0.002 if i % 2 else -0.002) for i in range(8)])
     assert speed_order(fast, close) == 0  # within the interval
+    assert speed_order(fast, slow, 0.1, 0.1) == -1  # a 2x gap stays beyond a 10 % drift on both sides
+    assert speed_order(fast, slow, 0.2, 0.0) == 0  # a 20 % drift flags the cell noisy
+    assert speed_order(fast, _rows([0.33 + i * 0.001 for i in range(8)]), 0.1, 0.1) == 0  # 10 % apart: within it
 
 
 def test_repeated_calls_count_the_caches_work_of_one_call(tiny_cache: Path, tmp_path: Path) -> None:

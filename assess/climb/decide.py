@@ -8,7 +8,11 @@
 2. The frontier: cells not out of band, Pareto-minimal in (median warm latency, quality loss).
 3. The incumbent: the fastest cell at parity ("confirmed" at the top rung, else "parity"); when
    none is, the fastest plausible one (undecided, mean delta inside the band, below the top rung:
-   "provisional"); else the start cell ("start"). Ties: better quality, then grid order.
+   "provisional"); else the start cell ("start"). Fastest means beyond noise (assess.climb.speed:
+   a paired speed interval over the prompts, widened by the cells' noise figures); among the cells
+   within noise of the fastest, the better quality (beyond its paired interval) wins, else the lower
+   median latency, then grid order; a cell flagged noisy is never crowned on speed alone. The
+   reasons say which rule chose.
 4. Families, the values of categorical axes (a cache method, a scheduler) off the incumbent's: one
    that had evaluated cells but none on the frontier at two decisions in a row is pruned (for good,
    unless the incumbent takes that value): none of its cells is promoted or proposed again.
@@ -77,15 +81,21 @@ def _speed_key(plan: Plan, coords: Coords, e: Evaluation) -> tuple[Any, ...]:
 # -- incumbent and frontier -----------------------------------------------------------------
 
 
-def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation]) -> tuple[Coords, str]:
+def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation], cells: Mapping[Coords, CellData]
+                     ) -> tuple[Coords, str, str]:
+    """(incumbent, status, the rule that chose it): among the cells at parity, else the plausible ones, the
+    fastest beyond noise, or within noise the better quality (assess.climb.speed)."""
+    from assess.climb.speed import choose
+
     at_parity = [c for c, e in current.items() if e.verdict == Verdict.PARITY]
     if at_parity:
-        best = min(at_parity, key=lambda c: _speed_key(plan, c, current[c]))
-        return best, "confirmed" if current[best].rung == plan.top else "parity"
+        best, rule = choose(plan, at_parity, current, cells)
+        return best, "confirmed" if current[best].rung == plan.top else "parity", rule
     candidates = [c for c, e in current.items() if plausible(plan, e)]
     if candidates:
-        return min(candidates, key=lambda c: _speed_key(plan, c, current[c])), "provisional"
-    return plan.start, "start"
+        best, rule = choose(plan, candidates, current, cells)
+        return best, "provisional", rule
+    return plan.start, "start", ""
 
 
 def frontier(plan: Plan, current: Mapping[Coords, Evaluation]) -> list[Coords]:
@@ -305,7 +315,8 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     current = current_evaluations(evaluations)
     reach = {c: reached(plan, d) for c, d in cells.items()}
     # a cache cell that never engaged renders what cache=none renders: its latency is noise, never a win
-    incumbent, status = choose_incumbent(plan, {c: e for c, e in current.items() if not (c in cells and cells[c].idle_cache)})
+    incumbent, status, speed_rule = choose_incumbent(
+        plan, {c: e for c, e in current.items() if not (c in cells and cells[c].idle_cache)}, cells)
     front = frontier(plan, current)
     flat = families_flat(plan, current, front, incumbent)
     pruned, newly = prune(plan, flat, history, incumbent)
@@ -322,7 +333,7 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
                         + sweep)
     proposals = [p for p in proposals if p.kind == "incumbent" or idle_rules_out(plan, p.coords, cells) is None]
     decision = Decision(len(history) + 1, evaluations, current, reach, incumbent, status, front, flat, pruned, newly,
-                        [], [], None, [])
+                        [], [], None, [], speed_rule=speed_rule)
     decision.reasons += _reasons(plan, decision) + _idle_reasons(plan, cells)
     budget = replace(budget, final_s=final_cost(plan, incumbent, estimate))
     decision.budget = budget
@@ -349,14 +360,15 @@ def history_entry(plan: Plan, d: Decision, state: str) -> dict[str, Any]:
     return {"generation": d.generation, "state": state, "frontier": [list(c) for c in d.frontier],
             "flat": [list(f) for f in d.flat], "pruned": [list(f) for f in d.pruned],
             "newly_pruned": [list(f) for f in d.newly_pruned], "proposals": [p.as_dict(plan) for p in d.proposals],
-            "stop": d.stop}
+            "stop": d.stop, "speed_rule": d.speed_rule}
 
 
 def _reasons(plan: Plan, d: Decision) -> list[str]:
     out = []
     e = d.current.get(d.incumbent)
     where = f" at rung {e.rung}" if e else ""
-    out.append(f"incumbent ({d.incumbent_status}{where}): {plan.label(d.incumbent)}")
+    out.append(f"incumbent ({d.incumbent_status}{where}): {plan.label(d.incumbent)}"
+               + (f", chosen {d.speed_rule}" if d.speed_rule else ""))
     if d.frontier:
         out.append(f"frontier: {len(d.frontier)} cell(s), fastest {plan.label(d.frontier[0])}")
     if d.newly_pruned:

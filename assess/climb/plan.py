@@ -13,6 +13,7 @@ from typing import Any
 from assess.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
 from assess.stats import Verdict
+from render.laws.rule import SPEED_CONFIDENCE
 
 Coords = tuple[str, ...]
 Family = tuple[str, str]  # (axis, value)
@@ -46,16 +47,19 @@ class Plan:
     categories: Mapping[str, str | None] = field(default_factory=dict)  # dev prompt id -> its category in the suite
     per_category: bool = False  # experiment.quality.per_category: parity needs every category in band
     category_min_prompts: int = MIN_PROMPTS  # experiment.quality.category_min_prompts
+    speed_confidence: float = SPEED_CONFIDENCE  # experiment.speed.confidence: of "faster beyond noise"
 
     @classmethod
     def from_experiment(cls, exp: Any) -> Plan:
         quality = (getattr(exp, "conf", None) or {}).get("quality") or {}
+        speed = (getattr(exp, "rule", None) or {}).get("speed") or {}  # the rule in force (render.laws.rule)
         return cls(axes=dict(exp.axes), start=exp.start, rungs=exp.rungs, eta=exp.eta, band=exp.quality.band,
                    alpha=exp.quality.alpha, higher_is_better=exp.quality.direction == "higher",
                    dev_ids=exp.dev.ids, n_seeds=len(exp.seeds), default_steps=exp.default_steps,
                    anchor_steps=int(exp.anchor["steps"]), holdout_n=len(exp.holdout.ids),
                    categories=split_categories(exp.dev.file), per_category=bool(quality.get("per_category", False)),
-                   category_min_prompts=int(quality.get("category_min_prompts", MIN_PROMPTS)))
+                   category_min_prompts=int(quality.get("category_min_prompts", MIN_PROMPTS)),
+                   speed_confidence=float(speed.get("confidence", SPEED_CONFIDENCE)))
 
     @property
     def top(self) -> int:
@@ -106,6 +110,8 @@ class CellData:
     blocked_from: int | None = None  # smallest prompt count at which a run failed for good (not cancelled/timeout)
     is_anchor: bool = False  # the anchor's own cell: evaluated and drawn, never promoted (the reference is frozen)
     idle_cache: str | None = None  # a cache cell whose samples never reused a step: its engagement line (speed_notes)
+    noise: float | None = None  # relative noise figure of its timing (its job's reference drift; 0.08 = 8 %)
+    noisy: str | None = None  # why its timing is too noisy to rank it (None: it is not): never crowned on speed
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,7 @@ class Decision:
     note: str = ""
     est_s: float | None = None  # estimated cost of the proposals (None: no history to estimate from)
     budget: BudgetState | None = None  # with the final's estimate
+    speed_rule: str = ""  # which rule chose the incumbent: speed beyond noise, quality within noise, or alone
 
 
 # -- rungs and evaluations ------------------------------------------------------------------

@@ -1,17 +1,19 @@
 """The decision rule of an experiment, frozen at its first launch like its anchor.
 
 The rule is everything a verdict depends on besides the samples: the quality metric, its parity band
-and alpha, the rungs and eta of successive halving, the objective, the axes, the seeds, the splits (by
-the content hash of their texts, not by option name) and the budget. It is recorded in the ledger at
-the first launch; a later launch, climb or report whose composed rule differs is refused with both
-versions shown, unless the change was taken as an explicit amendment (`assess climb <name> --amend`),
-which the ledger keeps and every later generation and report shows.
+and alpha, the rungs and eta of successive halving, the objective and the confidence of its speed
+comparison, the axes, the seeds, the splits (by the content hash of their texts, not by option name)
+and the budget. It is recorded in the ledger at the first launch; a later launch, climb or report whose
+composed rule differs is refused with both versions shown, unless the change was taken as an explicit
+amendment (`assess climb <name> --amend`), which the ledger keeps and every later generation and report
+shows.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Any
 
@@ -21,6 +23,27 @@ from render.laws.ledger import Ledger
 
 class RuleChanged(RenderError, ValueError):
     """The experiment's composed decision rule differs from the one in force; nothing was launched."""
+
+
+class BadRule(RenderError, ValueError):
+    """A value of the decision rule is out of its range; nothing was launched."""
+
+
+SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/schema.py SpeedConf); also the rule's absence
+
+
+def speed_confidence(experiment: Any) -> float:
+    """experiment.speed.confidence, checked: the confidence of "faster beyond noise" in the climb's choice."""
+    speed = _plain(experiment).get("speed") or {}
+    value = speed.get("confidence", SPEED_CONFIDENCE)
+    try:
+        confidence = float(value)
+    except (TypeError, ValueError):
+        confidence = math.nan
+    if not 0.5 <= confidence < 1.0:
+        raise BadRule(f"experiment.speed.confidence={value}: must be in [0.5, 1), e.g. 0.95 (the confidence with "
+                      "which a cell must be faster than another before it takes the incumbent's place on speed)")
+    return confidence
 
 
 def canon(value: Any) -> str:
@@ -55,12 +78,15 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str
     # with them at their defaults) stays the same rule
     per_category = {"per_category": True, "category_min_prompts": int(quality.get("category_min_prompts") or 8)} \
         if quality.get("per_category") else {}
+    confidence = speed_confidence(exp)  # likewise: at its default, a rule frozen before it existed stays the same
+    speed = {} if confidence == SPEED_CONFIDENCE else {"speed": {"confidence": confidence}}
     return {
         "quality": {"metric": str(quality.get("metric")), "band": float(quality["band"]),
                     "alpha": float(quality["alpha"]), **per_category},
         "rungs": [int(r) for r in exp.get("rungs") or []],
         "eta": int(exp.get("eta")),
         "objective": str(exp.get("objective")),
+        **speed,
         "axes": {str(k): [canon(v) for v in values] for k, values in (exp.get("axes") or {}).items()},
         "seeds": [int(s) for s in (exp.get("seeds") if isinstance(exp.get("seeds"), list) else [exp.get("seeds")])],
         "splits": {"dev": {"option": str(exp.get("dev")), "content": dev_content},
