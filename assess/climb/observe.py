@@ -141,6 +141,16 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
     return rendered, dict(latencies)
 
 
+def speed_noise(index: Index, cell_key: str, split: str) -> tuple[float | None, str | None]:
+    """(the reference's largest drift over a run that rendered the cell's samples, why its speed is too noisy to rank
+    it or None): the climb's CellData.noise and noisy (docs/timing.md)."""
+    drift = index.query("SELECT max(ref_drift) AS d FROM runs WHERE cell_key = ? AND n_rendered > 0", (cell_key,))
+    flag = index.query("SELECT detail FROM cell_scores WHERE cell_key = ? AND split = ? AND metric = 'speed_noise' "
+                       "ORDER BY metric_version DESC LIMIT 1", (cell_key, split))
+    detail = flag[0]["detail"] if flag else None
+    return (drift[0]["d"] if drift else None), (detail if detail and detail.startswith("noisy:") else None)
+
+
 def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str | None, split: str,
                    rendered: frozenset[str]) -> tuple[dict[str, float], frozenset[str], dict[str, str]]:
     """(prompt -> delta to the anchor, prompts not scored yet, prompt -> why unavailable)."""
@@ -231,8 +241,10 @@ def observe(index: Index, exp: Experiment) -> Observed:
             to_score |= {Path(r["sweep"] or r["path"]) for r in mine}
         failed, blocked = _failures(mine)
         keys[coords] = key
+        noise, noisy = speed_noise(index, key, exp.dev.split)
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
-                                 is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split))
+                                 is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split),
+                                 noise=noise, noisy=noisy)
     anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
                                          else (frozenset(), {}))
     latest = dev_runs[-1] if dev_runs else None

@@ -88,7 +88,9 @@ class DemoRuns:
 
     def run(self, parent: Path, cell: dict[str, Any], prompts: list[str], *, perturb: Perturb = identity,
             latency: float = 0.1, split: str = "dev", final: bool = False, is_anchor: bool = False,
-            failed: str | None = None, name: str | None = None) -> Path:
+            failed: str | None = None, name: str | None = None, ref_s: float | None = None,
+            drift: float | None = None) -> Path:
+        """`ref_s`: the reference workload its job timed (render.timing); `drift`: that reference's drift over it."""
         key = cell_key_of(cell)
         path = parent / (name or f"{self.counter}_{key}")
         (path / "images").mkdir(parents=True, exist_ok=True)
@@ -117,19 +119,21 @@ class DemoRuns:
                 latency_s=latency, warmup=i == 0, steps=cell["steps"], s_per_step=latency / cell["steps"],
                 peak_mem_bytes=1000, mem_kind="cpu-rss-hwm", load_s=0.0, reused_from=None,
                 finished_at="2026-11-30T10:00:01+00:00", sha256=rundir.digest(png), bytes=len(png),
-                prompt_sha=rundir.text_hash(text))
+                prompt_sha=rundir.text_hash(text), ref_s=ref_s)
             rundir.append_record(path / rundir.SAMPLES, record.as_dict())
             lines.append(record)
         if failed:
             (path / "FAILED.json").write_text(json.dumps({"category": failed, "message": f"{failed} here",
                                                           "traceback": "", "failed_at": "2026-11-30T10:00:02+00:00"}))
         else:
+            timing = {"timing": {"repeats": 1, "drift": drift}} if drift is not None else {}
             (path / "DONE.json").write_text(json.dumps({"finished_at": "2026-11-30T10:00:02+00:00",
-                                                        "n_samples": len(lines)}))
+                                                        "n_samples": len(lines), **timing}))
         return path
 
-    def anchor(self, prompts: list[str], latency: float = 0.6, split: str = "dev", final: bool = False) -> Path:
+    def anchor(self, prompts: list[str], latency: float = 0.6, split: str = "dev", final: bool = False,
+               ref_s: float | None = None) -> Path:
         self.counter += 1
         parent = self.root / "anchors" / "tiny" / ANCHOR_KEY
         return self.run(parent, ANCHOR_CELL, prompts, latency=latency, split=split, final=final, is_anchor=True,
-                        name=f"2026-11-30_10-00-{self.counter:02d}-ab12")
+                        name=f"2026-11-30_10-00-{self.counter:02d}-ab12", ref_s=ref_s)

@@ -135,6 +135,25 @@ def test_holdout_samples_never_reach_the_navigation(runs: DemoRuns, db: Path) ->
     assert "WARNING: 2 run(s) of the holdout exist before the final" in result.output
 
 
+def test_the_climb_pairs_each_latency_with_its_jobs_reference_and_reads_the_noise(runs: DemoRuns, db: Path) -> None:
+    sweep = runs.sweep()
+    ids = dev_ids(4)
+    runs.run(sweep, demo_cell(8), ids, perturb=shift(1), latency=0.30, ref_s=0.01)
+    # longer per image than 8 steps, but rendered on a device twice as slow (its reference took twice as long)
+    runs.run(sweep, demo_cell(4), ids, perturb=shift(1), latency=0.32, ref_s=0.02)
+    runs.run(sweep, demo_cell(12), ids, perturb=shift(1), latency=0.45, ref_s=0.01, drift=0.4)
+    runs.anchor(ids, ref_s=0.01)
+    score([sweep], db, metrics=["ssim"])
+    with Index.open(db) as index:
+        sync_run_experiments(index)
+        observed = observe(index, load_experiment("tiny-demo"))
+    fast, eight, noisy = (observed.cells[(s, "none", "default")] for s in ("4", "8", "12"))
+    assert {p: v for p, v in fast.latencies.items()} == {p: [pytest.approx(0.16)] for p in dev_ids(4)[1:]}
+    assert eight.latencies[dev_ids(4)[1]] == [pytest.approx(0.30)] and eight.noise is None and eight.noisy is None
+    assert noisy.noise == 0.4 and (noisy.noisy or "").startswith("noisy: ") and "drifted 40%" in (noisy.noisy or "")
+    assert "incumbent (parity at rung 4): steps=4 cache=none scheduler=default" in climb(db).output
+
+
 def test_a_failed_cell_is_reported_and_not_proposed_again(runs: DemoRuns, db: Path) -> None:
     sweep = runs.sweep()
     runs.run(sweep, demo_cell(8), dev_ids(4), perturb=shift(1), latency=0.3)
