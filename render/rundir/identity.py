@@ -15,6 +15,7 @@ case (a re-run) costs one stat per file, and a replaced weight file is hashed ag
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -45,6 +46,7 @@ def _fold(char: str) -> str:
     return char
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a pure function of the text: each text folded once per process
 def text_identity(text: str) -> str:
     """A prompt's text as compared everywhere: "Ａ ＲＥＤ “cube”…" and "a red cube" are one text."""
     once = unicodedata.normalize("NFKC", text)
@@ -52,6 +54,7 @@ def text_identity(text: str) -> str:
     return " ".join("".join(_fold(c) for c in folded).split())  # NFKC after casefold can bring punctuation back
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def text_hash(text: str) -> str:
     """Part of a sample's identity: two prompts with the same id but different texts are different samples."""
     return hashlib.sha256(text_identity(text).encode()).hexdigest()[:16]
