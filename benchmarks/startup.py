@@ -25,8 +25,7 @@ from pathlib import Path
 # (label, depth, (file suffix, function name) ...): the phases a run's time is cut into, outer first.
 PHASES: list[tuple[str, int, tuple[tuple[str, str], ...]]] = [
     ("imports (all, lazy ones too)", 0, (("<frozen importlib._bootstrap>", "_find_and_load"),)),
-    ("Hydra composition (every config)", 0, (("hydra/_internal/config_loader_impl.py", "load_configuration"),
-                                             ("hydra/_internal/config_loader_impl.py", "load_sweep_config"))),
+    ("Hydra composition (every config)", 0, (("hydra/_internal/config_loader_impl.py", "_load_configuration_impl"),)),
     ("preflight: every cell", 0, (("render/preflight.py", "preflight_config"),)),
     ("build the job (prompts, weights identity)", 1, (("render/cell.py", "build_job"),)),
     ("read prompt files", 2, (("render/prompts.py", "load_prompts"),)),
