@@ -12,8 +12,9 @@ from omegaconf import DictConfig, open_dict, read_write
 log = logging.getLogger("render")
 
 # The configs the sweeper composed for its preflight, by (master config, job number, overrides): the launcher
-# of the same process takes each once instead of composing the cell again.
-_COMPOSED: dict[tuple[int, int, tuple[str, ...]], DictConfig] = {}
+# of the same process takes each once instead of composing the cell again. Each entry holds its master config,
+# so no other config can take its id while the entry is there.
+_COMPOSED: dict[tuple[int, int, tuple[str, ...]], tuple[DictConfig, DictConfig]] = {}
 
 
 def job_configs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
@@ -25,13 +26,13 @@ def job_configs(hydra_context: HydraContext, config: DictConfig, job_overrides: 
     configs = []
     for offset, overrides in enumerate(job_overrides):
         key = (id(config), initial_job_idx + offset, tuple(overrides))
-        sweep_config = _COMPOSED.pop(key, None)
+        _, sweep_config = _COMPOSED.pop(key, (config, None))
         if sweep_config is None:
             sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
             with open_dict(sweep_config):
                 sweep_config.hydra.job.id = sweep_config.hydra.job.num = initial_job_idx + offset
         if keep:
-            _COMPOSED[key] = sweep_config
+            _COMPOSED[key] = (config, sweep_config)
         configs.append(sweep_config)
     return configs
 
