@@ -2,7 +2,8 @@
 
 Checks what a schema cannot: value ranges, prompt files, an attention backend that cannot run here,
 a cache the model cannot take, a scheduler the model family lacks, a local model folder that is
-not there. Errors name the bad value and what would be valid.
+not there. Errors name the bad value and what would be valid. A cell is checked once per process:
+the job that runs it (`checked_job`) is the one its preflight passed, when that was in this process.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Everything that compares two things compares these, never a name, a path or an i
 
     text_identity  a prompt's text as the tokenizers see it: NFKC, format and invisible characters
                    removed, every Unicode punctuation, symbol-free spacing and space folded, case folded
-    text_hash      its 16-hex-digit digest (part of a sample's identity: cell key, text, seed)
+    text_hash      its 16-hex-digit digest (part of a sample's identity: cell key, text, seed); both are
+                   pure functions of the text, memoised for the process
     cell_key_of    the digest of a cell's canonical config (which holds its model's weights identity)
     folder_digest  the digest of a folder's files (relative path, size, content), cached by size and mtime
     model_identity a model's weights: a local folder's digest, or a hub model's resolved commit
