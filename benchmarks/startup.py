@@ -98,14 +98,19 @@ def phase_seconds(functions: dict[tuple[str, str], float], keys: tuple[tuple[str
                for suffix, wanted in keys if file.endswith(suffix) and name == wanted)
 
 
-def run(args: list[str], cwd: Path, *, stop_at_launch: bool = False) -> tuple[float, float, dict[tuple[str, str], float]]:
-    """(wall seconds without the profiler, profiled total, cumulative seconds by function) of one render command."""
+def run(args: list[str], cwd: Path, out_root: str, *, fresh: bool = False,
+        stop_at_launch: bool = False) -> tuple[float, float, dict[tuple[str, str], float]]:
+    """(wall seconds without the profiler, profiled total, cumulative seconds by function) of one render command
+    into `out_root`; `fresh`: the profiled run gets an output root of its own (it renders again)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"HYPERGRID_STOP_AT_LAUNCH": "1"} if stop_at_launch else {})}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", DRIVER, "-", *args], cwd=cwd, check=True, env=env, capture_output=True)
+    subprocess.run([sys.executable, "-c", DRIVER, "-", *args, f"out_root={out_root}"], cwd=cwd, check=True, env=env,
+                   capture_output=True)
     wall = time.perf_counter() - start
     profile = cwd / "run.prof"
-    subprocess.run([sys.executable, "-c", DRIVER, str(profile), *args], cwd=cwd, check=True, env=env, capture_output=True)
+    profiled_root = f"{out_root}-profiled" if fresh else out_root
+    subprocess.run([sys.executable, "-c", DRIVER, str(profile), *args, f"out_root={profiled_root}"], cwd=cwd, check=True,
+                   env=env, capture_output=True)
     total, functions = cumulative(profile)
     return wall, total, functions
 
@@ -133,18 +138,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
         if "rerun" in only:
-            sweep = ["-m", *cell, f"steps={args.steps}", "out_root=sw"]
+            sweep = ["-m", *cell, f"steps={args.steps}"]
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "render", *sweep], cwd=cwd, check=True, capture_output=True)
+            subprocess.run([sys.executable, "-m", "render", *sweep, "out_root=sw"], cwd=cwd, check=True, capture_output=True)
             first = time.perf_counter() - start
-            wall, total, functions = run(sweep, cwd)
+            wall, total, functions = run(sweep, cwd, "sw")
             report(f"rerun of the finished 3-cell sweep (its first run: {first:.2f} s; ratio {wall / first:.3f}, "
                    "goal <= 0.03)", wall, total, functions)
         if "one-cell" in only:
-            report("one-cell run", *run([*cell, f"steps={args.steps.split(',')[0]}", "out_root=one"], cwd))
+            report("one-cell run", *run([*cell, f"steps={args.steps.split(',')[0]}"], cwd, "one", fresh=True))
         if "preflight" in only:
             steps = f"range(1,{args.cells + 1})"
-            wall, total, functions = run(["-m", *cell, f"steps={steps}", "out_root=many"], cwd, stop_at_launch=True)
+            wall, total, functions = run(["-m", *cell, f"steps={steps}"], cwd, "many", stop_at_launch=True)
             report(f"preflight of a {args.cells}-cell sweep, stopped before launch ({wall / args.cells * 1000:.1f} ms a "
                    "cell; goal < 10 s for 300)", wall, total, functions)
 
