@@ -13,7 +13,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from render.pipeline import PIPELINES
-from render.preflight import preflight_config
+from render.preflight import checked_job
 from render.rundir import FAILED, CellState, SampleStore
 from render.runner import CellResult, run_job
 from render.signals import Cancelled, cancel_on_signals
@@ -31,7 +31,7 @@ def sample_store(out_root: Path) -> SampleStore:
 def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
     """Render the composed cell into the current Hydra output folder; return one summary per run folder."""
     hydra_cfg = HydraConfig.get()
-    job = preflight_config(cfg, list(hydra_cfg.overrides.task))
+    job = checked_job(cfg, list(hydra_cfg.overrides.task))
     launcher = str(hydra_cfg.launcher.get("_target_", "")).rsplit(".", 1)[-1] or "basic"
     results = run_job(job, Path(hydra_cfg.runtime.output_dir), store=sample_store(job.out_root), pipelines=PIPELINES,
                       overrides=list(hydra_cfg.overrides.task), launcher=launcher)

@@ -211,7 +211,7 @@ def build_job(cfg: DictConfig) -> Job:
         out_root=Path(cfg.out_root).expanduser().resolve(),
         tag=cfg.tag,
         render_anchor=cfg.render_anchor,
-        config=_resolved(cfg),
+        config=resolved_config(cfg),
         warmup=cfg.warmup,
         timing=timing,
     )
@@ -227,7 +227,7 @@ def anchor_dir(job: Job) -> Path:
     return job.out_root / "anchors" / job.anchor.model.name / job.anchor.key
 
 
-def _resolved(cfg: DictConfig) -> dict[str, Any]:
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     """The whole config as plain values: a DictConfig's container is a dict keyed by its field names."""
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)

@@ -2,11 +2,13 @@
 
 Checks what a schema cannot: value ranges, prompt files, an attention backend that cannot run here,
 a cache the model cannot take, a scheduler the model family lacks, a local model folder that is
-not there. Errors name the bad value and what would be valid.
+not there. Errors name the bad value and what would be valid. A cell is checked once per process:
+the job that runs it (`checked_job`) is the one its preflight passed, when that was in this process.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -19,7 +21,7 @@ from render import axes
 from render.axes import load_options
 from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
                                 check_writable_folder)
-from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job
+from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config
 from render.errors import RenderError
 from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
@@ -39,6 +41,9 @@ class PreflightError(RenderError, ValueError):
 
 
 _PASSED: list[bool] = []  # set once this process's preflight has passed: an exit before it was the input's fault
+# The jobs this process's preflight passed (a sweep's cells, a single run's cell), by what they were built from: a
+# cell run in the same process takes its job from here instead of building and checking it a second time.
+_PASSED_JOBS: dict[str, Job] = {}
 
 
 def passed() -> bool:
@@ -96,6 +101,27 @@ def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (
     return job
 
 
+def _fingerprint(config: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> str:
+    return json.dumps([list(overrides), config], sort_keys=True, default=str)
+
+
+def _passed(jobs: list[tuple[Job, list[str] | tuple[str, ...]]]) -> None:
+    _PASSED_JOBS.clear()
+    _PASSED_JOBS.update((_fingerprint(job.config, overrides), job) for job, overrides in jobs)
+    _PASSED.append(True)
+
+
+def checked_job(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = ()) -> Job:
+    """The job of a cell about to run: the one this process's preflight passed for the same config and overrides
+    (taken once), else `preflight_config` (a job submitted to another process checks its cell there)."""
+    try:
+        key = _fingerprint(resolved_config(cfg), overrides)
+    except Exception:  # noqa: BLE001 - a config that does not resolve: preflight_config says why
+        return preflight_config(cfg, overrides)
+    job = _PASSED_JOBS.pop(key, None)
+    return job if job is not None else preflight_config(cfg, overrides)
+
+
 def unexpected(error: BaseException) -> PreflightError:
     """A failure of no known kind while checking (a filesystem fault, a library's own error): still a refusal
     before anything is written, naming what failed; the traceback goes to the debug log."""
@@ -109,6 +135,7 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
     bad cells at once."""
     jobs, problems = [], []
     unused: set[str] | None = None
+    _PASSED_JOBS.clear()
     for overrides, cfg in configs:
         try:
             job = preflight_config(cfg, overrides)
@@ -130,7 +157,7 @@ def preflight_all(configs: list[tuple[list[str], DictConfig]]) -> list[Job]:
         raise PreflightError(f"{error}; nothing was launched") from None
     preflight_budget(jobs)
     record_launch(jobs)
-    _PASSED.append(True)
+    _passed([(job, overrides) for job, (overrides, _) in zip(jobs, configs)])
     return jobs
 
 
@@ -221,7 +248,7 @@ class PreflightCallback(Callback):
             check_writable_folder(config.hydra.run.dir, "hydra.run.dir")
             preflight_budget([job])
             record_launch([job])
-            _PASSED.append(True)
+            _passed([(job, overrides)])
         except PreflightError as error:
             exit_with(error)
         except RenderError as error:

@@ -10,6 +10,9 @@ from render.suites import FORMATS, READERS, Prompt, PromptError, read_suite
 from render.suites.project import DEV_FILE as SUITE_DEV, HOLDOUT_FILE as SUITE_HOLDOUT
 
 PACKAGE_PROMPTS = Path(__file__).parent / "prompts"  # every *holdout*.jsonl here is reserved (render.laws.holdout)
+# A file's prompts, read once per process while it keeps its size and mtime: preflight reads the same
+# manifests for every cell (the split, the holdout lock's shipped manifests, an experiment's splits).
+_READ: dict[tuple[str, str, int, int], list[Prompt]] = {}
 
 
 def resolve_manifest(file: str) -> Path:
@@ -37,12 +40,21 @@ def load_prompts(file: str, limit: int | None = None, format: str = "auto", data
         path = dataset_file(dataset, file, revision)
     else:
         path = resolve_manifest(file)
-    prompts = read_suite(path, format)
+    prompts = read_file(path, format)
     if limit is not None:
         if limit < 1:
             raise PromptError(f"prompts.limit={limit}: must be at least 1 (or null for all {len(prompts)} prompts)")
         prompts = prompts[:limit]
     return prompts
+
+
+def read_file(path: Path, format: str = "auto") -> list[Prompt]:
+    """`read_suite`, memoised by (path, format, size, mtime_ns): an edited file is read again."""
+    stat = path.stat()
+    key = (str(path), format, stat.st_size, stat.st_mtime_ns)
+    if key not in _READ:
+        _READ[key] = read_suite(path, format)
+    return list(_READ[key])
 
 
 def load_split(conf: Any) -> list[Prompt]:

@@ -1,7 +1,9 @@
-"""What run.json records about the software and machine a cell ran on."""
+"""What run.json records about the software and machine a cell ran on. The packages and the project's git
+state are read once per process (the code a process runs is the code it imported), not once per cell."""
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import subprocess
@@ -13,6 +15,11 @@ PACKAGES = ("torch", "diffusers", "transformers", "accelerate", "hydra-core", "h
 
 
 def versions() -> dict[str, str | None]:
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
@@ -24,6 +31,11 @@ def versions() -> dict[str, str | None]:
 
 def git_state() -> dict[str, Any]:
     """The project's git revision when it runs from a checkout (editable install), else nulls."""
+    return dict(_git_state())
+
+
+@functools.cache
+def _git_state() -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     try:
         revision = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)

@@ -11,15 +11,28 @@ from omegaconf import DictConfig, open_dict, read_write
 
 log = logging.getLogger("render")
 
+# The configs the sweeper composed for its preflight, by (master config, job number, overrides): the launcher
+# of the same process takes each once instead of composing the cell again. Each entry holds its master config,
+# so no other config can take its id while the entry is there.
+_COMPOSED: dict[tuple[int, int, tuple[str, ...]], tuple[DictConfig, DictConfig]] = {}
+
 
 def job_configs(hydra_context: HydraContext, config: DictConfig, job_overrides: Sequence[Sequence[str]],
-                initial_job_idx: int) -> list[DictConfig]:
-    """Compose every job's config (as Hydra's launchers do), numbered like Hydra numbers them."""
+                initial_job_idx: int, *, keep: bool = False) -> list[DictConfig]:
+    """Compose every job's config (as Hydra's launchers do), numbered like Hydra numbers them. `keep`: the
+    sweeper's preflight composes them, and an in-process launcher then takes each (once) without composing again."""
+    if keep:
+        _COMPOSED.clear()  # one sweep's at a time: a later sweep in this process never sees an earlier one's
     configs = []
     for offset, overrides in enumerate(job_overrides):
-        sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
-        with open_dict(sweep_config):
-            sweep_config.hydra.job.id = sweep_config.hydra.job.num = initial_job_idx + offset
+        key = (id(config), initial_job_idx + offset, tuple(overrides))
+        _, sweep_config = _COMPOSED.pop(key, (config, None))
+        if sweep_config is None:
+            sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+            with open_dict(sweep_config):
+                sweep_config.hydra.job.id = sweep_config.hydra.job.num = initial_job_idx + offset
+        if keep:
+            _COMPOSED[key] = (config, sweep_config)
         configs.append(sweep_config)
     return configs
 

@@ -28,7 +28,7 @@ class HypergridSweeper(BasicSweeper):
         self.overrides = self.split_arguments(overrides, self.max_batch_size)
         job_overrides = [job for batch in self.overrides for job in batch]
         sweep.preflight_launcher(self.config)  # exits 2 when the launcher cannot start jobs from here, before anything is written
-        configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, 0)
+        configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, 0, keep=True)
         jobs = sweep.preflight_sweep(job_overrides, configs)  # exits 2, listing every bad cell, before any folder exists
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))

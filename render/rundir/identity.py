@@ -4,7 +4,8 @@ Everything that compares two things compares these, never a name, a path or an i
 
     text_identity  a prompt's text as the tokenizers see it: NFKC, format and invisible characters
                    removed, every Unicode punctuation, symbol-free spacing and space folded, case folded
-    text_hash      its 16-hex-digit digest (part of a sample's identity: cell key, text, seed)
+    text_hash      its 16-hex-digit digest (part of a sample's identity: cell key, text, seed); both are
+                   pure functions of the text, memoised for the process
     cell_key_of    the digest of a cell's canonical config (which holds its model's weights identity)
     folder_digest  the digest of a folder's files (relative path, size, content), cached by size and mtime
     model_identity a model's weights: a local folder's digest, or a hub model's resolved commit
@@ -15,6 +16,7 @@ case (a re-run) costs one stat per file, and a replaced weight file is hashed ag
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -45,6 +47,7 @@ def _fold(char: str) -> str:
     return char
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a pure function of the text: each text folded once per process
 def text_identity(text: str) -> str:
     """A prompt's text as compared everywhere: "Ａ ＲＥＤ “cube”…" and "a red cube" are one text."""
     once = unicodedata.normalize("NFKC", text)
@@ -52,6 +55,7 @@ def text_identity(text: str) -> str:
     return " ".join("".join(_fold(c) for c in folded).split())  # NFKC after casefold can bring punctuation back
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def text_hash(text: str) -> str:
     """Part of a sample's identity: two prompts with the same id but different texts are different samples."""
     return hashlib.sha256(text_identity(text).encode()).hexdigest()[:16]

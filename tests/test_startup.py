@@ -1,0 +1,82 @@
+"""A run's fixed cost: what a process does once per cell is done once, not twice (issue 22).
+
+The counts come from the real `python -m render` in a subprocess, with the functions counted wrapped before
+anything imports them; no timing is asserted (benchmarks/startup.py measures the time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from render.prompts import load_prompts
+
+# `python -m render <argv>`, counting cells built (render.cell.build_job), cells composed (Hydra's
+# load_sweep_config) and git calls (the provenance run.json records); the counts go to COUNTS.json.
+COUNTING = r'''
+import collections, json, runpy, subprocess, sys
+import render.cell
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+counts = collections.Counter()
+
+def counted(name, function):
+    def wrapper(*args, **kwargs):
+        counts[name] += 1
+        return function(*args, **kwargs)
+    return wrapper
+
+render.cell.build_job = counted("build_job", render.cell.build_job)
+ConfigLoaderImpl.load_sweep_config = counted("compose_cell", ConfigLoaderImpl.load_sweep_config)
+run = subprocess.run
+def counted_run(args, *rest, **kwargs):
+    if args and args[0] == "git":
+        counts["git"] += 1
+    return run(args, *rest, **kwargs)
+subprocess.run = counted_run
+sys.argv = ["render", *sys.argv[1:]]
+try:
+    runpy.run_module("render", run_name="__main__", alter_sys=True)
+finally:
+    with open("COUNTS.json", "w") as f:
+        json.dump(counts, f)
+'''
+
+CELL = ["model=tiny", "device=cpu", "prompts=dev", "prompts.limit=1", "render_anchor=false"]
+
+
+def counted_render(*args: str, cwd: Path) -> dict[str, int]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
+    done = subprocess.run([sys.executable, "-c", COUNTING, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((cwd / "COUNTS.json").read_text())
+
+
+def test_an_in_process_sweep_composes_and_checks_each_cell_once(tiny_cache: Path, tmp_path: Path) -> None:
+    counts = counted_render("-m", *CELL, "steps=1,2,3", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
+    assert counts["compose_cell"] == 3  # the sweeper's preflight composes; the launcher takes its configs
+    assert counts["build_job"] == 3  # each cell's job is the one its preflight passed
+    assert counts["git"] <= 2  # the project's git state, read once per process (rev-parse, status)
+    again = counted_render("-m", *CELL, "steps=1,2,3", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
+    assert (again["compose_cell"], again["build_job"]) == (3, 3)  # a do-nothing re-run: the same, nothing twice
+
+
+def test_a_single_run_checks_its_cell_once(tiny_cache: Path, tmp_path: Path) -> None:
+    counts = counted_render(*CELL, "steps=1", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
+    assert counts["build_job"] == 1  # the preflight callback's job is the one the run renders
+
+
+def test_a_prompt_file_edited_between_reads_is_read_again(tmp_path: Path) -> None:
+    manifest = tmp_path / "split.jsonl"
+    manifest.write_text(json.dumps({"id": "p0", "text": "a red cube"}) + "\n")
+    assert [p.text for p in load_prompts(str(manifest))] == ["a red cube"]
+    manifest.write_text(json.dumps({"id": "p0", "text": "a tan cube"}) + "\n")  # the same size: the mtime tells
+    stat = manifest.stat()
+    os.utime(manifest, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert [p.text for p in load_prompts(str(manifest))] == ["a tan cube"]
+    first = load_prompts(str(manifest))
+    first.clear()  # a caller's list is its own: the next read is whole
+    assert len(load_prompts(str(manifest))) == 1
