@@ -131,6 +131,7 @@ def main() -> None:
             same_work += 1
             old_apart += point_order(noisy[x], noisy[y]) != 0
     n = len(pairs)
+    quiet_ranked = sum(new_order(quiet[x], quiet[y]) != 0 for x, y in pairs)  # the rule's resolution without load
     print(f"{len(keys)} cells ({args.model}, steps {args.steps}, caches {args.caches}, {args.prompts} prompts, "
           f"repeats {args.repeats}); {n} pairs; renders: quiet {quiet_s:.0f} s, noisy {noisy_s:.0f} s; "
           f"cpus {os.cpu_count()}")
@@ -143,6 +144,7 @@ def main() -> None:
     print(f"today's point estimates: {old_agree}/{n} pairs ranked as in the quiet run ({old_agree / n:.0%})")
     print(f"new figures: {new_agree} ranked as in the quiet run + {flagged} flagged within noise = "
           f"{(new_agree + flagged) / n:.0%} (goal >= 95 %); {new_wrong} ranked against it")
+    print(f"the new rule on the quiet run: {quiet_ranked}/{n} pairs ranked beyond noise (the rest within it)")
     print(f"byte-identical pairs: {same_work}; ranked apart by the point estimate: {old_apart}, by the new rule: 0")
 
 
