@@ -53,9 +53,10 @@ start_daemon() {
         --pidfile "$RUN_DIR/$name.pid" --chuid "$user" --output "$out" \
         --exec "$1" -- "${@:2}"
     # start-stop-daemon returns once it has forked; the child shows up under
-    # its own name only after exec.
+    # its own name only after exec, which can take seconds on a busy machine
+    # (slurmd loads its plugins first): wait up to 30 s.
     local i
-    for ((i = 0; i < 50; i++)); do
+    for ((i = 0; i < 300; i++)); do
         daemon_alive "$name" && break
         sleep 0.1
     done
