@@ -44,6 +44,11 @@ def normalised(rows: Sequence[Any]) -> list[float] | None:
     return [float(_get(r, "latency_s")) / float(ref) for r, ref in zip(rows, refs, strict=True)]
 
 
+def noisy_reason(figure: float | None, reason: str | None) -> str | None:
+    """The reason a stored noise figure (the index's speed_noise value and detail) flags its cell, or None."""
+    return reason if figure is not None and figure > NOISY_ABOVE else None
+
+
 def by_sample(rows: Sequence[Any]) -> dict[str, list[float]]:
     """(text identity, seed) -> the sample's latency, per its job's reference when every row has one: the shape
     assess.stats.speed_ratio pairs two cells by."""

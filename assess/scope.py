@@ -19,6 +19,7 @@ from typing import Any
 
 from assess.metrics.registry import SPECS, SPEED_NOISE, SPEED_SPECS
 from assess.metrics.speed import cell_speed
+from assess.noise import noisy_reason
 
 Key = tuple[str, int]  # (text identity, seed): a sample of a cell by content
 
@@ -136,7 +137,7 @@ def scoped_cell(index: Any, cell: CellScope) -> ScopedCell:
         if row["value"] is None:
             reasons[row["metric"]] = row["unavailable_reason"]
     noise = speed[SPEED_NOISE.name]
-    noisy = noise.detail if noise.detail and noise.detail.startswith("noisy:") else None
+    noisy = noisy_reason(noise.value, noise.detail)
     return ScopedCell(samples, {m: v for m, v in values.items() if m in SPECS}, reasons, reused, sizes, noisy)
 
 

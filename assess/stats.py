@@ -362,10 +362,10 @@ def _warm_rows(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]]
     return [r for r in rows if keys is None or (r["prompt_sha"], r["seed"]) in keys]
 
 
-def _drift(index: Any, cell_key: str) -> float:
-    """The reference's largest drift over a run that rendered some of the cell's samples (0 when none recorded)."""
+def reference_drift(index: Any, cell_key: str) -> float | None:
+    """The reference's largest drift over a run that rendered some of the cell's samples (None: none recorded)."""
     row = index.query("SELECT max(ref_drift) AS d FROM runs WHERE cell_key = ? AND n_rendered > 0", (cell_key,))
-    return float(row[0]["d"] or 0.0) if row else 0.0
+    return float(row[0]["d"]) if row and row[0]["d"] is not None else None
 
 
 def paired_speedup(anchor_rows: Sequence[Any], cell_rows: Sequence[Any], anchor_drift: float = 0.0,
@@ -432,5 +432,5 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
     speed = paired_speedup(_warm_rows(index, anchor_cell_key, split, anchor_keys), _warm_rows(index, cell_key, split, keys),
-                           _drift(index, anchor_cell_key), _drift(index, cell_key))
+                           reference_drift(index, anchor_cell_key) or 0.0, reference_drift(index, cell_key) or 0.0)
     return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed)

@@ -19,7 +19,8 @@ from typing import Any
 from assess.climb.decide import CellData, Coords
 from assess.experiment import Experiment
 from assess.index import Index, now_iso
-from assess.stats import per_prompt_deltas
+from assess.noise import noisy_reason
+from assess.stats import per_prompt_deltas, reference_drift
 
 TRANSIENT = ("cancelled", "timeout")  # a run that ended so can be proposed again
 
@@ -144,11 +145,9 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
 def speed_noise(index: Index, cell_key: str, split: str) -> tuple[float | None, str | None]:
     """(the reference's largest drift over a run that rendered the cell's samples, why its speed is too noisy to rank
     it or None): the climb's CellData.noise and noisy (docs/timing.md)."""
-    drift = index.query("SELECT max(ref_drift) AS d FROM runs WHERE cell_key = ? AND n_rendered > 0", (cell_key,))
-    flag = index.query("SELECT detail FROM cell_scores WHERE cell_key = ? AND split = ? AND metric = 'speed_noise' "
+    flag = index.query("SELECT value, detail FROM cell_scores WHERE cell_key = ? AND split = ? AND metric = 'speed_noise' "
                        "ORDER BY metric_version DESC LIMIT 1", (cell_key, split))
-    detail = flag[0]["detail"] if flag else None
-    return (drift[0]["d"] if drift else None), (detail if detail and detail.startswith("noisy:") else None)
+    return reference_drift(index, cell_key), (noisy_reason(flag[0]["value"], flag[0]["detail"]) if flag else None)
 
 
 def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str | None, split: str,
