@@ -26,9 +26,10 @@ def main() -> None:
     # kernels a CPU build lacks: noise on every render, whatever the cell.
     logging.getLogger("torchao").setLevel(logging.ERROR)
 
+    from hydra_plugins.hypergrid.composition import composed_once
     from render.preflight import passed
 
-    with cancellable():
+    with cancellable(), composed_once():
         try:
             _task()
         except SystemExit as exit:

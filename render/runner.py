@@ -179,10 +179,12 @@ class CellWriter:
             self.loaded = loaded
         return self.loaded
 
-    def _append(self, record: rundir.SampleRecord) -> None:
-        rundir.append_record(self.run_dir / rundir.SAMPLES, record.as_dict())
-        self.store.add(self.run_dir, record)
-        self.records.append(record)
+    def _append(self, *records: rundir.SampleRecord) -> None:
+        if not records:
+            return
+        appended = rundir.append_records(self.run_dir / rundir.SAMPLES, [record.as_dict() for record in records])
+        self.store.add(self.run_dir, *records, appended=appended)
+        self.records.extend(records)
 
     def produce(self, prompt_id: str, text: str, seed: int) -> None:
         """Under the sample's claim: link a finished copy (another process may have made it), else render it."""
@@ -191,7 +193,7 @@ class CellWriter:
         found = self.store.find(self.job.cell.key, prompt_id, text, seed)
         labels = self.labels.get(prompt_id, {})
         if found is not None:
-            if found.run_dir.resolve() != self.run_dir.resolve() or found.record.prompt_id != prompt_id:
+            if found.folder != self.run_dir.resolve() or found.record.prompt_id != prompt_id:
                 # the labels are this split's, not the found run's
                 self._append(replace(rundir.link_sample(found, self.run_dir, self.job.out_root, prompt_id), **labels))
                 self.result.n_reused += 1
@@ -253,11 +255,12 @@ class CellWriter:
 def plan(job: Job, run_dir: Path, store: rundir.SampleStore) -> tuple[dict[tuple[str, str, int], rundir.ExistingSample], list]:
     """(samples to link from elsewhere, samples to render) of a cell; samples already in `run_dir` need neither."""
     reuse, pending = {}, []
+    here = run_dir.resolve()
     for sample in job.samples:
         found = store.find(job.cell.key, *sample)
         if found is None:
             pending.append(sample)
-        elif found.run_dir.resolve() != run_dir.resolve() or found.record.prompt_id != sample[0]:
+        elif found.folder != here or found.record.prompt_id != sample[0]:
             reuse[sample] = found
     return reuse, pending
 
@@ -327,9 +330,9 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
         rundir.register(job.out_root, run_dir, job.cell.key)
         writer = CellWriter(job, run_dir, run, store, pipelines, result)
-        for (prompt_id, _, _), found in reuse.items():
-            writer._append(rundir.link_sample(found, run_dir, job.out_root, prompt_id))
-            result.n_reused += 1
+        writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
+                         for (prompt_id, _, _), found in reuse.items()))  # one write and fsync for them all
+        result.n_reused += len(reuse)
         log.info("cell %s (%s): %d samples, %d reused, %d to render", job.cell.key, job.cell.describe(),
                  len(job.samples), result.n_reused, len(pending))
         timing: dict[str, Any] = {"repeats": job.timing.repeats}

@@ -7,6 +7,7 @@ so every module can name a `Cell` or a `ModelSpec` without an import cycle.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from render.rundir import cell_key_of
@@ -46,8 +47,8 @@ class Cell:
         return {"model": asdict(self.model), "device_kind": self.device_kind, "steps": self.steps,
                 "guidance": self.guidance, "height": self.height, "width": self.width, **self.axes}
 
-    @property
-    def key(self) -> str:
+    @cached_property
+    def key(self) -> str:  # hashed once per cell: every sample's lookup asks for it (a Cell is never changed)
         return cell_key_of(self.canonical())
 
     def describe(self) -> str:

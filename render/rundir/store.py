@@ -15,12 +15,13 @@ import os
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
 from render.rundir.errors import InvalidRunDirectory
 from render.rundir.states import CellState
-from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, exclusive, file_digest, now_iso
+from render.rundir.files import DONE, FAILED, IMAGES, RUN_JSON, SAMPLES, STATE_DIR, Appended, FileState, exclusive, file_digest, now_iso
 from render.rundir.identity import text_hash
 from render.rundir.keys import image_name
 from render.rundir.liveness import writer_state
@@ -39,6 +40,11 @@ class ExistingSample:
     @property
     def image(self) -> Path:
         return self.run_dir / self.record.image
+
+    @cached_property
+    def folder(self) -> Path:
+        """The run directory, resolved (once: a cell's plan compares every sample's with its own)."""
+        return self.run_dir.resolve()
 
 
 def verify(sample: ExistingSample) -> str | None:
@@ -66,18 +72,22 @@ class SampleStore:
         self._registry = Registry(out_root)
         self._by_cell: dict[str, dict[tuple[str, int], list[ExistingSample]]] | None = None
         self._dirs: dict[str, set[Path]] = {}
+        self._read: dict[Path, FileState | None] = {}  # each run dir's samples.jsonl as last read: unchanged, not read again
         self._checked: dict[tuple[Path, str], str | None] = {}  # (image, sha256) -> problem, once per process
 
     # -- reading ---------------------------------------------------------------------------------
 
     def _load_dir(self, run_dir: Path) -> None:
+        state = FileState.at(run_dir / SAMPLES)  # taken before reading: an append after it is read next time
         try:
             run = load_json(run_dir / RUN_JSON)
             cell_key = run["cell_key"]
             records, _ = read_samples(run_dir, cell_key)
         except (InvalidRunDirectory, KeyError, TypeError):
             return
-        if writer_state(run, ask_slurm=False)[0] == CellState.CRASHED:
+        self._read[run_dir] = state
+        finished = (run_dir / DONE).exists() or (run_dir / FAILED).exists()  # its writer ended: nothing left to clean
+        if not finished and writer_state(run, ask_slurm=False)[0] == CellState.CRASHED:
             remove_stale_temporaries(run_dir)
         self._dirs.setdefault(cell_key, set()).add(run_dir)
         samples = self._by_cell.setdefault(cell_key, {})  # type: ignore[union-attr]
@@ -88,7 +98,7 @@ class SampleStore:
 
     def _scan(self) -> dict[str, dict[tuple[str, int], list[ExistingSample]]]:
         if self._by_cell is None:
-            self._by_cell, self._dirs = {}, {}
+            self._by_cell, self._dirs, self._read = {}, {}, {}
             self._registry = Registry(self.out_root)
             self._registry.update()
             for run_dir in known_run_dirs(self.out_root):
@@ -99,12 +109,14 @@ class SampleStore:
         self._by_cell = None
 
     def refresh_cell(self, cell_key: str) -> None:
-        """Re-read what other processes may have finished for one cell since the scan (cheap: registry tail)."""
+        """Re-read what other processes may have finished for one cell since the scan (cheap: the registry's tail,
+        and only the run directories whose samples.jsonl changed since it was read)."""
         self._scan()
         for key, folder in self._registry.update():
             self._dirs.setdefault(key, set()).add(folder)
         for folder in sorted(self._dirs.get(cell_key, ())):
-            self._load_dir(folder)
+            if folder not in self._read or FileState.at(folder / SAMPLES) != self._read[folder]:
+                self._load_dir(folder)
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -134,11 +146,17 @@ class SampleStore:
         samples = self._scan().get(cell_key, {}).values()
         return [c.record for candidates in samples for c in candidates[:1] if c.record.reused_from is None]
 
-    def add(self, run_dir: Path, record: SampleRecord) -> None:
-        if self._by_cell is not None:
+    def add(self, run_dir: Path, *records: SampleRecord, appended: Appended | None = None) -> None:
+        """Records this process just appended to `run_dir`; when nobody else wrote the file since it was read,
+        the store knows it whole without reading it again."""
+        if self._by_cell is None:
+            return
+        for record in records:
             self._dirs.setdefault(record.cell_key, set()).add(run_dir)
             candidates = self._by_cell.setdefault(record.cell_key, {}).setdefault((record.text_id, record.seed), [])
             candidates.insert(0, ExistingSample(run_dir, record))
+        if appended is not None and appended.alone and self._read.get(run_dir) == appended.before:
+            self._read[run_dir] = appended.after
 
     # -- claims ----------------------------------------------------------------------------------
 
@@ -157,7 +175,7 @@ def link_sample(existing: ExistingSample, run_dir: Path, out_root: Path, prompt_
     prompt_id = prompt_id or existing.record.prompt_id
     image = f"{IMAGES}/{image_name(prompt_id, existing.record.seed)}"
     target = run_dir / image
-    if target.resolve() != existing.image.resolve():
+    if run_dir.resolve() != existing.folder or image != existing.record.image:  # else it is the very file
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         tmp.unlink(missing_ok=True)
