@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import typing
 from typing import Any, Sequence
 
@@ -21,9 +22,14 @@ def _dataclass_of(annotation: Any) -> type | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(schema: type) -> dict[str, Any]:
+    return typing.get_type_hints(schema)  # evaluates every annotation: once per schema, not once per cell
+
+
 def unknown_keys(node: DictConfig, schema: type, prefix: str = "") -> list[str]:
     """Dotted keys of `node` that `schema` (a dataclass, nested ones followed) does not declare."""
-    hints = typing.get_type_hints(schema)
+    hints = _hints(schema)
     unknown = []
     for key in node.keys():
         key = str(key)

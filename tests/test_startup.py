@@ -14,10 +14,12 @@ from pathlib import Path
 from render.prompts import load_prompts
 
 # `python -m render <argv>`, counting cells built (render.cell.build_job), cells composed (Hydra's
-# load_sweep_config) and git calls (the provenance run.json records); the counts go to COUNTS.json.
+# load_sweep_config), configs Hydra merged from scratch (its _compose_config_from_defaults_list: what
+# render.composition does not serve), images hashed, run directories' samples read by the sample store, fsyncs
+# of samples.jsonl and git calls (the provenance run.json records); the counts go to COUNTS.json.
 COUNTING = r'''
-import collections, json, runpy, subprocess, sys
-import render.cell
+import collections, json, os, runpy, subprocess, sys
+import render.cell, render.rundir.digests, render.rundir.store
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
 counts = collections.Counter()
@@ -30,6 +32,16 @@ def counted(name, function):
 
 render.cell.build_job = counted("build_job", render.cell.build_job)
 ConfigLoaderImpl.load_sweep_config = counted("compose_cell", ConfigLoaderImpl.load_sweep_config)
+ConfigLoaderImpl._compose_config_from_defaults_list = counted("merge", ConfigLoaderImpl._compose_config_from_defaults_list)
+render.rundir.digests.file_digest = counted("image_hash", render.rundir.digests.file_digest)
+render.rundir.store.file_digest = counted("image_hash", render.rundir.store.file_digest)
+render.rundir.store.read_samples = counted("store_reads", render.rundir.store.read_samples)
+fsync = os.fsync
+def counted_fsync(fd):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith("samples.jsonl"):
+        counts["samples_fsync"] += 1
+    return fsync(fd)
+os.fsync = counted_fsync
 run = subprocess.run
 def counted_run(args, *rest, **kwargs):
     if args and args[0] == "git":
@@ -58,6 +70,7 @@ def counted_render(*args: str, cwd: Path) -> dict[str, int]:
 def test_an_in_process_sweep_composes_and_checks_each_cell_once(tiny_cache: Path, tmp_path: Path) -> None:
     counts = counted_render("-m", *CELL, "steps=1,2,3", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
     assert counts["compose_cell"] == 3  # the sweeper's preflight composes; the launcher takes its configs
+    assert counts["merge"] == 1  # the three cells differ in a value only: one merge serves the master and all three
     assert counts["build_job"] == 3  # each cell's job is the one its preflight passed
     assert counts["git"] <= 2  # the project's git state, read once per process (rev-parse, status)
     again = counted_render("-m", *CELL, "steps=1,2,3", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
@@ -67,6 +80,28 @@ def test_an_in_process_sweep_composes_and_checks_each_cell_once(tiny_cache: Path
 def test_a_single_run_checks_its_cell_once(tiny_cache: Path, tmp_path: Path) -> None:
     counts = counted_render(*CELL, "steps=1", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
     assert counts["build_job"] == 1  # the preflight callback's job is the one the run renders
+    assert counts["merge"] == 1  # Hydra's get_mode composition and the run's are one
+
+
+def test_a_cell_does_not_read_its_own_samples_again_for_every_sample(tiny_cache: Path, tmp_path: Path) -> None:
+    cell = [*CELL[:-2], "prompts.limit=6", "render_anchor=false"]
+    counts = counted_render(*cell, "steps=1", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
+    assert counts["samples_fsync"] == 6  # each rendered sample is durable when recorded
+    assert counts["store_reads"] <= 3  # not once per sample: its samples.jsonl is read again only when changed
+
+
+def test_a_do_nothing_rerun_links_in_one_write_a_cell_and_hashes_no_image_twice(tiny_cache: Path, tmp_path: Path) -> None:
+    cell = [*CELL[:-2], "prompts.limit=4", "render_anchor=false", "steps=1,2,3", f"out_root={tmp_path / 'out'}"]
+    counted_render("-m", *cell, cwd=tmp_path)
+    for image in (tmp_path / "out").rglob("*.png"):  # finished a while ago: past the timestamp tick
+        stat = image.stat()
+        os.utime(image, ns=(stat.st_atime_ns - 10**10, stat.st_mtime_ns - 10**10))
+    first = counted_render("-m", *cell, cwd=tmp_path)
+    assert first["samples_fsync"] == 3  # 12 samples linked into 3 new run directories: one write and fsync a cell
+    assert first["image_hash"] == 12  # each verified by content before reuse...
+    again = counted_render("-m", *cell, cwd=tmp_path)
+    assert again.get("image_hash", 0) == 0  # ...once: a file in a state already hashed is not read again
+    assert again["samples_fsync"] == 3
 
 
 def test_a_prompt_file_edited_between_reads_is_read_again(tmp_path: Path) -> None:

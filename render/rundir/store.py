@@ -22,6 +22,7 @@ from typing import Iterator
 from render.rundir.errors import InvalidRunDirectory
 from render.rundir.states import CellState
 from render.rundir.files import DONE, FAILED, IMAGES, RUN_JSON, SAMPLES, STATE_DIR, Appended, FileState, exclusive, file_digest, now_iso
+from render.rundir.digests import DigestCache
 from render.rundir.identity import text_hash
 from render.rundir.keys import image_name
 from render.rundir.liveness import writer_state
@@ -47,8 +48,9 @@ class ExistingSample:
         return self.run_dir.resolve()
 
 
-def verify(sample: ExistingSample) -> str | None:
-    """None when the image file is the one its record describes, else why not."""
+def verify(sample: ExistingSample, digests: DigestCache | None = None) -> str | None:
+    """None when the image file is the one its record describes, else why not; `digests` spares hashing a file
+    in a state already hashed (render.rundir.digests)."""
     record = sample.record
     if record.sha256 is None or record.bytes is None:
         return "its record carries no content hash (written before contract version 2)"
@@ -56,7 +58,7 @@ def verify(sample: ExistingSample) -> str | None:
         size = sample.image.stat().st_size
         if size != record.bytes:
             return f"{sample.image} has {size} bytes, its record says {record.bytes}"
-        found, _ = file_digest(sample.image)
+        found = digests.digest(sample.image) if digests is not None else file_digest(sample.image)[0]
     except OSError as error:
         return f"{sample.image} cannot be read ({error.strerror or error})"
     if found != record.sha256:
@@ -74,6 +76,7 @@ class SampleStore:
         self._dirs: dict[str, set[Path]] = {}
         self._read: dict[Path, FileState | None] = {}  # each run dir's samples.jsonl as last read: unchanged, not read again
         self._checked: dict[tuple[Path, str], str | None] = {}  # (image, sha256) -> problem, once per process
+        self._digests = DigestCache(out_root)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -123,7 +126,7 @@ class SampleStore:
     def _problem(self, sample: ExistingSample) -> str | None:
         key = (sample.image, sample.record.sha256 or "")
         if key not in self._checked:
-            self._checked[key] = verify(sample)
+            self._checked[key] = verify(sample, self._digests)
             if self._checked[key]:
                 log.warning("not reusing sample %s seed %d of cell %s: %s; it will be rendered again",
                             sample.record.prompt_id, sample.record.seed, sample.record.cell_key, self._checked[key])

@@ -21,6 +21,14 @@ HOLDOUT = load_prompts(str(PACKAGE_PROMPTS / "holdout.jsonl"))
 # -- known vectors --------------------------------------------------------------------------
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_an_ascii_text_takes_the_fast_fold_to_the_same_identity(text: str) -> None:
+    from render.rundir.identity import _unicode_identity
+
+    assert text_identity(text) == _unicode_identity(text)
+
+
 @pytest.mark.parametrize("variant", [
     "a red cube", "A RED CUBE", "Ａ ＲＥＤ “cube”…", "a\u00a0red\tcube", "a red—cube!", "a r\u200bed cube",
     "a red cu\u00adbe", "  a   red cube. ", "a red cube\ufe0f", "(a) [red] {cube}", "a\u3000red\u2002cube",

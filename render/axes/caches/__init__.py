@@ -14,8 +14,10 @@ A `conf` is a schema instance, the Hydra config node of the same shape, or a cel
 dict). This package imports no torch or diffusers at import time, so config composition stays fast.
 """
 
+import copy
 import dataclasses
 import importlib
+import json
 import pkgutil
 from contextlib import contextmanager
 from dataclasses import field
@@ -143,11 +145,31 @@ def count_engagement(pipe: Any) -> Iterator[Callable[[], Optional[Engagement]]]:
         yield lambda: None if tally is None else tally.result()
 
 
+# Typed parameters by the values they were typed from: a schema validates through OmegaConf (~5 ms), and a
+# sweep's preflight asks for the same few caches once per cell (each cell's own and its anchor's).
+_PARAMS: Dict[str, Dict[str, Any]] = {}
+
+
+def _values_key(conf: Any) -> Optional[str]:
+    """What `typed` reads from `conf`, as a key; None when it cannot read it all (then `typed` says why)."""
+    schema = CACHES[cache_name(conf)].schema
+    try:
+        values = dict(conf) if isinstance(conf, dict) else {f.name: getattr(conf, f.name) for f in dataclasses.fields(schema)}
+        return json.dumps([schema.__qualname__, values], sort_keys=True, default=repr)
+    except Exception:  # noqa: BLE001 - a key it lacks, a value that does not resolve: typed() raises the real error
+        return None
+
+
 def cache_key_params(conf: Any) -> Dict[str, Any]:
     """The canonical parameters that enter the cell key: every field, typed; {"name": "none"} for none."""
     if cache_name(conf) == "none":
         return {"name": "none"}
-    return dataclasses.asdict(typed(conf))
+    key = _values_key(conf)
+    if key is None:
+        return dataclasses.asdict(typed(conf))
+    if key not in _PARAMS:
+        _PARAMS[key] = dataclasses.asdict(typed(conf))  # a bad value raises here, each time: errors are not kept
+    return copy.deepcopy(_PARAMS[key])
 
 
 def check_cache_supported(pipeline: str, conf: Any) -> None:
@@ -196,7 +218,7 @@ class CacheAxis(Axis):
         name = check_name(anchor.cache, "model.anchor.cache")
         if name not in CACHES:
             raise CacheConfigError(f"model.anchor.cache={name}: valid values are {', '.join(CACHES)}")
-        return cache_key_params(CACHES[name].schema())
+        return cache_key_params({"name": name})  # the method's defaults
 
     def override(self, value: Any) -> str:
         return f"cache={value['name']}"  # the anchor's cache takes its defaults: the option name is enough

@@ -17,7 +17,8 @@ as any program reads its configuration at start, so inside `composed_once()`:
 Each hit hands out a deep copy, and all that depends on a cell's own overrides (applying its value overrides,
 `hydra.overrides`, `hydra.runtime.choices`, `override_dirname`) still runs in Hydra's own code, so every
 config is the one Hydra composes without the memo: `tests/test_composition.py` holds the two equal over
-generated override sets. Outside the tested Hydra line (1.3) nothing is patched.
+generated override sets. Outside the tested Hydra line (1.3) nothing is patched. (Not a module of
+hydra_plugins/: Hydra's plugin scan executes those again, which would reset the memo in the middle of a run.)
 """
 
 from __future__ import annotations
