@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -51,7 +52,12 @@ def name_folders_by_swept_keys(config: DictConfig, fixed_keys: Sequence[str]) ->
 
 
 def task_part(config: DictConfig) -> DictConfig:
-    task = config.copy()
+    """The cell's config as its job sees it (no hydra node): a copy of its own, through pickle (a 300-cell
+    preflight makes 300; pickle is a third of the time of `copy`)."""
+    try:
+        task = pickle.loads(pickle.dumps(config, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - a value pickle refuses: the slower copy
+        task = config.copy()
     with open_dict(task):
         del task["hydra"]
     return task
