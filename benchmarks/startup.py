@@ -26,6 +26,7 @@ from pathlib import Path
 PHASES: list[tuple[str, int, tuple[tuple[str, str], ...]]] = [
     ("imports (all, lazy ones too)", 0, (("<frozen importlib._bootstrap>", "_find_and_load"),)),
     ("Hydra composition (every config)", 0, (("hydra/_internal/config_loader_impl.py", "_load_configuration_impl"),)),
+    ("merges from scratch (the memo's misses)", 1, (("hydra/_internal/config_loader_impl.py", "_compose_config_from_defaults_list"),)),
     ("preflight: every cell", 0, (("render/preflight.py", "preflight_config"),)),
     ("build the job (prompts, weights identity)", 1, (("render/cell.py", "build_job"),)),
     ("read prompt files", 2, (("render/prompts.py", "load_prompts"),)),
@@ -38,6 +39,7 @@ PHASES: list[tuple[str, int, tuple[tuple[str, str], ...]]] = [
     ("the cells' jobs (render_task)", 0, (("render/app.py", "render_task"),)),
     ("sample store scan", 1, (("render/rundir/store.py", "_scan"),)),
     ("sample lookups", 1, (("render/rundir/store.py", "find"),)),
+    ("image digests (verified before reuse)", 2, (("render/rundir/digests.py", "digest"),)),
     ("claims", 1, (("render/rundir/store.py", "claim"),)),
     ("run.json (provenance)", 1, (("render/runner.py", "run_json"),)),
     ("pipeline load", 1, (("render/pipeline.py", "get"),)),
