@@ -14,18 +14,9 @@ from omegaconf import DictConfig
 
 from render.pipeline import PIPELINES
 from render.preflight import checked_job
-from render.rundir import FAILED, CellState, SampleStore
+from render.rundir import FAILED, CellState, sample_store
 from render.runner import CellResult, run_job
 from render.signals import Cancelled, cancel_on_signals
-
-# Process-level state: an in-process sweep scans the output root once.
-_STORES: dict[Path, SampleStore] = {}
-
-
-def sample_store(out_root: Path) -> SampleStore:
-    if out_root not in _STORES:
-        _STORES[out_root] = SampleStore(out_root)
-    return _STORES[out_root]
 
 
 def render_task(cfg: DictConfig) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from render.limits import check_numbers
 from render.metrics import check_metrics
 from render.pipeline import BUILTIN_PREFIX
 from render.prompts import resolve_manifest
+from render.rundir import sample_store
 from render.strict import check_known_keys, refuse_unused_cache_overrides, unused_cache_overrides
 
 log = logging.getLogger("render")
@@ -51,7 +52,9 @@ def passed() -> bool:
     return bool(_PASSED)
 
 
-def check_model(model: Any) -> None:
+def check_model(model: Any, *, resolve_pipeline: bool = True) -> None:
+    """The model's folder or hub revision (its weights enter the cell key); `resolve_pipeline`: also its pipeline
+    class, resolved as loading resolves it (an import of diffusers)."""
     if model.id.startswith(BUILTIN_PREFIX):
         check_builtin_model(model.id[len(BUILTIN_PREFIX):])
         return
@@ -68,15 +71,21 @@ def check_model(model: Any) -> None:
                               "(not in the local Hugging Face cache's refs, and the hub did not answer for it); the "
                               "cell key needs the weights' identity. Download it (`hf download "
                               f"{model.id}`), or pin model.revision to a 40-hex commit")
-    pipeline_info(model.pipeline)  # a diffusers class name or a dotted path, resolved as loading resolves it
+    if resolve_pipeline:
+        pipeline_info(model.pipeline)  # a diffusers class name or a dotted path, resolved as loading resolves it
 
 
 def check_job(job: Job) -> None:
-    """Environment checks for a built job (every axis of the cell and of its anchor, then the model);
-    raises with a message naming the bad value."""
-    for cell in (job.cell, job.anchor):
+    """Environment checks for a built job: every axis of the cell and of its anchor, then the model; raises with a
+    message naming the bad value. What this machine must offer (a device, an attention kernel, a pipeline that
+    takes the cache, the pipeline class itself) is asked only of a cell or anchor with samples left to render:
+    one whose every sample is finished and verified runs nothing, so a re-run of a finished sweep imports no
+    diffusers. Its key, its values and the laws are checked all the same."""
+    store = sample_store(job.out_root)
+    rendering = [cell for cell in (job.cell, job.anchor) if store.pending(cell.key, job.samples)]
+    for cell in rendering:
         axes.check_cell(cell, job.device)
-    check_model(job.cell.model)
+    check_model(job.cell.model, resolve_pipeline=bool(rendering))
 
 
 def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (), *, single: bool = False) -> Job:

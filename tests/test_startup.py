@@ -52,6 +52,7 @@ sys.argv = ["render", *sys.argv[1:]]
 try:
     runpy.run_module("render", run_name="__main__", alter_sys=True)
 finally:
+    counts["diffusers_imported"] = int("diffusers" in sys.modules)
     with open("COUNTS.json", "w") as f:
         json.dump(counts, f)
 '''
@@ -115,3 +116,15 @@ def test_a_prompt_file_edited_between_reads_is_read_again(tmp_path: Path) -> Non
     first = load_prompts(str(manifest))
     first.clear()  # a caller's list is its own: the next read is whole
     assert len(load_prompts(str(manifest))) == 1
+
+
+def test_a_rerun_of_a_finished_sweep_asks_nothing_of_the_machine_and_imports_no_diffusers(tiny_cache: Path,
+                                                                                          tmp_path: Path) -> None:
+    # cache=fbcache makes preflight inspect the pipeline class (does its transformer take cache hooks?): an import
+    # of diffusers, which a cell with nothing to render does not need
+    cell = [*CELL[:-2], "prompts.limit=2", "render_anchor=true", "cache=fbcache", "steps=2,3", f"out_root={tmp_path / 'out'}"]
+    assert counted_render("-m", *cell, cwd=tmp_path)["diffusers_imported"] == 1  # it renders
+    again = counted_render("-m", *cell, cwd=tmp_path)
+    assert again.get("diffusers_imported", 0) == 0 and again["build_job"] == 2  # each cell still keyed and checked
+    (next((tmp_path / "out").rglob("*.png"))).write_bytes(b"damaged")  # one sample to render again: checked in full
+    assert counted_render("-m", *cell, cwd=tmp_path)["diffusers_imported"] == 1

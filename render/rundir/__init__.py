@@ -26,7 +26,7 @@ from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, Sa
                                    Terminal, is_sweep_folder, load_json, load_run, parse_override,
                                    parse_sample, parse_time, read_samples, read_terminal)
 from render.rundir.states import Category, CellState, category_of_job_state
-from render.rundir.store import ExistingSample, SampleStore, link_sample, verify
+from render.rundir.store import ExistingSample, SampleStore, link_sample, sample_store, verify
 from render.rundir.walk import Registry, find_run_dirs, iter_run_dirs, known_run_dirs, load_runs, register, scan_runs
 
 from render.rundir.sweep import SweepCell, SweepInfo, load_sweep, sweep_cell, write_sweep
@@ -57,6 +57,7 @@ __all__ = [
     "SWEEP_JSON",
     "SampleRecord",
     "SampleStore",
+    "sample_store",
     "ShortWrite",
     "SweepCell",
     "SweepInfo",

@@ -172,6 +172,16 @@ class SampleStore:
             yield acquired
 
 
+_STORES: dict[Path, SampleStore] = {}  # process-level: preflight and every in-process cell share one scan
+
+
+def sample_store(out_root: Path) -> SampleStore:
+    """This process's store of an output root."""
+    if out_root not in _STORES:
+        _STORES[out_root] = SampleStore(out_root)
+    return _STORES[out_root]
+
+
 def link_sample(existing: ExistingSample, run_dir: Path, out_root: Path, prompt_id: str | None = None) -> SampleRecord:
     """Make a verified finished sample part of `run_dir` without rendering it: hard link (or copy) its image, under
     this run's prompt id (`prompt_id`) when the sample was rendered under another id for the same text."""
