@@ -94,12 +94,9 @@ def _nothing_missing(tree: Any) -> bool:
     stack = [tree]
     while stack:
         item = stack.pop()
-        node = getattr(item, "node", item)
-        try:
-            if node.get_config_path().endswith("???"):
-                return False
-        except NotImplementedError:  # the virtual root has no path
-            pass
+        node = getattr(item, "node", item)  # a tree node, or a leaf default
+        if node.get_config_path().endswith("???"):  # the virtual root's path is "<root>"
+            return False
         stack.extend(getattr(item, "children", None) or [])
     return True
 
