@@ -222,6 +222,35 @@ def _is_experiment(name: str) -> bool:
 
 
 @cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@db_option
+@click.option("--rounds", type=click.IntRange(min=6), default=20, show_default=True, metavar="N",
+              help="rounds to time: in each, every contender renders the same recorded sample once, order shuffled")
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="stop after S seconds of rounds (at least 6 rounds), before --rounds when that comes first")
+@click.option("--device", default=None, metavar="DEVICE",
+              help="torch device to time on, e.g. cuda:1 (default: the runs' own `device`, auto = CUDA when present)")
+@click.option("--every-pair", is_flag=True, help="also time every two cells against each other, not only each cell "
+              "against its anchor")
+@click.option("--pairwise", is_flag=True, help="load two pipelines at a time (each cell with its anchor, one set "
+              "after another) instead of every contender at once: for models too large to hold several")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the rounds' shuffled orders")
+@click.option("--json", "as_json", is_flag=True, help="print a JSON list, one object per pair timed")
+def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None, device: str | None,
+           every_pair: bool, pairwise: bool, seed: int, as_json: bool) -> None:
+    """Time the cells of finished runs under PATHS side by side: one process, one device, each pipeline loaded and
+    warmed once, interleaved rounds (docs/timing.md). Writes no image; each session goes to the run directories
+    and the index, and every speed-up shown from then on is this paired figure."""
+    from assess.retime import retime_runs
+
+    log = None if as_json else (lambda line: click.echo(line, err=True))
+    with user_errors(db):
+        result = retime_runs(list(paths), db, rounds=rounds, seconds=seconds, device=device, every_pair=every_pair,
+                             pairwise=pairwise, seed=seed, log=log)
+    click.echo(json.dumps(result.as_json(), indent=1) if as_json else "\n".join(result.lines()))
+
+
+@cli.command()
 @click.argument("experiment")
 @db_option
 @click.option("--apply", is_flag=True, help="run the proposed render commands, then score what they rendered")

@@ -21,6 +21,7 @@ Tables (see SCHEMA below for every column):
   samples.category, samples.challenge: the prompt's labels in its suite; set_scores: set-level metrics of a
                cell against its anchor (CMMD) per split (migration 0004_quality)
   samples.steps_computed ... compile_cache_misses: cache engagement and compile per sample (0006_engagement)
+  timing_sessions, timing_cells: side-by-side timing sessions and their contenders' rounds (0007_side_by_side)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs), cache_engagement (steps and units a cache
 cell computed and reused), compile_break_even (compile time cold and warm, images until it pays).
@@ -392,6 +393,42 @@ LEFT JOIN cell_summary m ON m.cell_key = p.cell_key AND m.split = p.split
 LEFT JOIN cell_summary e ON e.cell_key = p.eager_cell_key AND e.split = p.split
 """
 
+# Side-by-side timing (render.rundir.timings, `assess retime`): one row per session, one per contender of it with
+# its per-round latencies; the rounds' samples and orders in the session row. Speed-ups are computed from these
+# (assess.sidebyside), never stored: a session's rows are its run directories' record, as read.
+SCHEMA_0007_SIDE_BY_SIDE = """
+CREATE TABLE timing_sessions (
+  session TEXT PRIMARY KEY,
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL,
+  device TEXT NOT NULL,               -- the one torch device every contender ran on
+  device_name TEXT,
+  host TEXT,
+  pid INTEGER,                        -- the one process that timed every contender
+  rounds INTEGER NOT NULL,
+  samples TEXT NOT NULL,              -- JSON list of [text identity, seed], one per round
+  orders TEXT NOT NULL,               -- JSON list, per round the contenders' indices in timed order
+  device_s REAL NOT NULL,             -- every second of device work the session did
+  complete INTEGER NOT NULL,
+  purpose TEXT NOT NULL,              -- retime | climb | final
+  experiment TEXT
+);
+CREATE TABLE timing_cells (
+  session TEXT NOT NULL,
+  cell_key TEXT NOT NULL,
+  position INTEGER NOT NULL,          -- the contender's index in the session
+  run_path TEXT NOT NULL,             -- the run directory whose samples were timed
+  latencies TEXT NOT NULL,            -- JSON list of seconds, one per round
+  warmup_calls INTEGER NOT NULL,
+  load_s REAL,
+  matched INTEGER NOT NULL,           -- timed outputs byte-identical to the recorded image
+  differed INTEGER NOT NULL,
+  unchecked INTEGER NOT NULL,
+  PRIMARY KEY (session, cell_key)
+);
+CREATE INDEX timing_cells_cell ON timing_cells (cell_key)
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
@@ -399,6 +436,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0004_quality", [SCHEMA_0004_QUALITY]),
     ("0005_timing", SCHEMA_0005_TIMING),
     ("0006_engagement", [SCHEMA_0006_ENGAGEMENT]),
+    ("0007_side_by_side", [SCHEMA_0007_SIDE_BY_SIDE]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -668,6 +706,21 @@ class Index:
             "OR samples.run_path = excluded.run_path",
             [[r[c] for c in columns] for r in rows],
         )
+
+    def upsert_timing(self, session: Any) -> None:
+        """A side-by-side timing session (render.rundir.timings.TimingSession): its row and its contenders' rows."""
+        with self.write():
+            self.db["timing_sessions"].upsert({  # type: ignore[union-attr]
+                "session": session.session, "started_at": session.started_at, "finished_at": session.finished_at,
+                "device": session.device, "device_name": session.device_name, "host": session.host, "pid": session.pid,
+                "rounds": session.rounds, "samples": json_dumps(session.samples), "orders": json_dumps(session.orders),
+                "device_s": session.device_s, "complete": int(session.complete), "purpose": session.purpose,
+                "experiment": session.experiment}, pk="session")
+            self.db["timing_cells"].upsert_all([{  # type: ignore[union-attr]
+                "session": session.session, "cell_key": c.cell_key, "position": i, "run_path": c.run_dir,
+                "latencies": json_dumps(c.latencies), "warmup_calls": c.warmup_calls, "load_s": c.load_s,
+                "matched": c.matched, "differed": c.differed, "unchecked": c.unchecked}
+                for i, c in enumerate(session.contenders)], pk=("session", "cell_key"))
 
     def flag_samples(self, conn: sqlite3.Connection, flags: dict[tuple[str, str, int], str | None]) -> None:
         """(cell key, text identity, seed) -> the sample's problem, or None."""

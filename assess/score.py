@@ -171,10 +171,15 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
 
 
 def ingest_run(index: Index, run: RunDir) -> None:
+    from render.rundir.timings import read_sessions
+
     with index.write() as conn:
         index.upsert_run(conn, run_row(run))
         index.upsert_samples(conn, [sample_row(run, s) for s in run.samples])
         index.refresh_cell(conn, run.cell_key)
+    sessions, _unreadable = read_sessions(run.path)  # side-by-side timings (a torn record is skipped, as a sample's)
+    for session in sessions:
+        index.upsert_timing(session)
 
 
 # -- metrics --------------------------------------------------------------------------------

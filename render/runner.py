@@ -33,6 +33,7 @@ from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
+from render.spec import Cell
 from render.timing import CLOCK, drift
 from render.rundir.watchdog import project
 
@@ -116,35 +117,51 @@ def peak_memory(device: str) -> tuple[int, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu-rss-hwm"
 
 
+def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, seed: int) -> tuple[Any, float]:
+    """One pipeline call of one sample (the generator seeded for it): its pixels and its device-synchronised
+    seconds. The render and the side-by-side timing (render.retime) time exactly this."""
+    import torch
+
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        pixels = loaded.pipe(**call_kwargs(cell, prompt, seed)).images[0]
+    if cuda:
+        torch.cuda.synchronize(device)
+    return pixels, time.perf_counter() - start
+
+
+def png_bytes(pixels: Any, what: str) -> bytes:
+    """The sample's image file: 8-bit PNG of the pipeline's [0, 1] pixels (NonFiniteOutput names `what`)."""
+    import numpy as np
+    from PIL import Image
+
+    if not np.isfinite(pixels).all():
+        raise NonFiniteOutput(f"{what} has non-finite pixels ({int((~np.isfinite(pixels)).sum())} values)")
+    buffer = io.BytesIO()
+    Image.fromarray((np.clip(pixels, 0, 1) * 255).round().astype("uint8")).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, calls: int = 1
                   ) -> tuple[bytes, list[float], int, str]:
     """`calls` pipeline calls of one sample (the same image each time: the generator is seeded per call): PNG
     bytes of the first, each call's device-synchronised latency, peak memory and its kind."""
-    import numpy as np
     import torch
-    from PIL import Image
 
-    cuda = job.device.startswith("cuda")
-    if cuda:
+    if job.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(job.device)
     latencies: list[float] = []
     pixels: Any = None
     for _ in range(calls):
-        if cuda:
-            torch.cuda.synchronize(job.device)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            images = loaded.pipe(**call_kwargs(job.cell, prompt, seed)).images[0]
-        if cuda:
-            torch.cuda.synchronize(job.device)
-        latencies.append(time.perf_counter() - start)
+        images, seconds = timed_call(loaded, job.cell, job.device, prompt, seed)
+        latencies.append(seconds)
         pixels = images if pixels is None else pixels
-    if not np.isfinite(pixels).all():
-        raise NonFiniteOutput(f"sample ({prompt!r}, seed {seed}) has non-finite pixels ({int((~np.isfinite(pixels)).sum())} values)")
-    buffer = io.BytesIO()
-    Image.fromarray((np.clip(pixels, 0, 1) * 255).round().astype("uint8")).save(buffer, format="PNG")
+    png = png_bytes(pixels, f"sample ({prompt!r}, seed {seed})")
     memory, kind = peak_memory(job.device)
-    return buffer.getvalue(), latencies, memory, kind
+    return png, latencies, memory, kind
 
 
 class CellWriter:

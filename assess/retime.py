@@ -1,0 +1,135 @@
+"""`assess retime <sweep|run ...>`: time the cells of finished runs side by side and index the result.
+
+Each contender is rebuilt from its run directory (its recorded overrides composed again; a cell whose key no longer
+matches what was recorded is refused: it would time something else than what was judged), timed with every other
+contender of its set by render.retime, and the session is recorded in the run directories and the index. The
+speed-ups are assess.sidebyside's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assess.errors import AssessError
+from assess.sidebyside import PairTiming, session_pairs
+from render.rundir import RunDir, load_runs
+from render.rundir.timings import TimingSession
+
+Log = Callable[[str], None]
+DEFAULT_ROUNDS = 20
+
+
+class RetimeRefused(AssessError):
+    """Nothing can be timed side by side as asked."""
+
+
+@dataclass
+class RetimeResult:
+    sessions: list[TimingSession] = field(default_factory=list)
+    pairs: list[PairTiming] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # cell key -> its description
+
+    def as_json(self) -> list[dict[str, Any]]:
+        return [{**p.as_dict(), "cell_label": self.labels.get(p.cell), "against_label": self.labels.get(p.against)}
+                for p in self.pairs]
+
+    def lines(self) -> list[str]:
+        out = []
+        for p in self.pairs:
+            s = p.speedup
+            interval = f" [{s.low:.3g}, {s.high:.3g}]" if s.low is not None and s.high is not None else ""
+            check = {True: "", False: "  (an output differs from its judged image)", None: "  (outputs not checked)"}
+            out.append(f"{self.labels.get(p.cell, p.cell[:12])}  vs  {self.labels.get(p.against, p.against[:12])}: "
+                       f"{s.value:.3g}x{interval} over {s.n} rounds on {p.device}{check[p.verified]}")
+        return out
+
+
+def _job(run: RunDir, device: str | None) -> Any:
+    """The run's cell rebuilt by composing its recorded overrides again (the device replaced when asked)."""
+    from assess.experiment import compose
+    from render.cell import build_job
+
+    overrides = [o for o in run.overrides if not o.startswith(("hydra.", "hydra/", "device="))]
+    job = build_job(compose([*overrides, *([f"device={device}"] if device else [])]))
+    if job.cell.key != run.cell_key:
+        raise RetimeRefused(
+            f"{run.path}: its overrides compose to cell {job.cell.key[:12]} today, not the recorded "
+            f"{run.cell_key[:12]} ({run.describe}): the model's weights, a config or the device kind changed, so "
+            "timing it would not time what was judged. Render it again, or retime from where it was rendered"
+            + (f" (--device {device} gives another device kind than the run's)" if device else ""))
+    return job
+
+
+def contenders(runs: Sequence[RunDir], device: str | None) -> dict[str, Any]:
+    """cell key -> render.retime.Contender, one per distinct cell (its samples gathered over its runs)."""
+    from render.retime import Contender, Sample
+
+    by_cell: dict[str, list[RunDir]] = {}
+    for run in runs:
+        by_cell.setdefault(run.cell_key, []).append(run)
+    out = {}
+    for key, group in by_cell.items():
+        group.sort(key=lambda r: (-len(r.samples), str(r.path)))
+        samples: dict[tuple[str, int], Sample] = {}
+        for run in group:
+            for s in run.samples:
+                if s.prompt is not None and (s.text_id, s.seed) not in samples:
+                    samples[(s.text_id, s.seed)] = Sample(s.text_id, s.prompt, s.seed, s.sha256)
+        if samples:
+            out[key] = Contender(_job(group[0], device), group[0].path, samples)
+    return out
+
+
+def default_pairs(runs: Sequence[RunDir], keys: set[str], every_pair: bool) -> list[tuple[str, str]]:
+    """Each cell against its anchor (when timed too); with every_pair, also every two cells."""
+    pairs = {(r.cell_key, r.anchor_cell_key) for r in runs if not r.is_anchor and r.anchor_cell_key in keys
+             and r.cell_key in keys}
+    if every_pair:
+        ordered = sorted(keys)
+        pairs |= {(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]}
+    return sorted(pairs)
+
+
+def retime_runs(paths: Sequence[Path | str], db: Path | str | None = None, *, rounds: int = DEFAULT_ROUNDS,
+                seconds: float | None = None, device: str | None = None, every_pair: bool = False,
+                pairwise: bool = False, seed: int = 0, log: Log | None = None) -> RetimeResult:
+    """Time the cells of the runs under `paths` (and their anchors) side by side; record and index each session."""
+    from render.errors import RenderError
+
+    try:
+        return _retime_runs(paths, db, rounds, seconds, device, every_pair, pairwise, seed, log)
+    except RenderError as error:  # a value the renderer refuses (a bad device, rounds too few): one line
+        raise RetimeRefused(str(error)) from error
+
+
+def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, rounds: int, seconds: float | None,
+                 device: str | None, every_pair: bool, pairwise: bool, seed: int, log: Log | None) -> RetimeResult:
+    from assess.index import Index
+    from render.retime import retime
+
+    runs = load_runs(list(paths), with_anchors=True)
+    if not runs:
+        raise RetimeRefused(f"no run directories under {', '.join(str(p) for p in paths)}")
+    found = contenders(runs, device)
+    pairs = default_pairs(runs, set(found), every_pair)
+    if not pairs:
+        raise RetimeRefused(f"{len(found)} cell(s) with recorded samples and no pair to time: give a sweep (its cells "
+                            "are timed against their anchor, rendered with them) or pass --every-pair with two cells "
+                            "or more")
+    sets = [list(pair) for pair in pairs] if pairwise else [sorted({k for pair in pairs for k in pair})]
+    result = RetimeResult(labels={r.cell_key: r.describe or r.cell_key[:12] for r in runs})
+    with Index.open(db) as index:
+        for members in sets:
+            group = [found[k] for k in members]
+            for c in group:  # each set loads its own pipelines
+                c.latencies, c.checked = [], {}
+            if log:
+                log(f"timing {len(group)} cells side by side for up to {rounds} rounds on {group[0].job.device}")
+            session = retime(group, rounds=rounds, seconds=seconds, seed=seed)
+            index.upsert_timing(session)
+            result.sessions.append(session)
+            result.pairs += session_pairs(index, session.session, [p for p in pairs if set(p) <= set(members)])
+    return result

@@ -1,0 +1,152 @@
+"""Speed-ups from side-by-side timing (render.retime, `assess retime`): how they are computed and read back.
+
+The speed-up of a cell over another (`against`) comes from the rounds of one session only, where both were timed
+in the same process on the same device: each round gives one ratio, against's latency over the cell's (both
+rendered the same sample, one right after the other in a shuffled order). The figure is the **median of the
+per-round ratios**, with a **distribution-free 95 % interval** from the order statistics (the binomial interval
+of a median; Hodges & Lehmann): it holds for any distribution of the ratios, only assuming the rounds are
+exchangeable. Why not a t interval on the log ratios: on a shared machine a burst of load that hits one call of
+a round and not the other gives that round a wild ratio; the mean (and its t interval) follows it, the median does
+not, and the interval does not pretend the ratios are normal. Interleaving is what makes rounds exchangeable: a
+trend of the machine shifts both sides of a round alike.
+
+A figure of two cells that were never timed side by side is a ratio of render-time medians from different
+processes: shown as "timed apart", with the margin between runs that the replication benchmark measured
+(TIMED_APART_MARGIN), and never used to rank the two on speed alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from assess.stats import CONFIDENCE, Estimate
+
+# How far apart render-time speed-ups of the same pair of cells land in independent runs on a busy machine: the
+# 90th percentile of |log(run / median of the other runs)| over every pair and run of `benchmarks/timing.py
+# --replicate` (6 processes, shapes model, docs/timing.md), as a fraction. Measured, not assumed; re-measure there.
+TIMED_APART_MARGIN = 0.60
+SIDE_BY_SIDE = "side by side"
+TIMED_APART = "timed apart"
+
+
+def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+    """1-based ranks (l, n + 1 - l) of the order statistics that bound the median with at least `confidence`
+    coverage (binomial, p = 1/2); None when n is too small for any such interval."""
+    from scipy.stats import binom
+
+    tail = (1 - confidence) / 2
+    lower = int(binom.ppf(tail, n, 0.5))  # P(X <= lower - 1) <= tail
+    while lower > 0 and binom.cdf(lower - 1, n, 0.5) > tail:
+        lower -= 1
+    while binom.cdf(lower, n, 0.5) <= tail:
+        lower += 1
+    return (lower, n + 1 - lower) if lower >= 1 else None
+
+
+def round_speedup(cell: Sequence[float], against: Sequence[float], confidence: float = CONFIDENCE) -> Estimate | None:
+    """The speed-up of `cell` over `against` from paired rounds (one latency of each per round): the median of
+    against / cell over the rounds, with the order-statistic interval (module doc); None without a round."""
+    ratios = sorted(a / c for c, a in zip(cell, against, strict=True) if c > 0 and a > 0)
+    if not ratios:
+        return None
+    ranks = median_interval_ranks(len(ratios), confidence)
+    if ranks is None:
+        return Estimate(statistics.median(ratios), None, None, len(ratios),
+                        note=f"{len(ratios)} round(s): too few for a {confidence:.0%} interval")
+    return Estimate(statistics.median(ratios), ratios[ranks[0] - 1], ratios[ranks[1] - 1], len(ratios))
+
+
+@dataclass(frozen=True)
+class PairTiming:
+    """The side-by-side speed-up of `cell` over `against` from one session."""
+
+    cell: str
+    against: str
+    speedup: Estimate
+    session: str
+    device: str
+    device_name: str | None
+    finished_at: str
+    verified: bool | None  # every checked output of both matched its recorded image (None: nothing checked)
+    complete: bool
+
+    @property
+    def how(self) -> str:
+        checked = {True: "outputs match the judged images", False: "an output differs from the judged image",
+                   None: "outputs not checked"}[self.verified]
+        return (f"{SIDE_BY_SIDE}: {self.speedup.n} interleaved rounds in one process on {self.device} "
+                f"({self.device_name}), session {self.session}; {checked}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cell": self.cell, "against": self.against, "speedup": self.speedup.value, "low": self.speedup.low,
+                "high": self.speedup.high, "rounds": self.speedup.n, "method": "median of per-round ratios, "
+                "order-statistic 95% interval", "timed": SIDE_BY_SIDE, "how": self.how, "session": self.session,
+                "device": self.device, "device_name": self.device_name, "at": self.finished_at,
+                "verified": self.verified, "complete": self.complete}
+
+
+def _verified(*cells: dict[str, Any]) -> bool | None:
+    if any(c["differed"] for c in cells):
+        return False
+    return True if all(c["matched"] for c in cells) else None
+
+
+def session_pairs(index: Any, session: str, pairs: Sequence[tuple[str, str]]) -> list[PairTiming]:
+    """The speed-up of each (cell, against) pair of one recorded session."""
+    head = index.query("SELECT * FROM timing_sessions WHERE session = ?", (session,))
+    if not head:
+        return []
+    cells = {r["cell_key"]: r for r in index.query("SELECT * FROM timing_cells WHERE session = ?", (session,))}
+    out = []
+    for cell, against in pairs:
+        if cell not in cells or against not in cells:
+            continue
+        estimate = round_speedup(json.loads(cells[cell]["latencies"]), json.loads(cells[against]["latencies"]))
+        if estimate is not None:
+            out.append(PairTiming(cell, against, estimate, session, head[0]["device"], head[0]["device_name"],
+                                  head[0]["finished_at"], _verified(cells[cell], cells[against]),
+                                  bool(head[0]["complete"])))
+    return out
+
+
+def side_by_side(index: Any, cell: str, against: str) -> PairTiming | None:
+    """The latest session that timed `cell` and `against` side by side, as their speed-up (None: never)."""
+    rows = index.query(
+        "SELECT s.session FROM timing_sessions s JOIN timing_cells a ON a.session = s.session AND a.cell_key = ? "
+        "JOIN timing_cells b ON b.session = s.session AND b.cell_key = ? WHERE s.rounds > 0 "
+        "ORDER BY s.complete DESC, s.finished_at DESC, s.rounds DESC LIMIT 1", (cell, against))
+    if not rows:
+        return None
+    found = session_pairs(index, rows[0]["session"], [(cell, against)])
+    return found[0] if found else None
+
+
+def timed_apart_note(margin: float = TIMED_APART_MARGIN) -> str:
+    return (f"{TIMED_APART}: render-time medians of different processes, not comparable beyond "
+            f"±{margin:.0%} (assess retime times them side by side)")
+
+
+def timed_apart(estimate: Estimate, margin: float = TIMED_APART_MARGIN) -> Estimate:
+    """A render-time speed-up marked as timed apart: its interval widened to at least the measured margin between
+    runs, and the note saying so."""
+    low = estimate.value / (1 + margin) if estimate.low is None else min(estimate.low, estimate.value / (1 + margin))
+    high = estimate.value * (1 + margin) if estimate.high is None else max(estimate.high, estimate.value * (1 + margin))
+    note = timed_apart_note(margin) + (f"; {estimate.note}" if estimate.note else "")
+    return Estimate(estimate.value, low, high, estimate.n, note=note)
+
+
+def comparable(a: Estimate | None, b: Estimate | None) -> bool:
+    """Two speed-ups can be ranked against each other: both were timed side by side (never a timed-apart figure)."""
+    return all(e is not None and e.note is not None and e.note.startswith(SIDE_BY_SIDE) for e in (a, b))
+
+
+def log_margin(estimate: Estimate) -> float:
+    """Half the width of a speed-up's interval, in log units (0 without one)."""
+    if estimate.low is None or estimate.high is None or estimate.low <= 0:
+        return 0.0
+    return (math.log(estimate.high) - math.log(estimate.low)) / 2

@@ -1,0 +1,170 @@
+"""Time contenders side by side: one process, one device, each pipeline loaded and warmed once, interleaved rounds.
+
+A speed-up of two cells rendered in different processes, hours or GPUs carries the error between those runs, which
+no interval over one run's samples can see (docs/timing.md). Here every contender gets its own loaded pipeline,
+configured for its cell once (hooks and compile are never re-applied between calls), and warmed up; then, in each
+round, every contender renders the same recorded sample once, in an order shuffled per round (so neither a trend
+of the machine nor a contender's place in the round favours one side). A speed-up comes from the rounds: each
+round pairs the contenders in time and in prompt.
+
+Each contender's first output of each sample is checked against the recorded image's sha256 (outside the timed
+call), so what is timed is what was judged; a deterministic cell that renders other bytes is reported as such.
+No image is written. The session is recorded in each contender's run directory (render.rundir.timings).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from render import axes
+from render.cell import Job
+from render.errors import RenderError
+from render.pipeline import LoadedPipeline, call_kwargs, configure, load_pipeline
+from render.provenance import device_info
+from render.rundir import digest, now_iso
+from render.rundir.timings import ContenderTiming, TimingSession, record_session
+from render.runner import png_bytes, timed_call
+
+log = logging.getLogger("render")
+
+MIN_ROUNDS = 6  # the fewest rounds that give a 95 % distribution-free interval of the median ratio (assess.sidebyside)
+
+
+class RetimeError(RenderError, ValueError):
+    """The contenders cannot be timed side by side (nothing in common, a bad count)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A recorded sample a contender is timed on: its text (what the model receives), seed and image digest."""
+
+    text_id: str
+    text: str
+    seed: int
+    sha256: str | None
+
+
+@dataclass
+class Contender:
+    """A cell to time: its job (the cell as rebuilt from its run directory), where it was judged, its samples."""
+
+    job: Job
+    run_dir: Path
+    samples: dict[tuple[str, int], Sample]  # (text identity, seed) -> sample
+    loaded: LoadedPipeline | None = None
+    latencies: list[float] = field(default_factory=list)
+    load_s: float = 0.0
+    warmup_calls: int = 0
+    checked: dict[tuple[str, int], bool | None] = field(default_factory=dict)  # sample -> matched (None: no digest)
+
+    def timing(self) -> ContenderTiming:
+        values = list(self.checked.values())
+        return ContenderTiming(self.job.cell.key, str(self.run_dir), tuple(round(x, 6) for x in self.latencies),
+                               self.warmup_calls, round(self.load_s, 4), matched=values.count(True),
+                               differed=values.count(False), unchecked=values.count(None))
+
+
+def shared_samples(contenders: Sequence[Contender]) -> list[Sample]:
+    """The samples every contender has, in the first contender's order."""
+    first, *rest = contenders
+    return [s for key, s in first.samples.items() if all(key in c.samples for c in rest)]
+
+
+def _call(contender: Contender, sample: Sample) -> tuple[object, float]:
+    assert contender.loaded is not None
+    return timed_call(contender.loaded, contender.job.cell, contender.job.device, sample.text, sample.seed)
+
+
+def _prepare(contender: Contender, first: Sample, warmups: int | None) -> float:
+    """Load and configure the contender's own pipeline, then its warm-up calls; the device seconds it took."""
+    job = contender.job
+    start = time.perf_counter()
+    loaded = load_pipeline(job.cell.model, job.device, axes.load_options(job.cell))
+
+    def calibrate() -> None:  # MagCache without ratios: one full render with the cell's settings
+        loaded.pipe(**call_kwargs(job.cell, first.text, first.seed))
+
+    configure(loaded, job.cell, calibrate)
+    contender.loaded, contender.load_s = loaded, time.perf_counter() - start
+    calls = max(1, warmups if warmups is not None else axes.default_warmups(job.cell))
+    spent = contender.load_s
+    for _ in range(calls):
+        _, seconds = _call(contender, first)
+        spent += seconds
+    contender.warmup_calls = calls
+    return spent
+
+
+def _check(contender: Contender, sample: Sample, pixels: object) -> None:
+    """Compare the contender's output of a sample with the recorded image, once per sample (outside the timing)."""
+    key = (sample.text_id, sample.seed)
+    if key in contender.checked:
+        return
+    recorded = contender.samples[key].sha256
+    contender.checked[key] = None if recorded is None else digest(png_bytes(pixels, "a timed call")) == recorded
+
+
+def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | None = None, seed: int = 0,
+           warmups: int | None = None, purpose: str = "retime", experiment: str | None = None,
+           record: bool = True, progress: Callable[[int, int], None] | None = None) -> TimingSession:
+    """Time `contenders` side by side (module doc) for `rounds` rounds, or fewer once `seconds` of rounds have
+    passed (never fewer than MIN_ROUNDS); record the session in their run directories unless `record` is off.
+    A stop (a signal, an error) after some rounds records the rounds done, marked incomplete, then goes on."""
+    if len(contenders) < 2:
+        raise RetimeError(f"{len(contenders)} contender(s): side-by-side timing needs at least two cells")
+    if rounds < MIN_ROUNDS:
+        raise RetimeError(f"rounds={rounds}: at least {MIN_ROUNDS} rounds are needed for an interval")
+    devices = {c.job.device for c in contenders}
+    if len(devices) != 1:
+        raise RetimeError(f"contenders on {', '.join(sorted(devices))}: side by side means one device")
+    samples = shared_samples(contenders)
+    if not samples:
+        raise RetimeError("the contenders share no recorded sample (the same prompt text and seed): render them on "
+                          "the same prompts and seeds first")
+    device = devices.pop()
+    started, spent = now_iso(), 0.0
+    for contender in contenders:
+        spent += _prepare(contender, samples[0], warmups)
+    rng = random.Random(seed)
+    timed: list[tuple[str, int]] = []
+    orders: list[tuple[int, ...]] = []
+    complete, begin = False, time.perf_counter()
+    try:
+        for number in range(rounds):
+            sample = samples[number % len(samples)]
+            order = list(range(len(contenders)))
+            rng.shuffle(order)
+            for i in order:
+                pixels, took = _call(contenders[i], sample)
+                contenders[i].latencies.append(took)
+                spent += took
+                _check(contenders[i], sample, pixels)
+            timed.append((sample.text_id, sample.seed))
+            orders.append(tuple(order))
+            if progress:
+                progress(number + 1, rounds)
+            if seconds is not None and number + 1 >= MIN_ROUNDS and time.perf_counter() - begin >= seconds:
+                break
+        complete = True
+    finally:
+        done = len(timed)
+        for c in contenders:
+            del c.latencies[done:]  # a round cut short counts for nobody
+        session = TimingSession(
+            session=secrets.token_hex(8), started_at=started, finished_at=now_iso(), device=device,
+            device_name=str(device_info(device).get("name")), host=socket.gethostname(), pid=os.getpid(),
+            samples=tuple(timed), orders=tuple(orders), contenders=tuple(c.timing() for c in contenders),
+            device_s=round(spent, 4), complete=complete, purpose=purpose, experiment=experiment)
+        for c in contenders:
+            c.loaded = None  # free the pipelines: a caller timing another set loads its own
+        if record and (done or not complete):
+            record_session(session)
+    return session
