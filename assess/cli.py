@@ -158,12 +158,17 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         if db.is_file():
             from assess.category_report import cells_quality
             from assess.index import Index
+            from assess.stats import cell_speeds
 
+            keys = [r.cell_key for r in rows if r.cell_key]
             with user_errors(), Index.open(db, create=False) as index:
-                quality = cells_quality(index, [r.cell_key for r in rows if r.cell_key], quality_metric, band)
+                quality = cells_quality(index, keys, quality_metric, band)
+                speeds = cell_speeds(index, keys)
             for record in records:
                 if record["cell_key"] in quality:
                     record["quality"] = quality[record["cell_key"]]
+                if record["cell_key"] in speeds:  # side by side when timed so (assess retime), else timed apart
+                    record["speed"] = speeds[record["cell_key"]]
         click.echo(json.dumps(records, indent=1))
     elif sys.stdout.isatty():
         print_table(rows)

@@ -395,7 +395,8 @@ LEFT JOIN cell_summary e ON e.cell_key = p.eager_cell_key AND e.split = p.split
 
 # Side-by-side timing (render.rundir.timings, `assess retime`): one row per session, one per contender of it with
 # its per-round latencies; the rounds' samples and orders in the session row. Speed-ups are computed from these
-# (assess.sidebyside), never stored: a session's rows are its run directories' record, as read.
+# (assess.sidebyside), never stored: a session's rows are its run directories' record, as read. samples.sha256, the
+# image's content hash, tells cells that did the same work (assess.sidebyside.same_work).
 SCHEMA_0007_SIDE_BY_SIDE = """
 CREATE TABLE timing_sessions (
   session TEXT PRIMARY KEY,
@@ -426,7 +427,8 @@ CREATE TABLE timing_cells (
   unchecked INTEGER NOT NULL,
   PRIMARY KEY (session, cell_key)
 );
-CREATE INDEX timing_cells_cell ON timing_cells (cell_key)
+CREATE INDEX timing_cells_cell ON timing_cells (cell_key);
+ALTER TABLE samples ADD COLUMN sha256 TEXT
 """
 
 MIGRATIONS: list[tuple[str, list[str]]] = [

@@ -30,6 +30,7 @@ from assess.metrics.registry import SPEED_NOISE, leaderboard_specs, quality_metr
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.category_report import cell_categories, worst_prompts
+from assess.sidebyside import SIDE_BY_SIDE
 from assess.stats import CellComparison, Estimate, compare_cell
 
 MAX_PROMPTS = 8
@@ -57,6 +58,7 @@ class CellView:
     mark: str = ""  # short name on the Pareto plot: A (anchor), 1, 2, ... in leaderboard order
     sizes: dict[str, int] = field(default_factory=dict)  # set metric -> its sample size (pairs with the anchor)
     noisy: str | None = None  # why its speed is too noisy to rank it (assess.noise)
+    same_as: list[str] = field(default_factory=list)  # labels of the cells whose images it reproduces byte for byte
 
     @property
     def axes(self) -> dict[str, str]:
@@ -181,6 +183,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
                                            anchor.keys if anchor else None)
         views.append(view)
     views.sort(key=_rank)
+    views = merge_same_work(index, views)
     anchors = [v for v in views if v.is_anchor]
     for i, v in enumerate(anchors):
         v.mark = "A" if len(anchors) == 1 else f"A{i + 1}"
@@ -190,8 +193,29 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
 
 
 def _rank(view: CellView) -> tuple[Any, ...]:
-    speed = view.comparison.speedup.value if view.comparison and view.comparison.speedup else float("-inf")
-    return (view.split, not view.is_anchor, -speed, view.label)
+    """Anchors first, then the cells timed side by side with their anchor by speed-up, then the cells timed apart
+    (by their render-time figure, which does not rank them against the others: their column says so)."""
+    comparison = view.comparison
+    speed = comparison.speedup.value if comparison and comparison.speedup else float("-inf")
+    apart = comparison is None or comparison.timed != SIDE_BY_SIDE
+    return (view.split, not view.is_anchor, apart, -speed, view.label)
+
+
+def merge_same_work(index: Index, views: list[CellView]) -> list[CellView]:
+    """One row for cells that did the same work (byte-identical images on every shared sample): the first in rank
+    keeps the row and names the others (`same_as`); they are never ranked apart."""
+    from assess.sidebyside import same_work
+
+    by_split: dict[str, list[CellView]] = {}
+    for v in views:
+        by_split.setdefault(v.split, []).append(v)
+    dropped: set[int] = set()
+    for split, group in by_split.items():
+        keep = {v.cell_key: v for v in group}
+        for key, first in same_work(index, [v.cell_key for v in group], split).items():
+            keep[first].same_as.append(keep[key].label)
+            dropped.add(id(keep[key]))
+    return [v for v in views if id(v) not in dropped]
 
 
 # -- leaderboard ----------------------------------------------------------------------------
@@ -218,9 +242,12 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
             return {"text": "1 (anchor)", "title": "", "cls": "anchor"}
         if comparison is None or comparison.speedup is None:
             return {"text": "n/a", "title": "no warm latency for this cell or its anchor", "cls": "na"}
+        timed = f" · {comparison.timed}" if comparison.timed else ""
         if view.noisy:  # the interval is there; the flag says why not to rank on it
-            return {"text": _interval_text(comparison.speedup) + "× ⚠ noisy", "title": view.noisy, "cls": "noisy"}
-        return {"text": _interval_text(comparison.speedup) + "×", "title": comparison.speedup.note or "", "cls": ""}
+            return {"text": _interval_text(comparison.speedup) + f"× ⚠ noisy{timed}", "title": view.noisy,
+                    "cls": "noisy"}
+        return {"text": _interval_text(comparison.speedup) + f"×{timed}", "title": comparison.speedup.note or "",
+                "cls": "" if comparison.timed == SIDE_BY_SIDE else "apart"}
     spec = SPECS[metric]
     value = view.values.get(metric)
     if value is None:
@@ -269,10 +296,16 @@ def _samples_text(v: CellView) -> dict[str, str]:
                      "their latency is the one measured when they were rendered"}
 
 
+def _row_label(v: CellView) -> str:
+    if not v.same_as:
+        return v.label
+    return f"{v.label} = {' = '.join(v.same_as)} (byte-identical images: the same work, one result)"
+
+
 def leaderboard_rows(views: list[CellView], columns: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return [
         {
-            "label": v.label, "mark": v.mark, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
+            "label": _row_label(v), "mark": v.mark, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
             "status": v.status, "samples": _samples_text(v), "n_samples": v.n_samples, "n_expected": v.n_expected,
             "command": v.command, "groups": v.groups,
             "metrics": [_metric_cell(v, m) for m, _ in columns],
@@ -331,7 +364,7 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     place_labels(ax, [(v.mark, x, y) for v, x, y in pts])
-    return fig, [{"mark": v.mark, "label": v.label, "cell_key": v.cell_key} for v, _, _ in pts]
+    return fig, [{"mark": v.mark, "label": _row_label(v), "cell_key": v.cell_key} for v, _, _ in pts]
 
 
 def place_labels(ax: Any, marks: list[tuple[str, float, float]]) -> None:

@@ -164,7 +164,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "reused_from": sample.reused_from, "finished_at": sample.finished_at,
         "category": sample.category, "challenge": sample.challenge,
         "ref_s": sample.ref_s, "latency_calls": json_dumps(list(sample.latency_calls)) if sample.latency_calls else None,
-        "device_s": sample.device_s,
+        "device_s": sample.device_s, "sha256": sample.sha256,
         **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
         "problem": None if image.is_file() else f"image missing: {image}",
     }

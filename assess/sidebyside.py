@@ -18,13 +18,12 @@ processes: shown as "timed apart", with the margin between runs that the replica
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assess.stats import CONFIDENCE, Estimate
+from assess.estimate import CONFIDENCE, Estimate
 
 # How far apart render-time speed-ups of the same pair of cells land in independent runs on a busy machine: the
 # 90th percentile of |log(run / median of the other runs)| over every pair and run of `benchmarks/timing.py
@@ -140,13 +139,25 @@ def timed_apart(estimate: Estimate, margin: float = TIMED_APART_MARGIN) -> Estim
     return Estimate(estimate.value, low, high, estimate.n, note=note)
 
 
-def comparable(a: Estimate | None, b: Estimate | None) -> bool:
-    """Two speed-ups can be ranked against each other: both were timed side by side (never a timed-apart figure)."""
-    return all(e is not None and e.note is not None and e.note.startswith(SIDE_BY_SIDE) for e in (a, b))
-
-
-def log_margin(estimate: Estimate) -> float:
-    """Half the width of a speed-up's interval, in log units (0 without one)."""
-    if estimate.low is None or estimate.high is None or estimate.low <= 0:
-        return 0.0
-    return (math.log(estimate.high) - math.log(estimate.low)) / 2
+def same_work(index: Any, cell_keys: Sequence[str], split: str) -> dict[str, str]:
+    """cell key -> the earlier cell (in `cell_keys` order) whose images it reproduces byte for byte on every sample
+    both have (one at least): the same work, so the same speed; such cells are one result, never ranked apart (a
+    cache that never engaged, an axis value that changed nothing). Cells that reproduce nobody are left out."""
+    if len(cell_keys) < 2:
+        return {}
+    marks = ", ".join("?" * len(cell_keys))
+    rows = index.query(f"SELECT cell_key, prompt_sha, seed, sha256 FROM samples WHERE split = ? AND sha256 IS NOT NULL "
+                       f"AND cell_key IN ({marks})", (split, *cell_keys))
+    images: dict[str, dict[tuple[str, int], str]] = {}
+    for r in rows:
+        images.setdefault(r["cell_key"], {})[(r["prompt_sha"], r["seed"])] = r["sha256"]
+    out: dict[str, str] = {}
+    for i, key in enumerate(cell_keys):
+        mine = images.get(key, {})
+        for earlier in cell_keys[:i]:
+            theirs = images.get(earlier, {})
+            shared = mine.keys() & theirs.keys()
+            if earlier not in out and shared and all(mine[k] == theirs[k] for k in shared):
+                out[key] = earlier
+                break
+    return out

@@ -31,30 +31,10 @@ from dataclasses import dataclass
 from render.rundir.states import Name
 from typing import Any
 
-CONFIDENCE = 0.95
+from assess.estimate import CONFIDENCE, Estimate
+
 N_RESAMPLES = 2000
 SEED = 0
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate with its interval (None when it cannot be had: see note)."""
-
-    value: float
-    low: float | None
-    high: float | None
-    n: int
-    p_value: float | None = None
-    note: str | None = None
-
-    @property
-    def excludes_zero(self) -> bool:
-        """The interval lies on one side of 0 (a difference the data see)."""
-        return self.low is not None and self.high is not None and (self.high < 0 or self.low > 0)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n,
-                "p_value": self.p_value, "note": self.note}
 
 
 def bootstrap(samples: Sequence[Any], statistic: Any, method: str = "BCa", seed: int = SEED
@@ -330,7 +310,9 @@ class CellComparison:
     anchor_cell_key: str
     metrics: dict[str, Estimate]  # metric -> mean (reference metrics) or delta to the anchor
     kinds: dict[str, str]  # metric -> "mean" | "delta"
-    speedup: Estimate | None
+    speedup: Estimate | None  # side by side when the two were timed so (assess.sidebyside), else timed apart
+    render_speedup: Estimate | None = None  # from the render-time latencies, always (shown beside it)
+    timed: str | None = None  # "side by side" | "timed apart" | None (no speed figure)
 
 
 def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None
@@ -431,6 +413,38 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
             kind = "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
-    speed = paired_speedup(_warm_rows(index, anchor_cell_key, split, anchor_keys), _warm_rows(index, cell_key, split, keys),
-                           reference_drift(index, anchor_cell_key) or 0.0, reference_drift(index, cell_key) or 0.0)
-    return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed)
+    render = paired_speedup(_warm_rows(index, anchor_cell_key, split, anchor_keys), _warm_rows(index, cell_key, split, keys),
+                            reference_drift(index, anchor_cell_key) or 0.0, reference_drift(index, cell_key) or 0.0)
+    speed, timed = speed_against(index, cell_key, anchor_cell_key, render)
+    return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed, render, timed)
+
+
+def speed_against(index: Any, cell_key: str, against: str, render: Estimate | None) -> tuple[Estimate | None, str | None]:
+    """The speed-up of a cell over another to show and decide with, and how it was timed: the side-by-side figure
+    when a session timed the two together (assess.sidebyside), else the render-time one marked as timed apart."""
+    from assess.sidebyside import SIDE_BY_SIDE, TIMED_APART, side_by_side, timed_apart
+
+    pair = side_by_side(index, cell_key, against) if cell_key != against else None
+    if pair is not None:
+        s = pair.speedup
+        return Estimate(s.value, s.low, s.high, s.n, note=pair.how + (f"; {s.note}" if s.note else "")), SIDE_BY_SIDE
+    return (timed_apart(render), TIMED_APART) if render is not None else (None, None)
+
+
+def cell_speeds(index: Any, cell_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """cell key -> split -> its speed-up over its anchor as every tool shows it (`speed_against`: side by side when
+    timed so, else the render-time figure marked timed apart), with the render-time figure beside it."""
+    out: dict[str, dict[str, Any]] = {}
+    for cell_key in dict.fromkeys(cell_keys):
+        runs = index.query("SELECT DISTINCT split, anchor_cell_key FROM runs WHERE cell_key = ? AND is_anchor = 0",
+                           (cell_key,))
+        for run in runs:
+            anchor = run["anchor_cell_key"]
+            render = paired_speedup(_warm_rows(index, anchor, run["split"]), _warm_rows(index, cell_key, run["split"]),
+                                    reference_drift(index, anchor) or 0.0, reference_drift(index, cell_key) or 0.0)
+            speed, timed = speed_against(index, cell_key, anchor, render)
+            if speed is not None:
+                out.setdefault(cell_key, {})[run["split"]] = {
+                    "against": anchor, "speedup": speed.value, "low": speed.low, "high": speed.high,
+                    "timed": timed, "how": speed.note, "render_time": render.as_dict() if render else None}
+    return out

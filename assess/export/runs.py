@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.metrics import SPECS
+from assess.sidebyside import SIDE_BY_SIDE
 
 # The tags every tracked run carries (MLflow tags; W&B config keys under `hypergrid`).
 KEY_TAG = "hypergrid.key"
@@ -102,8 +103,11 @@ def cell_metrics(view: Any) -> dict[str, float]:
         for name, estimate in comparison.metrics.items():
             kind = comparison.kinds.get(name, "mean")
             _estimate(metrics, f"{name}/{kind}", estimate)
-        if comparison.speedup is not None:
+        if comparison.speedup is not None:  # side by side when timed so, else timed apart (the tag says which)
             _estimate(metrics, "speedup", comparison.speedup)
+            metrics["speedup/side_by_side"] = 1.0 if comparison.timed == SIDE_BY_SIDE else 0.0
+        if comparison.render_speedup is not None:
+            _estimate(metrics, "speedup/render_time", comparison.render_speedup)
     metrics["speed_noisy"] = 1.0 if view.noisy else 0.0  # flagged too noisy to rank (assess.noise; the reason: a tag)
     return metrics
 
@@ -125,6 +129,8 @@ def _cell_run(view: Any, scope: str, parent: str, runs: list[dict[str, Any]], sh
               **{f"metric_version/{n}": str(v) for n, v in versions.items()}}
     tags = {KIND_TAG: "cell", "hypergrid.cell_key": view.cell_key, "hypergrid.scope": scope,
             **({"hypergrid.noisy": view.noisy} if view.noisy else {}),
+            **({"hypergrid.speedup_timed": view.comparison.speedup.note or ""}
+               if view.comparison and view.comparison.speedup else {}),
             "hypergrid.status": view.status, "hypergrid.is_anchor": str(view.is_anchor).lower(),
             "hypergrid.command": view.command, "hypergrid.label": view.label}
     mine = [r for r in runs if r["cell_key"] == view.cell_key and r["split"] == view.split]
