@@ -246,12 +246,12 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
     """Time the cells of finished runs under PATHS side by side: one process, one device, each pipeline loaded and
     warmed once, interleaved rounds (docs/timing.md). Writes no image; each session goes to the run directories
     and the index, and every speed-up shown from then on is this paired figure."""
-    from assess.retime import retime_runs
+    from assess.retime import Options, retime_runs
 
     log = None if as_json else (lambda line: click.echo(line, err=True))
+    options = Options(rounds, seconds, device, every_pair, pairwise, seed)
     with user_errors(db):
-        result = retime_runs(list(paths), db, rounds=rounds, seconds=seconds, device=device, every_pair=every_pair,
-                             pairwise=pairwise, seed=seed, log=log)
+        result = retime_runs(list(paths), db, options, log=log)
     click.echo(json.dumps(result.as_json(), indent=1) if as_json else "\n".join(result.lines()))
 
 

@@ -93,33 +93,48 @@ def default_pairs(runs: Sequence[RunDir], keys: set[str], every_pair: bool) -> l
     return sorted(pairs)
 
 
-def retime_runs(paths: Sequence[Path | str], db: Path | str | None = None, *, rounds: int = DEFAULT_ROUNDS,
-                seconds: float | None = None, device: str | None = None, every_pair: bool = False,
-                pairwise: bool = False, seed: int = 0, log: Log | None = None) -> RetimeResult:
+@dataclass(frozen=True)
+class Options:
+    """How `retime_runs` times: rounds (or a time budget), the device, which pairs, what the sessions are for."""
+
+    rounds: int = DEFAULT_ROUNDS
+    seconds: float | None = None
+    device: str | None = None
+    every_pair: bool = False  # every two cells too, not only each cell against its anchor
+    pairwise: bool = False  # one set per pair (two pipelines loaded at a time)
+    seed: int = 0
+    cells: frozenset[str] | None = None  # time only these cell keys (None: every cell under the paths)
+    purpose: str = "retime"
+    experiment: str | None = None
+
+
+def retime_runs(paths: Sequence[Path | str], db: Path | str | None = None, options: Options = Options(),
+                log: Log | None = None) -> RetimeResult:
     """Time the cells of the runs under `paths` (and their anchors) side by side; record and index each session."""
     from render.errors import RenderError
 
     try:
-        return _retime_runs(paths, db, rounds, seconds, device, every_pair, pairwise, seed, log)
+        return _retime_runs(paths, db, options, log)
     except RenderError as error:  # a value the renderer refuses (a bad device, rounds too few): one line
         raise RetimeRefused(str(error)) from error
 
 
-def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, rounds: int, seconds: float | None,
-                 device: str | None, every_pair: bool, pairwise: bool, seed: int, log: Log | None) -> RetimeResult:
+def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, options: Options, log: Log | None
+                 ) -> RetimeResult:
     from assess.index import Index
     from render.retime import retime
 
-    runs = load_runs(list(paths), with_anchors=True)
+    o = options
+    runs = [r for r in load_runs(list(paths), with_anchors=True) if o.cells is None or r.cell_key in o.cells]
     if not runs:
         raise RetimeRefused(f"no run directories under {', '.join(str(p) for p in paths)}")
-    found = contenders(runs, device)
-    pairs = default_pairs(runs, set(found), every_pair)
+    found = contenders(runs, o.device)
+    pairs = default_pairs(runs, set(found), o.every_pair)
     if not pairs:
         raise RetimeRefused(f"{len(found)} cell(s) with recorded samples and no pair to time: give a sweep (its cells "
                             "are timed against their anchor, rendered with them) or pass --every-pair with two cells "
                             "or more")
-    sets = [list(pair) for pair in pairs] if pairwise else [sorted({k for pair in pairs for k in pair})]
+    sets = [list(pair) for pair in pairs] if o.pairwise else [sorted({k for pair in pairs for k in pair})]
     result = RetimeResult(labels={r.cell_key: r.describe or r.cell_key[:12] for r in runs})
     with Index.open(db) as index:
         for members in sets:
@@ -127,8 +142,9 @@ def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, rounds: int
             for c in group:  # each set loads its own pipelines
                 c.latencies, c.checked = [], {}
             if log:
-                log(f"timing {len(group)} cells side by side for up to {rounds} rounds on {group[0].job.device}")
-            session = retime(group, rounds=rounds, seconds=seconds, seed=seed)
+                log(f"timing {len(group)} cells side by side for up to {o.rounds} rounds on {group[0].job.device}")
+            session = retime(group, rounds=o.rounds, seconds=o.seconds, seed=o.seed, purpose=o.purpose,
+                             experiment=o.experiment)
             index.upsert_timing(session)
             result.sessions.append(session)
             result.pairs += session_pairs(index, session.session, [p for p in pairs if set(p) <= set(members)])

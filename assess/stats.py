@@ -413,10 +413,17 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
             kind = "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
-    render = paired_speedup(_warm_rows(index, anchor_cell_key, split, anchor_keys), _warm_rows(index, cell_key, split, keys),
-                            reference_drift(index, anchor_cell_key) or 0.0, reference_drift(index, cell_key) or 0.0)
+    render = render_speedup(index, cell_key, anchor_cell_key, split, keys, anchor_keys)
     speed, timed = speed_against(index, cell_key, anchor_cell_key, render)
     return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed, render, timed)
+
+
+def render_speedup(index: Any, cell_key: str, against: str, split: str, keys: set[tuple[str, int]] | None = None,
+                   against_keys: set[tuple[str, int]] | None = None) -> Estimate | None:
+    """The speed-up of a cell over another from their render-time warm latencies (`paired_speedup`: each per its
+    job's reference workload when recorded, the interval widened by the reference's drift)."""
+    return paired_speedup(_warm_rows(index, against, split, against_keys), _warm_rows(index, cell_key, split, keys),
+                          reference_drift(index, against) or 0.0, reference_drift(index, cell_key) or 0.0)
 
 
 def speed_against(index: Any, cell_key: str, against: str, render: Estimate | None) -> tuple[Estimate | None, str | None]:
@@ -440,8 +447,7 @@ def cell_speeds(index: Any, cell_keys: Sequence[str]) -> dict[str, dict[str, Any
                            (cell_key,))
         for run in runs:
             anchor = run["anchor_cell_key"]
-            render = paired_speedup(_warm_rows(index, anchor, run["split"]), _warm_rows(index, cell_key, run["split"]),
-                                    reference_drift(index, anchor) or 0.0, reference_drift(index, cell_key) or 0.0)
+            render = render_speedup(index, cell_key, anchor, run["split"])
             speed, timed = speed_against(index, cell_key, anchor, render)
             if speed is not None:
                 out.setdefault(cell_key, {})[run["split"]] = {

@@ -52,9 +52,11 @@ class Arm:
     overrides: list[str]
     cell_key: str | None
     quality: dict[str, Any] | None = None  # the holdout Evaluation vs the anchor, as a dict
-    speedup: dict[str, Any] | None = None  # assess.stats.Estimate vs the anchor, as a dict
+    speedup: dict[str, Any] | None = None  # vs the anchor, as a dict: side by side when timed so (the headline)
     n_samples: int = 0
     note: str | None = None
+    render_speedup: dict[str, Any] | None = None  # vs the anchor from the render-time latencies, shown beside it
+    timed: str | None = None  # how `speedup` was timed: "side by side" | "timed apart"
 
 
 @dataclass
@@ -87,8 +89,8 @@ class FinalResult:
 
 
 def _holdout_arm(index: Index, exp: Experiment, role: str, overrides: list[str], key: str | None,
-                 anchor_key: str | None, anchor_latencies: list[float]) -> tuple[Arm, dict[str, float]]:
-    from assess.stats import speedup
+                 anchor_key: str | None) -> tuple[Arm, dict[str, float]]:
+    from assess.stats import render_speedup, speed_against
 
     if key is None:
         return Arm(role, overrides, None, note="not rendered on the holdout"), {}
@@ -100,9 +102,10 @@ def _holdout_arm(index: Index, exp: Experiment, role: str, overrides: list[str],
     ids = [p for p in exp.holdout.ids if p in rendered]
     e = evaluate(deltas, latencies, ids, exp.quality.band)
     arm.quality = {**e.as_dict(), "verdict": parity_verdict(e.tost_p, e.out_p, exp.quality.alpha, e.n)}
-    warm = [x for v in latencies.values() for x in v]
-    estimate = speedup(anchor_latencies, warm) if role != "anchor" else None
-    arm.speedup = estimate.as_dict() if estimate else None
+    if role != "anchor" and anchor_key is not None and key != anchor_key:
+        render = render_speedup(index, key, anchor_key, exp.holdout.split)
+        speed, arm.timed = speed_against(index, key, anchor_key, render)
+        arm.speedup, arm.render_speedup = (speed.as_dict() if speed else None), (render.as_dict() if render else None)
     return arm, deltas
 
 
@@ -141,12 +144,10 @@ def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalR
     inc = final["incumbent"]
     steps = int(inc.get("steps", exp.default_steps))
     inc_key, control_key, anchor_key = _final_keys(index, exp, inc, steps)
-    _, anchor_lat = sample_table(index, exp, anchor_key, exp.holdout.split, typical_reference(index, exp.holdout.split)) if anchor_key else (None, {})
-    anchor_warm = [x for v in anchor_lat.values() for x in v]
-    incumbent, inc_deltas = _holdout_arm(index, exp, "incumbent", inc["overrides"], inc_key, anchor_key, anchor_warm)
+    incumbent, inc_deltas = _holdout_arm(index, exp, "incumbent", inc["overrides"], inc_key, anchor_key)
     control, control_deltas = _holdout_arm(index, exp, "control", final["control"]["overrides"], control_key,
-                                           anchor_key, anchor_warm)
-    anchor, _ = _holdout_arm(index, exp, "anchor", final["anchor"]["overrides"], anchor_key, anchor_key, anchor_warm)
+                                           anchor_key)
+    anchor, _ = _holdout_arm(index, exp, "anchor", final["anchor"]["overrides"], anchor_key, anchor_key)
     if control_key is not None and control_key == inc_key:
         control.note = "the control is the incumbent itself (no cache, the anchor's settings)"
     if control_key is not None and control_key == anchor_key:
@@ -161,18 +162,17 @@ def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalR
 
 def _versus(index: Index, exp: Experiment, inc_key: str | None, control_key: str | None,
             inc_deltas: dict[str, float], control_deltas: dict[str, float]) -> dict[str, Any]:
-    from assess.stats import speedup
+    from assess.stats import render_speedup, speed_against
 
-    if inc_key is None or control_key is None:
+    if inc_key is None or control_key is None or inc_key == control_key:
         return {}
-    reference = typical_reference(index, exp.holdout.split)
-    _, inc_lat = sample_table(index, exp, inc_key, exp.holdout.split, reference)
-    _, control_lat = sample_table(index, exp, control_key, exp.holdout.split, reference)
-    estimate = speedup([x for v in control_lat.values() for x in v], [x for v in inc_lat.values() for x in v])
+    render = render_speedup(index, inc_key, control_key, exp.holdout.split)
+    estimate, timed = speed_against(index, inc_key, control_key, render)
     shared = sorted(set(inc_deltas) & set(control_deltas))
     diffs = [inc_deltas[p] - control_deltas[p] for p in shared]
     interval = mean_interval(diffs) if diffs else None
-    return {"speedup": estimate.as_dict() if estimate else None,
+    return {"speedup": estimate.as_dict() if estimate else None, "timed": timed,
+            "render_speedup": render.as_dict() if render else None,
             "quality_diff": {"value": interval.value if interval else None, "low": interval.low if interval else None,
                              "high": interval.high if interval else None, "n": len(diffs)}}
 
@@ -292,6 +292,7 @@ def run_final(name: str, db: Path | None = None, out_root: Path | None = None, o
         if refused:
             raise FinalRefused(f"{refused} The final is claimed: fix the cause, then run `assess climb {name} --final` "
                                "again to resume it (finished samples are skipped)")
+        time_final(index, exp, claim, sweeps, db, log)
         result = final_result(index, exp, claim)
     result.sweeps = [str(s) for s in sweeps]
     from render.rundir import atomic_write_json
@@ -299,6 +300,25 @@ def run_final(name: str, db: Path | None = None, out_root: Path | None = None, o
     complete_final(ledger, claim, result.as_dict())
     atomic_write_json(experiment_dir(exp.out_root, name) / RESULT, result.as_dict())
     return result
+
+
+FINAL_ROUNDS = 20  # side-by-side rounds of the final's arms: the headline's interval (assess.sidebyside)
+
+
+def time_final(index: Index, exp: Experiment, claim: dict[str, Any], sweeps: Sequence[Path], db: Path | None,
+               log: Log) -> None:
+    """The headline: the final's incumbent, control and anchor timed side by side on one device, over the holdout
+    samples they rendered (once: a resumed final that timed them already does not time them again)."""
+    from assess.retime import Options, retime_runs
+
+    cells = frozenset(claim.get("cells") or [])
+    done = index.query("SELECT count(*) AS n FROM timing_sessions WHERE purpose = 'final' AND experiment = ? "
+                       "AND complete = 1", (exp.name,))
+    if done[0]["n"]:
+        return
+    log(f"timing the final's arms side by side ({FINAL_ROUNDS} rounds): the headline speed-up")
+    retime_runs(list(sweeps), db, Options(rounds=FINAL_ROUNDS, every_pair=True, cells=cells or None,
+                                          purpose="final", experiment=exp.name), log=log)
 
 
 def _dev_summary(decision: Any, coords: tuple[str, ...]) -> dict[str, Any] | None:
@@ -336,8 +356,10 @@ def format_final(result: FinalResult) -> str:
         q = arm.quality or {}
         delta = _interval({"value": q.get("mean"), "low": q.get("low"), "high": q.get("high")})
         speed = speed_text(arm.speedup) if arm.speedup else ("1x" if arm.role == "anchor" else "n/a")
+        beside = (f" {arm.timed}; render-time {speed_text(arm.render_speedup)}"
+                  if arm.timed and arm.render_speedup else "")
         lines.append(f"  {arm.role:<9} {' '.join(arm.overrides):<58} Δ {result.metric} {delta:<27} speed-up {speed}"
-                     + (f"  ({arm.note})" if arm.note else ""))
+                     + beside + (f"  ({arm.note})" if arm.note else ""))
     if result.vs_control:
         vs = result.vs_control
         lines.append(f"  incumbent vs the steps-only control: speed-up {speed_text(vs.get('speedup'))}, "

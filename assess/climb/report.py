@@ -108,6 +108,8 @@ def _final_context(result: FinalResult | None, model: str) -> dict[str, Any] | N
                      "verdict": q.get("verdict", "n/a"), "n": q.get("n", 0),
                      "speedup": speed_text(arm.speedup) if arm.speedup else
                      ("1x (reference)" if arm.role == "anchor" else "n/a"),
+                     "timed": arm.timed or "", "how": (arm.speedup or {}).get("note") or "",
+                     "render_speedup": speed_text(arm.render_speedup) if arm.render_speedup else "",
                      "note": arm.note or ""})
     vs = result.vs_control or {}
     return {**asdict(result), "arms": arms,

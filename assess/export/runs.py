@@ -227,7 +227,10 @@ def _final_metrics(result: Any) -> dict[str, float]:
     """final/<role>/speedup and final/<role>/quality (the delta to the anchor on the holdout), with intervals."""
     metrics: dict[str, float] = {}
     for arm in result.arms:
-        for name, figure in (("speedup", arm.speedup or {}), ("quality", arm.quality or {})):
+        if arm.timed:  # how the headline speed-up was timed: 1 side by side, 0 timed apart
+            metrics[f"final/{arm.role}/speedup/side_by_side"] = 1.0 if arm.timed == SIDE_BY_SIDE else 0.0
+        for name, figure in (("speedup", arm.speedup or {}), ("speedup/render_time", arm.render_speedup or {}),
+                             ("quality", arm.quality or {})):
             value = figure.get("value", figure.get("mean"))
             if value is None:
                 continue

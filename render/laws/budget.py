@@ -62,10 +62,13 @@ class History:
 def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
     """The GPU time of every sample the experiment's runs use, each once by content identity, in every out_root
     the experiment used, wherever and under whatever flags it was rendered (a sample linked from a run outside
-    the experiment costs what its rendering cost)."""
+    the experiment costs what its rendering cost), and of every side-by-side timing session it ran."""
+    from render.rundir.timings import read_sessions
+
     history = history or History.scan(ledger.out_roots())
     cost: dict[tuple[str, str, int], float] = {}
     used: set[tuple[str, str, int]] = set()
+    timed: dict[str, float] = {}  # side-by-side timing sessions the experiment ran (the climb's, the final's), once each
     for run in history.runs:
         mine = ((run.run.get("config") or {}).get("experiment") or {}).get("name") == ledger.name
         for record in run.samples:
@@ -73,7 +76,8 @@ def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
                 cost.setdefault(record.identity, record.device_s + (record.load_s or 0.0))
             if mine:
                 used.add(record.identity)
-    return sum(cost.get(i, 0.0) for i in used)
+        timed.update((s.session, s.device_s) for s in read_sessions(run.path)[0] if s.experiment == ledger.name)
+    return sum(cost.get(i, 0.0) for i in used) + sum(timed.values())
 
 
 # -- reservations ---------------------------------------------------------------------------
