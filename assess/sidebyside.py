@@ -161,3 +161,26 @@ def same_work(index: Any, cell_keys: Sequence[str], split: str) -> dict[str, str
                 out[key] = earlier
                 break
     return out
+
+
+def latency_ratios(index: Any, cell_keys: Sequence[str]) -> dict[tuple[str, str], tuple[float, float | None, float | None, int]]:
+    """(a, b) -> latency(a) / latency(b) with its interval and rounds, for every two of `cell_keys` that a session
+    timed side by side (the latest such session; complete ones first): what the climb decides with between them."""
+    keys = list(dict.fromkeys(cell_keys))
+    if len(keys) < 2:
+        return {}
+    marks = ", ".join("?" * len(keys))
+    rows = index.query(
+        f"SELECT c.session, c.cell_key, c.latencies FROM timing_cells c JOIN timing_sessions s USING (session) "
+        f"WHERE c.cell_key IN ({marks}) AND s.rounds > 0 ORDER BY s.complete, s.finished_at, s.rounds", keys)
+    sessions: dict[str, dict[str, list[float]]] = {}
+    for r in rows:  # oldest first: a later session overwrites an earlier one's figure below
+        sessions.setdefault(r["session"], {})[r["cell_key"]] = json.loads(r["latencies"])
+    out: dict[tuple[str, str], tuple[float, float | None, float | None, int]] = {}
+    for timed in sessions.values():
+        for a, lat_a in timed.items():
+            for b, lat_b in timed.items():
+                ratio = round_speedup(lat_b, lat_a) if a != b else None  # b's speed-up over a: median of a / b
+                if ratio is not None:
+                    out[(a, b)] = (ratio.value, ratio.low, ratio.high, ratio.n)
+    return out

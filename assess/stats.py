@@ -152,8 +152,9 @@ class SpeedRatio:
     value: float
     low: float | None
     high: float | None
-    n: int  # shared prompts with warm latencies on both sides
+    n: int  # shared prompts with warm latencies on both sides (or side-by-side rounds: `basis`)
     confidence: float
+    basis: str = "shared prompt(s)"  # what n counts
 
     @property
     def a_faster(self) -> bool:
@@ -166,7 +167,7 @@ class SpeedRatio:
 
     def text(self) -> str:
         interval = f" [{self.low:.3g}, {self.high:.3g}]" if self.low is not None and self.high is not None else ""
-        return f"speed ratio {self.value:.3g}{interval} over {self.n} shared prompt(s)"
+        return f"speed ratio {self.value:.3g}{interval} over {self.n} {self.basis}"
 
 
 def _prompt_log_latency(latencies: Mapping[str, Sequence[float]]) -> dict[str, float]:

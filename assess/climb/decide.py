@@ -82,20 +82,19 @@ def _speed_key(plan: Plan, coords: Coords, e: Evaluation) -> tuple[Any, ...]:
 
 
 def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation], cells: Mapping[Coords, CellData]
-                     ) -> tuple[Coords, str, str]:
-    """(incumbent, status, the rule that chose it): among the cells at parity, else the plausible ones, the
-    fastest beyond noise, or within noise the better quality (assess.climb.speed)."""
-    from assess.climb.speed import choose
+                     ) -> tuple[Coords, str, str, list[Coords]]:
+    """(incumbent, status, the rule that chose it, the rivals within noise never timed side by side with it): among
+    the cells at parity, else the plausible ones, the fastest beyond noise, or within noise the better quality
+    (assess.climb.speed)."""
+    from assess.climb.speed import choose, untimed_rivals
 
     at_parity = [c for c, e in current.items() if e.verdict == Verdict.PARITY]
-    if at_parity:
-        best, rule = choose(plan, at_parity, current, cells)
-        return best, "confirmed" if current[best].rung == plan.top else "parity", rule
-    candidates = [c for c, e in current.items() if plausible(plan, e)]
-    if candidates:
-        best, rule = choose(plan, candidates, current, cells)
-        return best, "provisional", rule
-    return plan.start, "start", ""
+    candidates = at_parity or [c for c, e in current.items() if plausible(plan, e)]
+    if not candidates:
+        return plan.start, "start", "", []
+    best, rule = choose(plan, candidates, current, cells)
+    status = ("confirmed" if current[best].rung == plan.top else "parity") if at_parity else "provisional"
+    return best, status, rule, untimed_rivals(plan, best, candidates, current, cells)
 
 
 def frontier(plan: Plan, current: Mapping[Coords, Evaluation]) -> list[Coords]:
@@ -315,7 +314,7 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     current = current_evaluations(evaluations)
     reach = {c: reached(plan, d) for c, d in cells.items()}
     # a cache cell that never engaged renders what cache=none renders: its latency is noise, never a win
-    incumbent, status, speed_rule = choose_incumbent(
+    incumbent, status, speed_rule, untimed = choose_incumbent(
         plan, {c: e for c, e in current.items() if not (c in cells and cells[c].idle_cache)}, cells)
     front = frontier(plan, current)
     flat = families_flat(plan, current, front, incumbent)
@@ -333,7 +332,7 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
                         + sweep)
     proposals = [p for p in proposals if p.kind == "incumbent" or idle_rules_out(plan, p.coords, cells) is None]
     decision = Decision(len(history) + 1, evaluations, current, reach, incumbent, status, front, flat, pruned, newly,
-                        [], [], None, [], speed_rule=speed_rule)
+                        [], [], None, [], speed_rule=speed_rule, untimed=untimed)
     decision.reasons += _reasons(plan, decision) + _idle_reasons(plan, cells)
     budget = replace(budget, final_s=final_cost(plan, incumbent, estimate))
     decision.budget = budget
@@ -369,6 +368,10 @@ def _reasons(plan: Plan, d: Decision) -> list[str]:
     where = f" at rung {e.rung}" if e else ""
     out.append(f"incumbent ({d.incumbent_status}{where}): {plan.label(d.incumbent)}"
                + (f", chosen {d.speed_rule}" if d.speed_rule else ""))
+    if d.untimed:
+        out.append(f"within noise of {', '.join(plan.label(c) for c in d.untimed)} on speed and never timed side by "
+                   "side with it: `assess climb --apply` times them together before choosing (or `assess retime` "
+                   "their runs)")
     if d.frontier:
         out.append(f"frontier: {len(d.frontier)} cell(s), fastest {plan.label(d.frontier[0])}")
     if d.newly_pruned:

@@ -175,10 +175,43 @@ def _same_outcome(decision: Decision, record: dict[str, Any], plan: Plan) -> boo
             and decision.stop == record["stop"])
 
 
+CLIMB_ROUNDS = 12  # side-by-side rounds of an incumbent and a rival within noise (assess.sidebyside: 95 % interval)
+
+
+def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observed, decision: Decision, log: Log
+                ) -> bool:
+    """Before crowning an incumbent over rivals within noise that were never timed with it, time them side by side
+    (CLIMB_ROUNDS rounds on the dev samples they share; the session's device time is spent from the budget). True
+    when a session was recorded (the caller observes again)."""
+    from assess.retime import Options, retime_runs
+
+    keys = [observed.keys[c] for c in [decision.incumbent, *decision.untimed] if observed.keys.get(c)]
+    if len(keys) < 2:
+        return False
+    cost = sum(CLIMB_ROUNDS * (decision.current[c].latency or 0.0) * 2 for c in [decision.incumbent, *decision.untimed])
+    budget = decision.budget
+    if budget is not None and cost > budget.left_s:
+        log(f"not timing {exp.label(decision.incumbent)} against its rivals within noise side by side: an estimated "
+            f"{cost:.0f} s of device time, {max(budget.left_s, 0):.0f} s left in the budget")
+        return False
+    marks = ", ".join("?" * len(keys))
+    runs = index.query(f"SELECT DISTINCT path FROM runs WHERE cell_key IN ({marks}) AND split = ?",
+                       (*keys, exp.dev.split))
+    log(f"within noise on speed: timing {', '.join(exp.label(c) for c in [decision.incumbent, *decision.untimed])} "
+        f"side by side ({CLIMB_ROUNDS} rounds) before choosing")
+    retime_runs([r["path"] for r in runs], db, Options(rounds=CLIMB_ROUNDS, every_pair=True, cells=frozenset(keys),
+                                                       purpose="climb", experiment=exp.name), log=log)
+    return True
+
+
 def one_generation(exp: Experiment, index: Index, db: Path | None, apply: bool, log: Log) -> Step:
-    """Decide the next generation; when nothing changed since the last one was recorded, that one again."""
+    """Decide the next generation; when nothing changed since the last one was recorded, that one again. With
+    apply, rivals within noise of the incumbent are timed side by side first (`time_rivals`)."""
     observed = _observe(index, exp, db, apply, log)
     again = replay(exp, observed)
+    if apply and again.decision.untimed and time_rivals(exp, index, db, observed, again.decision, log):
+        observed = _observe(index, exp, db, apply, log)
+        again = replay(exp, observed)
     plan, history, budget = again.plan, again.history, budget_state(exp)
     if again.recorded and _same_outcome(again.decision, history[-1], plan):
         decision, record = again.decision, history[-1]

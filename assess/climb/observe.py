@@ -142,6 +142,20 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
     return rendered, dict(latencies)
 
 
+def with_side_by_side(index: Index, cells: dict[Coords, CellData]) -> dict[Coords, CellData]:
+    """The cells with the latency ratios of every two of them that a session timed side by side (assess retime,
+    the climb's own timing of a choice within noise): what decides between those two on speed."""
+    from dataclasses import replace
+
+    from assess.sidebyside import latency_ratios
+
+    ratios = latency_ratios(index, [c.cell_key for c in cells.values() if c.cell_key])
+    if not ratios:
+        return cells
+    return {coords: replace(c, side_by_side={b: figure for (a, b), figure in ratios.items() if a == c.cell_key})
+            for coords, c in cells.items()}
+
+
 def speed_noise(index: Index, cell_key: str, split: str) -> tuple[float | None, str | None]:
     """(the reference's largest drift over a run that rendered the cell's samples, why its speed is too noisy to rank
     it or None): the climb's CellData.noise and noisy (docs/timing.md)."""
@@ -244,6 +258,7 @@ def observe(index: Index, exp: Experiment) -> Observed:
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
                                  is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split),
                                  noise=noise, noisy=noisy)
+    cells = with_side_by_side(index, cells)
     anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
                                          else (frozenset(), {}))
     latest = dev_runs[-1] if dev_runs else None

@@ -112,6 +112,9 @@ class CellData:
     idle_cache: str | None = None  # a cache cell whose samples never reused a step: its engagement line (speed_notes)
     noise: float | None = None  # relative noise figure of its timing (its job's reference drift; 0.08 = 8 %)
     noisy: str | None = None  # why its timing is too noisy to rank it (None: it is not): never crowned on speed
+    # other cell key -> (latency of this cell / the other's, low, high, rounds) from the latest session that timed
+    # the two side by side (assess.sidebyside): what decides between them on speed, when there is one
+    side_by_side: Mapping[str, tuple[float, float | None, float | None, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,8 @@ class Decision:
     est_s: float | None = None  # estimated cost of the proposals (None: no history to estimate from)
     budget: BudgetState | None = None  # with the final's estimate
     speed_rule: str = ""  # which rule chose the incumbent: speed beyond noise, quality within noise, or alone
+    untimed: list[Coords] = field(default_factory=list)  # cells within noise of the incumbent on speed that were
+    # never timed side by side with it: `assess climb --apply` times them before it crowns (assess.climb.generation)
 
 
 # -- rungs and evaluations ------------------------------------------------------------------

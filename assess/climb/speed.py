@@ -28,21 +28,38 @@ from collections.abc import Mapping, Sequence
 
 from assess.climb.evaluate import Evaluation
 from assess.climb.plan import CellData, Coords, Plan
-from assess.stats import Estimate, SpeedRatio, paired_difference, speed_ratio
+from assess.stats import CONFIDENCE, Estimate, SpeedRatio, paired_difference, speed_ratio
 
 
 def _warm(plan: Plan, cell: CellData, rung: int) -> dict[str, Sequence[float]]:
     return {p: cell.latencies[p] for p in plan.dev_ids[:rung] if p in cell.latencies}
 
 
+def timed_together(a: CellData, b: CellData) -> SpeedRatio | None:
+    """latency(a) / latency(b) from the rounds of a session that timed the two side by side, if one did."""
+    figure = a.side_by_side.get(b.cell_key) if b.cell_key else None
+    if figure is None:
+        return None
+    value, low, high, rounds = figure
+    return SpeedRatio(value, low, high, rounds, CONFIDENCE, basis="side-by-side round(s)")
+
+
 def compare(plan: Plan, a: CellData, ea: Evaluation, b: CellData, eb: Evaluation) -> SpeedRatio | None:
-    """latency(a) / latency(b) on the prompts of the lower of their two rungs, with its interval."""
+    """latency(a) / latency(b): from side-by-side rounds when the two were timed so, else on the render-time
+    latencies of the prompts of the lower of their two rungs; with its interval."""
+    together = timed_together(a, b)
+    if together is not None:
+        return together
     rung = min(ea.rung, eb.rung)
     return speed_ratio(_warm(plan, a, rung), _warm(plan, b, rung), plan.speed_confidence, a.noise, b.noise)
 
 
 def outpaces(plan: Plan, a: CellData, ea: Evaluation, b: CellData, eb: Evaluation) -> bool:
-    """a is faster than b beyond noise; a cell flagged noisy outpaces nobody."""
+    """a is faster than b beyond noise; a cell flagged noisy outpaces nobody, unless the two were timed side by
+    side (one process, interleaved rounds: the noise of its render is not in that figure)."""
+    together = timed_together(a, b)
+    if together is not None:
+        return together.a_faster
     if a.noisy or ea.latency is None:
         return False
     if eb.latency is None:
@@ -64,6 +81,18 @@ def quality_beats(plan: Plan, a: CellData, ea: Evaluation, b: CellData, eb: Eval
 
 def _point(plan: Plan, coords: Coords, e: Evaluation) -> tuple[float, tuple[int, ...]]:
     return (e.latency if e.latency is not None else math.inf, plan.grid_index(coords))
+
+
+def untimed_rivals(plan: Plan, best: Coords, candidates: Sequence[Coords], current: Mapping[Coords, Evaluation],
+                   cells: Mapping[Coords, CellData]) -> list[Coords]:
+    """The candidates within noise of `best` on speed (neither outpaces the other) that were never timed side by
+    side with it: before crowning `best` over them, time them together (assess.climb.generation)."""
+    data = {c: cells.get(c) or CellData(c) for c in candidates}
+    b = data[best]
+    return [c for c in candidates if c != best and data[c].cell_key and b.cell_key
+            and timed_together(b, data[c]) is None and current[c].latency is not None
+            and not outpaces(plan, b, current[best], data[c], current[c])
+            and not outpaces(plan, data[c], current[c], b, current[best])]
 
 
 def choose(plan: Plan, candidates: Sequence[Coords], current: Mapping[Coords, Evaluation],
