@@ -46,6 +46,12 @@ def test_the_demo_climbs_stops_runs_its_final_once_and_reports(tiny_cache: Path,
     assert (incumbent["role"], control["role"], anchor["role"]) == ("incumbent", "control", "anchor")
     assert incumbent["n_samples"] == 30 and anchor["n_samples"] == 30
     assert incumbent["speedup"]["value"] > 0 and incumbent["quality"]["n"] == 30
+    # the headline: the incumbent and the anchor timed side by side on one device, the render-time figure beside it
+    assert incumbent["timed"] == "side by side" and incumbent["speedup"]["note"].startswith("side by side: 20 ")
+    assert incumbent["render_speedup"]["value"] > 0
+    sessions = [json.loads(line) for f in (tmp_path / "outputs").rglob("timings.jsonl") for line in f.read_text().splitlines()]
+    finals = {s["session"]: s for s in sessions if s["purpose"] == "final"}
+    assert len(finals) == 1 and next(iter(finals.values()))["experiment"] == "tiny-demo"
     quality = incumbent["quality"]  # one pre-planned TOST at alpha on the holdout decides the verdict
     expected = "parity" if quality["tost_p"] < result["alpha"] else "out" if quality["out_p"] < result["alpha"] else "undecided"
     assert result["parity"] == quality["verdict"] == expected
