@@ -16,6 +16,21 @@ cells:
 
 Byte-identical cells (every shared sample has the same image hash: the same work, e.g. a cache that never
 engaged) are never ranked apart by the new rule; the benchmark counts how often today's point estimate does.
+
+    python benchmarks/timing.py --replicate [--runs 6] [--loaders 3] [--rounds 20] [--steps 4,8] [--prompts 6]
+
+Replication (issue 27): do two cells' speed-ups replicate across independent runs on a busy machine? The same
+cells (two step counts x cache none/fbcache, and their anchor) are rendered by `--runs` independent processes,
+each into its own out_root, and each run's cells are then timed side by side by `assess retime --every-pair` in a
+process of their own, while `--loaders` background processes of the benchmark's own keep the machine busy the
+way a shared box is (torch matrix products at the default thread count, in bursts; bounded by --burn-s, killed at
+the end). Once more with no load: the quiet machine's interval widths. For every pair of contenders and both kinds
+of figure (render-time: today's `paired_speedup`; side by side: `assess.sidebyside`):
+(a) the fraction of runs whose 95 % interval contains the median of the other runs' point estimates;
+(b) the fraction of pairs that every run ranks the same way or flags as within noise (interval holds 1);
+the median interval width (high/low) under load and quiet, and the spread of the render-time point estimates
+between runs (the margin `assess.sidebyside.TIMED_APART_MARGIN` states). Goal for side by side: (a) >= 0.9,
+(b) >= 0.95, widths under load <= 1.5x the quiet ones.
 """
 
 from __future__ import annotations
@@ -96,6 +111,169 @@ def point_order(a: CellRun, b: CellRun) -> int:
     return -1 if a.point < b.point else 1 if a.point > b.point else 0
 
 
+LOADER = '''
+import random, sys, time
+import torch
+random.seed(int(sys.argv[2]))
+stop = time.monotonic() + float(sys.argv[1])
+a = torch.randn(768, 768)
+while time.monotonic() < stop:
+    end = time.monotonic() + random.uniform(0.2, 1.5)  # busy: dense products at torch's default thread count
+    while time.monotonic() < end:
+        a = torch.tanh(a @ a)
+    time.sleep(random.uniform(0.1, 1.0))  # idle
+'''
+
+Figure = tuple[float, float | None, float | None]  # speed-up of x over y, low, high
+
+
+def replicate_sweep(out_root: Path, args: argparse.Namespace) -> None:
+    cmd = [sys.executable, "-m", "render", "-m", f"model={args.model}", f"steps={args.steps}", f"cache={args.caches}",
+           "prompts=dev", f"prompts.limit={args.prompts}", f"out_root={out_root}"]
+    subprocess.run(cmd, check=True, cwd=out_root.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def side_by_side_figures(out_root: Path, args: argparse.Namespace) -> dict[tuple[str, str], Figure]:
+    import json
+
+    sweep = next((out_root / "multirun").glob("*/*"))
+    cmd = [sys.executable, "-m", "assess", "retime", str(sweep), "--every-pair", "--rounds", str(args.rounds),
+           "--json", "--db", str(out_root / "index.db")]
+    done = subprocess.run(cmd, check=True, cwd=out_root.parent, capture_output=True, text=True)
+    out = {}
+    for pair in json.loads(done.stdout):
+        out.update(oriented(pair["cell"], pair["against"], (pair["speedup"], pair["low"], pair["high"])))
+    return out
+
+
+def oriented(a: str, b: str, figure: Figure) -> dict[tuple[str, str], Figure]:
+    """The figure keyed by the sorted pair: the speed-up of the first over the second."""
+    if a < b:
+        return {(a, b): figure}
+    value, low, high = figure
+    return {(b, a): (1 / value, None if high is None else 1 / high, None if low is None else 1 / low)}
+
+
+def render_time_figures(out_root: Path) -> tuple[dict[tuple[str, str], Figure], dict[tuple[str, str], bool]]:
+    """Today's figure for every two cells of the run (paired_speedup on their warm render-time latencies) and
+    whether the two did the same work."""
+    from assess.stats import paired_speedup
+
+    runs = {}
+    for folder in find_run_dirs(out_root):
+        run = load_run(folder)
+        done = (run.terminal.data if run.terminal else {}) or {}
+        if run.cell_key not in runs or run.samples and not runs[run.cell_key].warm:
+            runs[run.cell_key] = CellRun(run.describe or "", [s for s in run.samples if not s.warmup and s.latency_s],
+                                         float((done.get("timing") or {}).get("drift") or 0.0),
+                                         {(s.text_id, s.seed): s.sha256 for s in run.samples})
+    figures, same = {}, {}
+    for a, b in itertools.combinations(sorted(runs), 2):
+        estimate = paired_speedup(runs[b].warm, runs[a].warm, runs[b].drift, runs[a].drift)  # a over b
+        if estimate is not None:
+            figures[(a, b)] = (estimate.value, estimate.low, estimate.high)
+            same[(a, b)] = identical(runs[a], runs[b])
+    return figures, same
+
+
+def coverage(runs: list[dict[tuple[str, str], Figure]]) -> tuple[int, int]:
+    """(covered, total): run intervals that hold the median of the other runs' point estimates."""
+    import statistics
+
+    covered = total = 0
+    for i, mine in enumerate(runs):
+        for pair, (_, low, high) in mine.items():
+            others = [r[pair][0] for j, r in enumerate(runs) if j != i and pair in r]
+            if not others or low is None or high is None:
+                continue
+            total += 1
+            covered += low <= statistics.median(others) <= high
+    return covered, total
+
+
+def verdict(figure: Figure, same_work: bool) -> int:
+    value, low, high = figure
+    if same_work or low is None or high is None or low <= 1 <= high:
+        return 0
+    return 1 if low > 1 else -1
+
+
+def consistent(runs: list[dict[tuple[str, str], Figure]], same: dict[tuple[str, str], bool], ranks_same: bool
+               ) -> tuple[int, int]:
+    """(pairs every run ranks the same way or flags within noise, pairs)."""
+    pairs = set.intersection(*(set(r) for r in runs))
+    good = 0
+    for pair in pairs:
+        signs = {verdict(r[pair], ranks_same and same.get(pair, False)) for r in runs} - {0}
+        good += len(signs) <= 1
+    return good, len(pairs)
+
+
+def width(runs: list[dict[tuple[str, str], Figure]]) -> float:
+    import statistics
+
+    widths = [high / low for r in runs for _, low, high in r.values() if low and high]
+    return statistics.median(widths) if widths else float("nan")
+
+
+def spread(runs: list[dict[tuple[str, str], Figure]]) -> float:
+    """The 90th percentile of |log(point / median of the other runs' points)|, as a fraction."""
+    import math
+    import statistics
+
+    devs = []
+    for i, mine in enumerate(runs):
+        for pair, (value, _, _) in mine.items():
+            others = [r[pair][0] for j, r in enumerate(runs) if j != i and pair in r]
+            if others:
+                devs.append(abs(math.log(value / statistics.median(others))))
+    devs.sort()
+    return math.exp(devs[int(0.9 * (len(devs) - 1))]) - 1 if devs else float("nan")
+
+
+def replicate(args: argparse.Namespace) -> None:
+    results: dict[str, list[dict[tuple[str, str], Figure]]] = {"render": [], "side": [], "render_quiet": [],
+                                                                "side_quiet": []}
+    same: dict[tuple[str, str], bool] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="hg-replicate-") as tmp:
+        def one(name: str, loaded: bool) -> None:
+            root = Path(tmp) / name
+            root.mkdir()
+            replicate_sweep(root, args)
+            figures, identical_pairs = render_time_figures(root)
+            same.update(identical_pairs)
+            results["render" if loaded else "render_quiet"].append(figures)
+            results["side" if loaded else "side_quiet"].append(side_by_side_figures(root, args))
+
+        for i in range(args.quiet_runs):
+            one(f"quiet{i}", False)
+        loaders = [subprocess.Popen([sys.executable, "-c", LOADER, str(args.burn_s), str(args.seed + i)],
+                                    env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
+                   for i in range(args.loaders)]
+        try:
+            for i in range(args.runs):
+                one(f"run{i}", True)
+        finally:
+            for loader in loaders:
+                loader.kill()
+                loader.wait()
+    print(f"replication: {args.runs} runs under load ({args.loaders} background torch processes) + {args.quiet_runs} "
+          f"quiet; {args.model}, steps {args.steps} x caches {args.caches} and the anchor, {args.prompts} prompts, "
+          f"{args.rounds} side-by-side rounds; cpus {os.cpu_count()}; {time.perf_counter() - started:.0f} s")
+    print(f"{'figure':<26} {'(a) interval holds others':>26} {'(b) ranked alike':>17} {'width load':>11} "
+          f"{'width quiet':>12} {'ratio':>6}")
+    for name, key, ranks_same in (("render-time (today)", "render", False), ("side by side (new)", "side", True)):
+        c, n = coverage(results[key])
+        g, m = consistent(results[key], same, ranks_same)
+        loaded, quiet = width(results[key]), width(results[f"{key}_quiet"])
+        print(f"{name:<26} {f'{c}/{n} = {c / max(n, 1):.2f}':>26} {f'{g}/{m} = {g / max(m, 1):.2f}':>17} "
+              f"{loaded:>11.2f} {quiet:>12.2f} {loaded / quiet:>6.2f}")
+    print(f"spread of the render-time points between runs (90th percentile): ±{spread(results['render']):.0%}; "
+          f"side by side: ±{spread(results['side']):.0%}")
+    print("goal, side by side: (a) >= 0.90, (b) >= 0.95, width under load <= 1.5x quiet")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="shapes")
@@ -105,7 +283,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--burn-s", type=float, default=900.0, help="the burner's own limit (it is also killed at the end)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replicate", action="store_true", help="the replication benchmark (module doc)")
+    parser.add_argument("--runs", type=int, default=6, help="with --replicate: independent runs under load")
+    parser.add_argument("--quiet-runs", type=int, default=2, help="with --replicate: runs with no load")
+    parser.add_argument("--loaders", type=int, default=3, help="with --replicate: background torch processes")
+    parser.add_argument("--rounds", type=int, default=20, help="with --replicate: side-by-side rounds per run")
     args = parser.parse_args()
+    if args.replicate:
+        if args.steps == "4,8,16":
+            args.steps = "4,8"
+        replicate(args)
+        return
     with tempfile.TemporaryDirectory(prefix="hg-timing-") as tmp:
         quiet_root, noisy_root = Path(tmp) / "quiet", Path(tmp) / "noisy"
         quiet_root.mkdir(), noisy_root.mkdir()
