@@ -127,10 +127,16 @@ while time.monotonic() < stop:
 Figure = tuple[float, float | None, float | None]  # speed-up of x over y, low, high
 
 
+# The measured processes run one torch thread, as the README advises beside other jobs; the loaders keep torch's
+# default, as a colleague's job would.
+MEASURED_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
 def replicate_sweep(out_root: Path, args: argparse.Namespace) -> None:
     cmd = [sys.executable, "-m", "render", "-m", f"model={args.model}", f"steps={args.steps}", f"cache={args.caches}",
            "prompts=dev", f"prompts.limit={args.prompts}", f"out_root={out_root}"]
-    subprocess.run(cmd, check=True, cwd=out_root.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, cwd=out_root.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=MEASURED_ENV)
 
 
 def side_by_side_figures(out_root: Path, args: argparse.Namespace) -> dict[tuple[str, str], Figure]:
@@ -139,7 +145,7 @@ def side_by_side_figures(out_root: Path, args: argparse.Namespace) -> dict[tuple
     sweep = next((out_root / "multirun").glob("*/*"))
     cmd = [sys.executable, "-m", "assess", "retime", str(sweep), "--every-pair", "--rounds", str(args.rounds),
            "--json", "--db", str(out_root / "index.db")]
-    done = subprocess.run(cmd, check=True, cwd=out_root.parent, capture_output=True, text=True)
+    done = subprocess.run(cmd, check=True, cwd=out_root.parent, capture_output=True, text=True, env=MEASURED_ENV)
     out = {}
     for pair in json.loads(done.stdout):
         out.update(oriented(pair["cell"], pair["against"], (pair["speedup"], pair["low"], pair["high"])))

@@ -313,9 +313,11 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     evaluations = evaluate_cells(plan, cells)
     current = current_evaluations(evaluations)
     reach = {c: reached(plan, d) for c, d in cells.items()}
-    # a cache cell that never engaged renders what cache=none renders: its latency is noise, never a win
+    # a cache cell that never engaged renders what cache=none renders, and a cell that reproduces an earlier one byte
+    # for byte did its work: their latency differences are noise, never a win (the earlier cell stands for both)
     incumbent, status, speed_rule, untimed = choose_incumbent(
-        plan, {c: e for c, e in current.items() if not (c in cells and cells[c].idle_cache)}, cells)
+        plan, {c: e for c, e in current.items() if not (c in cells and (cells[c].idle_cache or (
+            cells[c].same_work_as is not None and cells[c].same_work_as in current)))}, cells)
     front = frontier(plan, current)
     flat = families_flat(plan, current, front, incumbent)
     pruned, newly = prune(plan, flat, history, incumbent)
@@ -387,8 +389,11 @@ def _reasons(plan: Plan, d: Decision) -> list[str]:
 
 
 def _idle_reasons(plan: Plan, cells: Mapping[Coords, CellData]) -> list[str]:
-    return [f"cache never engaged: {plan.label(c)} ({d.idle_cache}): not promoted, and no cell with its cache at as many "
+    idle = [f"cache never engaged: {plan.label(c)} ({d.idle_cache}): not promoted, and no cell with its cache at as many "
             "or fewer steps and as high or a lower threshold is proposed" for c, d in sorted(cells.items()) if d.idle_cache]
+    return idle + [f"same work: {plan.label(c)} renders byte-identical images to {plan.label(d.same_work_as)}: one result, "
+                   "never ranked apart on speed" for c, d in sorted(cells.items())
+                   if d.same_work_as is not None and not d.idle_cache]
 
 
 def design_note(plan: Plan, d: Decision) -> str:

@@ -142,6 +142,20 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
     return rendered, dict(latencies)
 
 
+def with_same_work(index: Index, exp: Experiment, cells: dict[Coords, CellData]) -> dict[Coords, CellData]:
+    """The cells with the earlier cell (grid order) whose dev images each reproduces byte for byte, if any: the same
+    work, one result (assess.sidebyside.same_work), never ranked apart."""
+    from dataclasses import replace
+
+    from assess.climb.plan import Plan
+    from assess.sidebyside import same_work
+
+    order = sorted((c for c in cells if cells[c].cell_key and not cells[c].is_anchor), key=Plan.from_experiment(exp).grid_index)
+    by_key = {str(cells[c].cell_key): c for c in order}
+    twins = same_work(index, list(by_key), exp.dev.split)
+    return {c: replace(d, same_work_as=by_key[twins[d.cell_key]]) if d.cell_key in twins else d for c, d in cells.items()}
+
+
 def with_side_by_side(index: Index, cells: dict[Coords, CellData]) -> dict[Coords, CellData]:
     """The cells with the latency ratios of every two of them that a session timed side by side (assess retime,
     the climb's own timing of a choice within noise): what decides between those two on speed."""
@@ -258,7 +272,7 @@ def observe(index: Index, exp: Experiment) -> Observed:
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
                                  is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split),
                                  noise=noise, noisy=noisy)
-    cells = with_side_by_side(index, cells)
+    cells = with_side_by_side(index, with_same_work(index, exp, cells))
     anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
                                          else (frozenset(), {}))
     latest = dev_runs[-1] if dev_runs else None

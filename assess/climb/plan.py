@@ -115,6 +115,7 @@ class CellData:
     # other cell key -> (latency of this cell / the other's, low, high, rounds) from the latest session that timed
     # the two side by side (assess.sidebyside): what decides between them on speed, when there is one
     side_by_side: Mapping[str, tuple[float, float | None, float | None, int]] = field(default_factory=dict)
+    same_work_as: Coords | None = None  # an earlier cell (grid order) whose images it reproduces byte for byte
 
 
 @dataclass(frozen=True)

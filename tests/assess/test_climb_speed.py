@@ -135,3 +135,28 @@ def test_a_render_with_a_bad_confidence_is_refused_before_anything_is_written(tm
                         cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "experiment.speed.confidence=2" in result.stderr
     assert not (tmp_path / "outputs" / "multirun").exists()
+
+
+def test_side_by_side_rounds_decide_between_two_cells_within_noise_and_untimed_rivals_are_named() -> None:
+    """Issue 27: within noise on their render-time latencies the climb names the rival it must time with the
+    incumbent; once a session timed the two side by side, its rounds decide (a 20 % speed-up beyond its interval)."""
+    a, b = noisy_twins()
+    fast_worse, slow_better = cell(FAST_WORSE, -0.02, a), cell(SLOW_BETTER, -0.02, b)
+    before = incumbent(fast_worse, slow_better)
+    assert before.incumbent == FAST_WORSE and before.untimed == [SLOW_BETTER]
+    assert any("never timed side by side" in r for r in before.reasons)
+    rounds = (1 / 1.2, 1 / 1.25, 1 / 1.15, 20)  # latency(slow_better) / latency(fast_worse): 20 % faster
+    timed = incumbent(cell(FAST_WORSE, -0.02, a, side_by_side={slow_better.cell_key: (1.2, 1.15, 1.25, 20)}),
+                      cell(SLOW_BETTER, -0.02, b, side_by_side={fast_worse.cell_key: rounds}))
+    assert timed.incumbent == SLOW_BETTER and timed.untimed == []
+    assert timed.speed_rule.startswith("on speed: faster beyond noise than steps=4 cache=none") \
+        and "side-by-side round(s)" in timed.speed_rule
+
+
+def test_a_cell_that_reproduces_another_byte_for_byte_is_never_ranked_apart_from_it() -> None:
+    a, b = noisy_twins()
+    twin = cell(SLOW_BETTER, -0.02, a * 0.5, same_work_as=FAST_WORSE)  # the same images, its timing half: noise
+    d = incumbent(cell(FAST_WORSE, -0.02, b), twin)
+    assert d.incumbent == FAST_WORSE
+    assert "same work: steps=4 cache=fbcache renders byte-identical images to steps=4 cache=none: one result, never " \
+           "ranked apart on speed" in d.reasons
