@@ -159,8 +159,11 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
             from assess.category_report import cells_quality
             from assess.index import Index
 
+            from assess.scope import path_scope
+
             with user_errors(), Index.open(db, create=False) as index:
-                quality = cells_quality(index, [r.cell_key for r in rows if r.cell_key], quality_metric, band)
+                quality = cells_quality(index, [r.cell_key for r in rows if r.cell_key], quality_metric, band,
+                                        scope=path_scope(index, path))
             for record in records:
                 if record["cell_key"] in quality:
                     record["quality"] = quality[record["cell_key"]]
@@ -350,6 +353,9 @@ def ui(db: Path, datasette_args: tuple[str, ...]) -> None:
 
 
 def main() -> None:
+    from render.quiet import filter_third_party_warnings
+
+    filter_third_party_warnings()
     cli(prog_name="assess")
 
 

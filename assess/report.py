@@ -31,6 +31,7 @@ from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.category_report import cell_categories, worst_prompts
 from assess.stats import CellComparison, Estimate, compare_cell
+from assess.verdict import Rule, sweep_verdict
 
 MAX_PROMPTS = 8
 
@@ -520,11 +521,26 @@ def _quality_metric(views: list[CellView], requested: str | None) -> str:
     return valid[0]
 
 
+def verdict_rule(index: Index, views: list[CellView], metric: str, band: float | None, alpha: float, test: str,
+                 price: float | None) -> Rule:
+    """The sweep report's parity rule: its metric, --band and test, and the floors measured for its model."""
+    from assess.floor import floors_of
+
+    return Rule(metric, band, alpha, test, SPECS[metric].direction == "higher", price, floors_of(index, views))
+
+
 def _render_html(context: dict[str, Any]) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    env.filters["one_line"] = one_line
     return env.get_template("report.html.j2").render(**context)
+
+
+def one_line(text: str, width: int = 140) -> str:
+    """A reason on one line: its first line, cut at `width` characters (the whole text is the line's tooltip)."""
+    first = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return first if len(first) <= width else first[: width - 1].rstrip() + "…"
 
 
 def default_out(sweeps: list[Path]) -> Path:
@@ -572,7 +588,8 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
 
 def write_report(sweeps: list[Path | str], index_path: Path | str | None = None, out: Path | str | None = None,
                  quality_metric: str | None = None, problems: list[str] | None = None, band: float | None = None,
-                 alpha: float = 0.05, notes: list[str] | None = None) -> Path:
+                 alpha: float = 0.05, notes: list[str] | None = None, test: str = "noninferiority",
+                 price_per_gpu_hour: float | None = None) -> Path:
     """Write the report folder and return the path of its index.html. `problems`, when given, receives
     "<run>: <problem>" for each run directory the report could not read (it is listed in the report too). With a
     band (in the quality metric's units), each cell's parity is decided and a cell at parity that breaks on a
@@ -589,6 +606,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         sheets = contact_sheets(index, views, staging)
         category_rows, category_names, breaks = category_sections(index, views, metric, band, alpha, staging)
         notes_rows = speed_notes(index, views)
+        verdict = sweep_verdict(index, views, verdict_rule(index, views, metric, band, alpha, test, price_per_gpu_hour))
     if notes is not None:
         notes += [f"{n['mark']} {n['label']}: {n['note']}" for n in notes_rows]
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
@@ -619,6 +637,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         "failures": failures,
         "missing": missing,
         "speed_notes": notes_rows,
+        "verdict": verdict,
     }
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")
     _swap_into_place(staging, out_dir)
