@@ -298,6 +298,23 @@ def _quality(view: CellView, metric: str) -> float | None:
     return view.values.get(metric)
 
 
+def interval_bars(view: CellView, metric: str, x: float, y: float) -> tuple[Any, Any]:
+    """(x error, y error) of a point as matplotlib takes them ([[below], [above]]), None where there is no interval:
+    the latency's from the speed-up's interval (latency = the anchor's / speed-up), the quality's from its own."""
+    comparison = view.comparison
+    if comparison is None:
+        return None, None
+    xerr = yerr = None
+    speed = comparison.speedup
+    if speed is not None and speed.low and speed.high:
+        xerr = [[max(0.0, x - x * speed.value / speed.high)], [max(0.0, x * speed.value / speed.low - x)]]
+    quality = comparison.metrics.get(metric)
+    if quality is not None and quality.low is not None and quality.high is not None:
+        shift = y - quality.value if comparison.kinds.get(metric) == "delta" else 0.0  # a delta's interval, at the value
+        yerr = [[max(0.0, y - (quality.low + shift))], [max(0.0, quality.high + shift - y)]]
+    return xerr, yerr
+
+
 LABEL_OFFSETS = [(6, 4), (6, -14), (-18, 4), (-18, -14), (6, 16), (6, -26), (-18, 16), (-18, -26)]  # points
 
 
@@ -321,6 +338,10 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     for view, x, y in pts:
         marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
         ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
+        xerr, yerr = interval_bars(view, metric, x, y)
+        if xerr is not None or yerr is not None:
+            ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="none", ecolor="tab:blue", alpha=0.5, elinewidth=1,
+                        capsize=2, zorder=2)
     front = speed_axis.frontier([(x, y) for _, x, y in pts], spec.direction == "higher")
     ax.step([pts[i][1] for i in front], [pts[i][2] for i in front], where="post", color="tab:green", lw=1.5,
             label="Pareto frontier", zorder=2)

@@ -101,10 +101,13 @@ def floor_text(rule: Rule, metric: str) -> str:
 
 
 def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, quality: Sequence[Quality],
-        speed: Speed, latency_s: float | None, is_anchor: bool = False, status: str = "") -> dict[str, Any]:
-    """One row of the verdict table (a dict for the template)."""
+        speed: Speed, latency_s: float | None, is_anchor: bool = False, status: str = "",
+        decided: Verdict | None = None) -> dict[str, Any]:
+    """One row of the verdict table (a dict for the template); `decided`: a verdict the climb already reached under
+    the same rule (else the rule decides it from the deltas)."""
     main = next((q for q in quality if q.metric == rule.metric), None)
-    verdict = None if is_anchor or main is None else rule.verdict([main.deltas[p] for p in sorted(main.deltas)])
+    verdict = decided if decided is not None or is_anchor or main is None \
+        else rule.verdict([main.deltas[p] for p in sorted(main.deltas)])
     verdict_text = ("anchor" if is_anchor else str(verdict) if verdict is not None
                     else "no data" if main is None or not main.deltas else "no band")
     return {
@@ -163,3 +166,38 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule) -> dict[str, Any
 def context(rule: Rule, rows: list[dict[str, Any]], anchors: list[dict[str, Any]]) -> dict[str, Any]:
     return {"rule": rule.text(), "band": rule.band, "floor": floor_text(rule, rule.metric), "metrics": [rule.metric],
             "rows": rows, "anchors": anchors}
+
+
+def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any) -> dict[str, Any]:
+    """The verdict table of an experiment report: the climb's cells on dev as it sees them now (each at its highest
+    scored rung, its verdict the climb's own under the rule in force), fastest first."""
+    from assess.floor import measure
+    from assess.stats import speedup
+
+    q = exp.quality
+    floors = measure(index, observed.anchor_key, [q.metric]) if observed.anchor_key else {}
+    rule = Rule(q.metric, q.band, q.alpha, q.test, q.direction == "higher", exp.budget.price_per_gpu_hour, floors)
+    current = sorted(decision.current.items(), key=lambda ce: (ce[1].latency is None, ce[1].latency or 0.0))
+    labels = differing([[f"{a}={v}" for a, v in zip(exp.axes, c, strict=True)] for c, _ in current])
+    anchor_all = [x for v in observed.anchor_latencies.values() for x in v]
+    anchor_key = observed.anchor_key or ""
+    rows = [row("A", "anchor", anchor_key, anchor_key, rule, [Quality(q.metric, {}, None)], speed_of(anchor_key, anchor_key, None),
+                statistics_median(anchor_all), is_anchor=True)]
+    for i, ((coords, e), label) in enumerate(zip(current, labels, strict=True)):
+        key = observed.keys.get(coords, "")
+        anchor = [x for p in exp.dev.ids[:e.rung] for x in observed.anchor_latencies.get(p, ())]
+        cell = [x for p in exp.dev.ids[:e.rung] for x in observed.cells[coords].latencies.get(p, ())]
+        rendered = speedup(anchor, cell) if anchor and cell else None
+        estimate = Estimate(e.mean, e.low, e.high, e.n) if e.mean is not None else None
+        mark = ("*" if coords == decision.incumbent else "") + str(i + 1)
+        rows.append(row(mark, " ".join(label) + f" (rung {e.rung})", key, anchor_key, rule,
+                        [Quality(q.metric, {}, estimate)], speed_of(key, anchor_key, rendered), e.latency, decided=e.verdict))
+    anchors = [{"mark": "A", "cell_key": anchor_key,
+                "config": " ".join(f"{k}={v}" for k, v in exp.anchor.items()) + f" (model={exp.model})"}]
+    return context(rule, rows, anchors)
+
+
+def statistics_median(values: Sequence[float]) -> float | None:
+    import statistics
+
+    return statistics.median(values) if values else None

@@ -26,7 +26,8 @@ from assess.climb.text import amendment_lines, budget_line, num, signed
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
 from assess.report import _swap_into_place
-from assess.stats import Verdict
+from assess.stats import Verdict, parity_text
+from assess.verdict import experiment_verdict
 
 VERDICT_COLOURS = {Verdict.PARITY: "tab:green", Verdict.UNDECIDED: "tab:orange", Verdict.OUT: "tab:red", Verdict.NO_DATA: "tab:gray"}
 
@@ -142,6 +143,7 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
         observed, decision, history = _current_decision(index, exp)
         sync_index(index, name, history, final, exp.ledger.state_copy)
         result = recorded_final(exp, index, final)
+        verdict = experiment_verdict(index, exp, decision, observed)
         index_path = str(Path(index.path).resolve())
     import statistics
 
@@ -165,6 +167,8 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
         "frontier_problem": problem,
         "to_score": [str(p) for p in observed.to_score],
         "holdout_runs": observed.holdout_runs if final is None else [],
+        "verdict": verdict,
+        "parity_rule": parity_text(exp.quality.test, exp.quality.band, exp.quality.alpha),
     }
     env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
     (staging / "index.html").write_text(env.get_template("experiment.html.j2").render(**context), encoding="utf-8")
