@@ -4,6 +4,7 @@ tqdm bars leave `\\r` and `ESC[A` sequences in a log)."""
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any, TextIO
 
@@ -13,7 +14,7 @@ class LineProgress:
 
     def __init__(self, total: int, desc: str, unit: str, stream: TextIO, steps: int = 4) -> None:
         self.total, self.desc, self.unit, self.stream = total, desc, unit, stream
-        self.done, self._marks, self._said = 0, {max(1, round(total * k / steps)) for k in range(1, steps + 1)}, -1
+        self.done, self._marks, self._said = 0, {max(1, math.ceil(total * k / steps)) for k in range(1, steps + 1)}, -1
 
     def update(self, n: int = 1) -> None:
         self.done += n

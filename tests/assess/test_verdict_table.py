@@ -181,3 +181,24 @@ def test_the_experiment_reports_verdict_table_fits_1280x800(tmp_path: Path, monk
     assert {r["verdict"] for r in parsed.rows[1:]} <= {"parity", "out", "undecided", "no-data"}
     assert all(r["cells"][4] == "timed apart" for r in parsed.rows[1:])
     fits_the_first_screen(_browser(page, tmp_path))
+
+
+@pytest.mark.usefixtures("restore_hydra")
+def test_the_frontier_plot_has_interval_bars_and_no_label_over_another(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from assess.climb.report import _current_decision, frontier_figure
+    from assess.experiment import load_experiment
+    from tests.assess.test_climb_index import first_generation
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "index.db"
+    first_generation(DemoRuns((tmp_path / "outputs").resolve()), db)
+    exp = load_experiment("tiny-demo", strict=False)
+    with Index.open(db, create=False) as index:
+        _, decision, _ = _current_decision(index, exp)
+    fig = frontier_figure(exp, decision, None)
+    ax = fig.axes[0]
+    assert [c for c in ax.containers if c.__class__.__name__ == "ErrorbarContainer"]
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) >= 1 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
