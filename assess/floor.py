@@ -109,3 +109,35 @@ def floors_of(index: Any, views: Sequence[Any]) -> dict[str, Floor]:
             if metric not in out or floor.value > out[metric].value:
                 out[metric] = floor
     return out
+
+
+def floor_lines(path: Any, db: Any, multiple: float = MULTIPLE) -> tuple[list[str], list[dict[str, Any]]]:
+    """`assess floor`: per anchor of the indexed runs under `path`, each metric's floor and the band it suggests."""
+    from assess.errors import NotScored
+    from assess.index import Index
+    from assess.metrics.registry import quality_metric_names
+    from assess.scope import path_scope
+
+    lines: list[str] = []
+    records: list[dict[str, Any]] = []
+    with Index.open(db, create=False) as index:
+        scope = path_scope(index, path)
+        if scope is None:
+            raise NotScored(f"none of the runs under {path} are in the index {index.path}: run `assess score {path}` first")
+        anchors = sorted({c.anchor_cell_key for c in scope.cells.values()})
+        for anchor in anchors:
+            model = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (anchor,))
+            name = (json.loads(model[0]["cell"]).get("model") or {}).get("name", "?") if model else "?"
+            floors = measure(index, anchor, quality_metric_names())
+            if not floors:
+                lines.append(f"anchor {anchor} (model {name}): no lossless sibling scored yet: render one on the "
+                             f"anchor's prompts and seeds, e.g. python -m render model={name} attention=math "
+                             "(same prompts, seeds), then assess score")
+            for metric, f in sorted(floors.items()):
+                band = f.suggestion(multiple)
+                high = f" (95 % up to {f.high:.3g})" if f.high is not None else ""
+                lines.append(f"anchor {anchor} (model {name}): {metric} floor {f.value:.3g}{high} over {f.n} prompt(s), "
+                             f"measured on {f.sibling}; band = {multiple:g} x floor = {band:.3g}: "
+                             f"experiment.quality.band={band:.3g}")
+                records.append({**f.as_dict(), "model": name, "multiple": multiple, "band": band})
+    return lines, records
