@@ -157,14 +157,16 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule) -> dict[str, Any
         values = [deltas[p] for p in sorted(deltas)]
         estimate = mean_interval(values) if values else None
         rendered = v.comparison.speedup if v.comparison else None
+        speed = speed_of(v.cell_key, v.anchor_cell_key, rendered)
+        if v.noisy:  # the interval is there; the flag says why not to rank on it (assess.noise)
+            speed = Speed(speed.estimate, f"{speed.timed} ⚠ noisy", v.noisy)
         rows.append(row(v.mark, " ".join(label_of[v.cell_key]), v.cell_key, v.anchor_cell_key, rule,
-                        [Quality(rule.metric, deltas, estimate)], speed_of(v.cell_key, v.anchor_cell_key, rendered),
-                        latency, status=v.status))
+                        [Quality(rule.metric, deltas, estimate)], speed, latency, status=v.status))
     return context(rule, rows, anchors)
 
 
 def context(rule: Rule, rows: list[dict[str, Any]], anchors: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"rule": rule.text(), "band": rule.band, "floor": floor_text(rule, rule.metric), "metrics": [rule.metric],
+    return {"rule": rule.text(), "band": rule.band, "price": rule.price_per_gpu_hour, "floor": floor_text(rule, rule.metric), "metrics": [rule.metric],
             "rows": rows, "anchors": anchors}
 
 

@@ -75,7 +75,8 @@ def test_progress_off_a_terminal_writes_clean_lines() -> None:
 def test_a_render_off_a_terminal_leaves_no_control_sequences(tiny_cache: Path, tmp_path: Path) -> None:
     from tests.conftest import run_render
 
-    result = run_render("model=tiny", "steps=2", "prompts.limit=2", cwd=tmp_path, env_extra={"HF_HUB_OFFLINE": "1"})
+    result = run_render("-m", "model=tiny", "steps=1,2", "prompts.limit=2", cwd=tmp_path,
+                        env_extra={"HF_HUB_OFFLINE": "1"})  # a sweep: the launcher's bar around the cells' bars
     assert result.returncode == 0, result.stderr[-2000:]
     assert "\r" not in result.stderr and "\x1b[A" not in result.stderr
-    assert "samples: 2/2 img" in result.stderr
+    assert "samples: 2/2 img" in result.stderr and "cells: 2/2 cell" in result.stderr
