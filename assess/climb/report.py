@@ -56,7 +56,13 @@ def frontier_figure(exp: Experiment, decision: Decision, anchor_latency: float |
     fig = Figure(figsize=(8, 5.5), dpi=100)
     ax = fig.subplots()
     band = exp.quality.band
-    ax.axhspan(-band, band, color="tab:green", alpha=0.08, label=f"parity band ±{band:g}")
+    ys = [y for *_, y in points]
+    if exp.quality.test == "equivalence":
+        ax.axhspan(-band, band, color="tab:green", alpha=0.08, label=f"parity band ±{band:g}")
+    elif exp.quality.direction == "higher":  # non-inferiority: no worse than -band, however much better
+        ax.axhspan(-band, max(band, max(ys) + band), color="tab:green", alpha=0.08, label=f"no worse than -{band:g}")
+    else:
+        ax.axhspan(min(-band, min(ys) - band), band, color="tab:green", alpha=0.08, label=f"no worse than +{band:g}")
     for verdict, colour in VERDICT_COLOURS.items():
         chosen = [(x, y) for _, e, x, y in points if e.verdict == verdict]
         if chosen:
