@@ -158,7 +158,6 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         if db.is_file():
             from assess.category_report import cells_quality
             from assess.index import Index
-
             from assess.scope import path_scope
 
             with user_errors(), Index.open(db, create=False) as index:
