@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from assess.stats import mean_interval, tost
+from assess.stats import ParityTest, mean_interval, parity_test
 
 MIN_PROMPTS = 8  # prompts a category needs before it can be flagged
 
@@ -31,10 +31,14 @@ class CategoryAnswer:
     out_p: float | None  # the out-of-band test's p (beyond the band on the side the mean falls)
     band: float
     min_prompts: int = MIN_PROMPTS
+    test: str = ParityTest.NONINFERIORITY.value  # non-inferiority: out of band only on the worse side
+    higher_is_better: bool = True
 
     @property
     def out_of_band(self) -> bool:
-        return abs(self.mean) > self.band
+        if self.test == ParityTest.EQUIVALENCE.value:
+            return abs(self.mean) > self.band
+        return (self.mean if self.higher_is_better else -self.mean) < -self.band
 
     @property
     def enough(self) -> bool:
@@ -55,7 +59,8 @@ class CategoryAnswer:
 
 
 def category_answers(deltas: Mapping[str, float], categories: Mapping[str, str | None], band: float,
-                     min_prompts: int = MIN_PROMPTS) -> tuple[CategoryAnswer, ...]:
+                     min_prompts: int = MIN_PROMPTS, test: ParityTest | str = ParityTest.NONINFERIORITY,
+                     higher_is_better: bool = True) -> tuple[CategoryAnswer, ...]:
     """One answer per category of the prompts that have a delta (prompts without a category are left out),
     worst first (the mean furthest beyond the band)."""
     groups: dict[str, list[float]] = defaultdict(list)
@@ -66,9 +71,9 @@ def category_answers(deltas: Mapping[str, float], categories: Mapping[str, str |
     answers = []
     for category, values in groups.items():
         interval = mean_interval(values)
-        _, out_p = tost(values, band)
+        _, out_p = parity_test(values, band, test, higher_is_better)
         answers.append(CategoryAnswer(category, len(values), float(interval.value), interval.low, interval.high,
-                                      out_p, band, min_prompts))
+                                      out_p, band, min_prompts, str(test), higher_is_better))
     return tuple(sorted(answers, key=lambda a: (-abs(a.mean), a.category)))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from assess.categories import MIN_PROMPTS, CategoryAnswer, category_answers, warning
 from assess.metrics import SPECS
-from assess.stats import Estimate, mean_interval, parity_verdict, quality_deltas, tost
+from assess.stats import Estimate, ParityTest, mean_interval, parity_test, parity_verdict, quality_deltas
 
 WORST = 4  # prompts per cell on the "where it breaks" sheet
 CopyImage = Callable[[Any, str], dict[str, Any]]
@@ -50,17 +50,18 @@ def prompt_categories(index: Any, cell_key: str, split: str) -> dict[str, str | 
 
 def cell_categories(index: Any, cell_key: str, anchor_cell_key: str, split: str, metric: str, label: str,
                     band: float | None = None, alpha: float = 0.05, min_prompts: int = MIN_PROMPTS,
-                    keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
-                    ) -> CellCategories:
+                    keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None,
+                    test: ParityTest | str = ParityTest.NONINFERIORITY) -> CellCategories:
     """A cell's answers per category on `metric`; without a band, only the deltas and their intervals."""
     deltas = quality_deltas(index, cell_key, anchor_cell_key, split, metric, keys, anchor_keys)
     values = [deltas[p] for p in sorted(deltas)]
     overall = mean_interval(values) if values else None
+    higher = SPECS[metric].direction == "higher"
     answers = category_answers(deltas, prompt_categories(index, cell_key, split),
-                               band if band is not None else math.inf, min_prompts)
+                               band if band is not None else math.inf, min_prompts, test, higher)
     verdict = note = None
     if band is not None:
-        tost_p, out_p = tost(values, band)
+        tost_p, out_p = parity_test(values, band, test, higher)
         verdict = parity_verdict(tost_p, out_p, alpha, len(values))
         note = warning(label, answers) if verdict == "parity" else None
     return CellCategories(cell_key, label, metric, overall, verdict, band, answers, note, deltas)
@@ -89,9 +90,11 @@ def worst_prompts(index: Any, cells: CellCategories, anchor_cell_key: str, split
 
 
 def cells_quality(index: Any, cell_keys: list[str], metric: str | None = None, band: float | None = None,
-                  alpha: float = 0.05) -> dict[str, dict[str, Any]]:
+                  alpha: float = 0.05, scope: Any = None) -> dict[str, dict[str, Any]]:
     """cell key -> its answers per category (CellCategories.as_dict) on each split it was indexed with, for
-    `assess status --json`; the metric defaults to the first quality metric the cell has deltas on."""
+    `assess status --json`; the metric defaults to the first quality metric the cell has deltas on. With a scope
+    (assess.scope.Scope: the runs asked about), each cell and its anchor over the scope's (prompt, seed) pairs only,
+    as the report and the exports count them; a cell key is shared by every sweep that renders it."""
     from assess.errors import UnknownMetric
     from assess.metrics.registry import quality_metric_names
 
@@ -105,9 +108,16 @@ def cells_quality(index: Any, cell_keys: list[str], metric: str | None = None, b
         for run in runs:
             if run["is_anchor"]:
                 continue
+            keys = anchor_keys = None
+            if scope is not None:
+                own = scope.cells.get((cell_key, run["split"]))
+                if own is None or own.is_anchor or own.anchor_cell_key != run["anchor_cell_key"]:
+                    continue
+                anchor = scope.cells.get((own.anchor_cell_key, run["split"]))
+                keys, anchor_keys = own.keys, anchor.keys if anchor is not None else set()
             for name in [metric] if metric else quality_metric_names():
                 answers = cell_categories(index, cell_key, run["anchor_cell_key"], run["split"], name,
-                                          run["describe"] or cell_key, band, alpha)
+                                          run["describe"] or cell_key, band, alpha, keys=keys, anchor_keys=anchor_keys)
                 if answers.deltas or metric:
                     per_split[run["split"]] = answers.as_dict()
                     break

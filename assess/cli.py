@@ -158,12 +158,14 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         if db.is_file():
             from assess.category_report import cells_quality
             from assess.index import Index
+            from assess.scope import path_scope
             from assess.stats import cell_speeds
 
             keys = [r.cell_key for r in rows if r.cell_key]
             with user_errors(), Index.open(db, create=False) as index:
-                quality = cells_quality(index, keys, quality_metric, band)
-                speeds = cell_speeds(index, keys)
+                scope = path_scope(index, path)
+                quality = cells_quality(index, keys, quality_metric, band, scope=scope)
+                speeds = cell_speeds(index, keys, scope=scope)
             for record in records:
                 if record["cell_key"] in quality:
                     record["quality"] = quality[record["cell_key"]]
@@ -193,8 +195,13 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
 @click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
               help="parity band in the quality metric's units: decide each cell's parity and flag the categories "
                    "a cell at parity is out of band on (docs/quality.md)")
+@click.option("--test", "parity_test", type=click.Choice(["noninferiority", "equivalence"]), default="noninferiority",
+              show_default=True, help="with --band: the parity question (docs/climb.md)")
+@click.option("--price-per-gpu-hour", type=click.FloatRange(min=0), default=None, metavar="PRICE",
+              help="the verdict table's cost per 1,000 images in money too")
 def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric: str | None,
-           out_root: Path | None, overrides: tuple[str, ...], band: float | None) -> None:
+           out_root: Path | None, overrides: tuple[str, ...], band: float | None, parity_test: str,
+           price_per_gpu_hour: float | None) -> None:
     """Write an HTML report and print its path, then its cache engagement and compile break-even lines: of SWEEPS
     (leaderboard, Pareto plot, contact sheets, failures),
     or of an experiment's whole climb when the one argument names an experiment and no folder. A run directory it
@@ -210,7 +217,7 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
             from assess.report import write_report
 
             path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems,
-                                band=band, notes=notes)
+                                band=band, notes=notes, test=parity_test, price_per_gpu_hour=price_per_gpu_hour)
     click.echo(str(path))
     for line in notes:
         click.echo(line)
@@ -218,6 +225,24 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
         click.echo(f"unreadable {line}", err=True)
     if problems:
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path), default=Path("outputs"),
+                required=False)
+@db_option
+@click.option("--multiple", type=click.FloatRange(min=1), default=3.0, show_default=True,
+              help="the suggested band, in floors")
+@click.option("--json", "as_json", is_flag=True, help="print the floors as JSON")
+def floor(path: Path, db: Path, multiple: float, as_json: bool) -> None:
+    """Measure each quality metric's lossless floor for the anchors of the runs under PATH (the drift of renders
+    that change no mathematics: another attention backend, compile; docs/quality.md) and suggest a parity band
+    MULTIPLE floors wide."""
+    from assess.floor import floor_lines
+
+    with user_errors(db):
+        lines, records = floor_lines(path, db, multiple)
+    click.echo(json.dumps(records, indent=1) if as_json else "\n".join(lines))
 
 
 def _is_experiment(name: str) -> bool:
@@ -384,6 +409,9 @@ def ui(db: Path, datasette_args: tuple[str, ...]) -> None:
 
 
 def main() -> None:
+    from render.quiet import filter_third_party_warnings
+
+    filter_third_party_warnings()
     cli(prog_name="assess")
 
 

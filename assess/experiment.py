@@ -21,6 +21,7 @@ from typing import Any
 
 from assess.errors import AssessError
 from render.laws import canon
+from render.laws.rule import rule_test
 from render.rundir import shared_texts
 
 Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's axis order
@@ -66,6 +67,7 @@ class Quality:
     identity: float | None  # a reference metric's value for the anchor itself
     band: float
     alpha: float
+    test: str = "noninferiority"  # the parity test in the rule in force (assess.stats.ParityTest)
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,8 @@ def _split(cfg: Any, option: str, key: str) -> Split:
 
     p = cfg.prompts
     try:  # the whole split (its file, format or hub dataset), never its limit: rungs take the first N
-        prompts = load_prompts(p.file, None, p.get("format", "auto"), p.get("dataset"), p.get("revision"))
+        prompts = load_prompts(p.file, None, p.get("format", "auto"), p.get("dataset"), p.get("revision"),
+                               str(p.get("order") or "stratified"))
     except PromptError as exc:
         raise ExperimentError(f"experiment.{key}={option}: {exc}") from None
     return Split(option, str(cfg.prompts.split), str(cfg.prompts.file),
@@ -286,7 +289,7 @@ def _start(exp: Any, axes: dict[str, tuple[str, ...]], anchor: dict[str, str], c
     return tuple(coords)
 
 
-def _quality(exp: Any) -> Quality:
+def _quality(exp: Any, test: str) -> Quality:
     from assess.metrics.registry import SPECS, climb_metric_names
 
     metric = str(exp.quality.metric)
@@ -302,7 +305,7 @@ def _quality(exp: Any) -> Quality:
         raise ExperimentError(f"experiment.quality.band={band}: must be > 0 (in {metric} units)")
     if not 0 < alpha < 0.5:
         raise ExperimentError(f"experiment.quality.alpha={alpha}: must be in (0, 0.5), e.g. 0.05")
-    return Quality(metric, spec.direction, spec.needs_reference, identity, band, alpha)
+    return Quality(metric, spec.direction, spec.needs_reference, identity, band, alpha, test)
 
 
 def _rungs(exp: Any, dev: Split) -> tuple[int, ...]:
@@ -351,11 +354,11 @@ def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, stric
     def content(split: Split) -> str:
         return content_hash([Prompt(i, t) for i, t in zip(split.ids, split.texts, strict=True)])
 
+    ledger = exp_ledger(name, out_root)
     try:
-        rule = rule_of(exp, content(dev), content(holdout))
+        rule = rule_of(exp, content(dev), content(holdout), rule_in_force(ledger)[0])
     except BadRule as error:
         raise ExperimentError(str(error)) from None
-    ledger = exp_ledger(name, out_root)
     problem = None
     try:
         if amend is not None:
@@ -406,13 +409,14 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     axes = _axes(exp, dev_cfg, name)
     root = Path(out_root if out_root is not None else cfg.out_root)
     rule, amendments, problem = _rule(exp, dev, holdout, root, name, strict, amend)
-    quality, budget, rungs, eta = _quality(exp), _budget(exp), _rungs(exp, dev), int(exp.eta)
+    quality, budget, rungs, eta = _quality(exp, rule_test(rule)), _budget(exp), _rungs(exp, dev), int(exp.eta)
     if problem:  # not strict: navigate and report under the rule in force, and show the difference
         from render.laws import rule_in_force
 
         force = rule_in_force(exp_ledger(name, root))[0] or rule
         q, b = force["quality"], force["budget"]
-        quality = Quality(q["metric"], quality.direction, quality.needs_reference, quality.identity, q["band"], q["alpha"])
+        quality = Quality(q["metric"], quality.direction, quality.needs_reference, quality.identity, q["band"], q["alpha"],
+                          rule_test(force))
         budget = Budget(b["gpu_hours"], b["reserve_gpu_hours"], b["price_per_gpu_hour"])
         rungs, eta, rule = tuple(force["rungs"]), int(force["eta"]), force
     return Experiment(

@@ -32,6 +32,7 @@ from assess.scope import Scope, scope_of, scoped_cell
 from assess.category_report import cell_categories, worst_prompts
 from assess.sidebyside import SIDE_BY_SIDE
 from assess.stats import CellComparison, Estimate, compare_cell
+from assess.verdict import Rule, sweep_verdict
 
 MAX_PROMPTS = 8
 
@@ -330,6 +331,23 @@ def _quality(view: CellView, metric: str) -> float | None:
     return view.values.get(metric)
 
 
+def interval_bars(view: CellView, metric: str, x: float, y: float) -> tuple[Any, Any]:
+    """(x error, y error) of a point as matplotlib takes them ([[below], [above]]), None where there is no interval:
+    the latency's from the speed-up's interval (latency = the anchor's / speed-up), the quality's from its own."""
+    comparison = view.comparison
+    if comparison is None:
+        return None, None
+    xerr = yerr = None
+    speed = comparison.speedup
+    if speed is not None and speed.low and speed.high:
+        xerr = [[max(0.0, x - x * speed.value / speed.high)], [max(0.0, x * speed.value / speed.low - x)]]
+    quality = comparison.metrics.get(metric)
+    if quality is not None and quality.low is not None and quality.high is not None:
+        shift = y - quality.value if comparison.kinds.get(metric) == "delta" else 0.0  # a delta's interval, at the value
+        yerr = [[max(0.0, y - (quality.low + shift))], [max(0.0, quality.high + shift - y)]]
+    return xerr, yerr
+
+
 LABEL_OFFSETS = [(6, 4), (6, -14), (-18, 4), (-18, -14), (6, 16), (6, -26), (-18, 16), (-18, -26)]  # points
 
 
@@ -353,6 +371,10 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     for view, x, y in pts:
         marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
         ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
+        xerr, yerr = interval_bars(view, metric, x, y)
+        if xerr is not None or yerr is not None:
+            ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="none", ecolor="tab:blue", alpha=0.5, elinewidth=1,
+                        capsize=2, zorder=2)
     front = speed_axis.frontier([(x, y) for _, x, y in pts], spec.direction == "higher")
     ax.step([pts[i][1] for i in front], [pts[i][2] for i in front], where="post", color="tab:green", lw=1.5,
             label="Pareto frontier", zorder=2)
@@ -553,11 +575,26 @@ def _quality_metric(views: list[CellView], requested: str | None) -> str:
     return valid[0]
 
 
+def verdict_rule(index: Index, views: list[CellView], metric: str, band: float | None, alpha: float, test: str,
+                 price: float | None) -> Rule:
+    """The sweep report's parity rule: its metric, --band and test, and the floors measured for its model."""
+    from assess.floor import floors_of
+
+    return Rule(metric, band, alpha, test, SPECS[metric].direction == "higher", price, floors_of(index, views))
+
+
 def _render_html(context: dict[str, Any]) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    env.filters["one_line"] = one_line
     return env.get_template("report.html.j2").render(**context)
+
+
+def one_line(text: str, width: int = 140) -> str:
+    """A reason on one line: its first line, cut at `width` characters (the whole text is the line's tooltip)."""
+    first = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return first if len(first) <= width else first[: width - 1].rstrip() + "…"
 
 
 def default_out(sweeps: list[Path]) -> Path:
@@ -605,7 +642,8 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
 
 def write_report(sweeps: list[Path | str], index_path: Path | str | None = None, out: Path | str | None = None,
                  quality_metric: str | None = None, problems: list[str] | None = None, band: float | None = None,
-                 alpha: float = 0.05, notes: list[str] | None = None) -> Path:
+                 alpha: float = 0.05, notes: list[str] | None = None, test: str = "noninferiority",
+                 price_per_gpu_hour: float | None = None) -> Path:
     """Write the report folder and return the path of its index.html. `problems`, when given, receives
     "<run>: <problem>" for each run directory the report could not read (it is listed in the report too). With a
     band (in the quality metric's units), each cell's parity is decided and a cell at parity that breaks on a
@@ -622,6 +660,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         sheets = contact_sheets(index, views, staging)
         category_rows, category_names, breaks = category_sections(index, views, metric, band, alpha, staging)
         notes_rows = speed_notes(index, views)
+        verdict = sweep_verdict(index, views, verdict_rule(index, views, metric, band, alpha, test, price_per_gpu_hour))
     if notes is not None:
         notes += [f"{n['mark']} {n['label']}: {n['note']}" for n in notes_rows]
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
@@ -652,6 +691,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         "failures": failures,
         "missing": missing,
         "speed_notes": notes_rows,
+        "verdict": verdict,
     }
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")
     _swap_into_place(staging, out_dir)

@@ -87,6 +87,19 @@ def scope_of(runs: Iterable[dict[str, Any]]) -> Scope:
     return Scope(cells, groups)
 
 
+def path_scope(index: Any, path: Any) -> Scope | None:
+    """The scope of the indexed runs under `path` (a sweep, a run, or an output root): what `assess status --json`
+    answers about, as the report and the exports do; None when none of them is indexed."""
+    from render.rundir import find_run_dirs
+
+    paths = [str(p) for p in find_run_dirs(path)]
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(paths), 500):
+        chunk = paths[start : start + 500]
+        rows += index.query(f"SELECT * FROM runs WHERE path IN ({','.join('?' * len(chunk))})", chunk)
+    return scope_of(rows) if rows else None
+
+
 # -- scoped numbers -------------------------------------------------------------------------
 
 

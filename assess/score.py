@@ -44,14 +44,26 @@ class ScoreSummary:
     problems: list[str] = field(default_factory=list)  # skipped samples.jsonl lines
     failed: list[str] = field(default_factory=list)  # "<run path>: <problem>": runs that could not be indexed
 
+    def unavailable_lines(self) -> list[str]:
+        """One line per metric that could not score some samples: the count, the most common reason, and how many
+        other reasons there were (a reason that names its prompt would otherwise repeat once per prompt)."""
+        by_metric: dict[str, Counter[str]] = {}
+        for (metric, reason), n in self.unavailable.items():
+            by_metric.setdefault(metric, Counter())[reason] += n
+        out = []
+        for metric, reasons in sorted(by_metric.items()):
+            (top, _), others = reasons.most_common(1)[0], len(reasons) - 1
+            more = f" (and {others} other reason(s) like it)" if others else ""
+            out.append(f"  {metric} unavailable for {sum(reasons.values())} sample(s): {top}{more}")
+        return out
+
     def lines(self) -> list[str]:
         out = [
             f"scored {self.runs} run(s), {self.samples} sample(s): {self.written} score(s) written, "
             f"{self.current} already current"
             + (f"; {len(self.failed)} run(s) could not be indexed" if self.failed else "")
         ]
-        out += [f"  {metric} unavailable for {n} sample(s): {reason}" for (metric, reason), n in
-                sorted(self.unavailable.items())]
+        out += self.unavailable_lines()
         out += [f"  flagged {line}" for line in self.flagged]
         out += [f"  {line}" for line in self.problems]
         out += [f"  NOT INDEXED {line}" for line in self.failed]

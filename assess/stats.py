@@ -273,6 +273,49 @@ def tost(deltas: Sequence[float], band: float) -> tuple[float | None, float | No
     return equivalence, min(1.0, 2 * beyond)
 
 
+class ParityTest(Name):
+    """The question a parity verdict answers (experiment.quality.test; part of the frozen decision rule)."""
+
+    NONINFERIORITY = "noninferiority"  # no worse than the anchor by more than the band (one-sided): speed work's question
+    EQUIVALENCE = "equivalence"  # within +-band on both sides (TOST): a better cell is not at parity when much better
+
+
+def noninferiority(deltas: Sequence[float], band: float, higher_is_better: bool = True
+                   ) -> tuple[float | None, float | None]:
+    """(non-inferiority p, worse-than-band p) of the mean delta, paired t, one-sided; None below two values.
+
+    The delta is turned so that higher is better (a drift metric such as LPIPS, where the anchor's own 0 is the
+    best possible, the same way: more drift is worse). Non-inferiority: H0 mean <= -band, p < alpha exactly when
+    the lower end of the (1 - 2 alpha) t-interval lies above -band (a cell better than the anchor is at parity,
+    however much better). Worse than the band: the mirror one-sided test, H0 mean >= -band. Zero spread decides
+    by the value alone."""
+    n = len(deltas)
+    if n < 2:
+        return None, None
+    sign = 1.0 if higher_is_better else -1.0
+    mean = sign * statistics.fmean(deltas)
+    sd = statistics.stdev(deltas)
+    if sd == 0.0:
+        return (0.0 if mean > -band else 1.0), (0.0 if mean < -band else 1.0)
+    se = sd / math.sqrt(n)
+    return _t_sf((mean + band) / se, n - 1), _t_sf(-(mean + band) / se, n - 1)
+
+
+def parity_test(deltas: Sequence[float], band: float, test: ParityTest | str = ParityTest.NONINFERIORITY,
+                higher_is_better: bool = True) -> tuple[float | None, float | None]:
+    """(parity p, out-of-band p) under the experiment's test: `noninferiority` (default) or `equivalence` (TOST)."""
+    if ParityTest(test) == ParityTest.EQUIVALENCE:
+        return tost(deltas, band)
+    return noninferiority(deltas, band, higher_is_better)
+
+
+def parity_text(test: ParityTest | str, band: float, alpha: float) -> str:
+    """How a verdict was reached, in words (the climb's table, the reports' verdict tables)."""
+    if ParityTest(test) == ParityTest.EQUIVALENCE:
+        return f"equivalence: TOST within ±{band:g} at alpha {alpha:g}"
+    return f"non-inferiority: no worse than -{band:g} at alpha {alpha:g} (one-sided)"
+
+
 def parity_verdict(tost_p: float | None, out_p: float | None, alpha: float, n: int) -> Verdict:
     """The verdict of `tost`'s two p-values at alpha; no-data when no prompt has a delta."""
     if n == 0:
@@ -439,16 +482,23 @@ def speed_against(index: Any, cell_key: str, against: str, render: Estimate | No
     return (timed_apart(render), TIMED_APART) if render is not None else (None, None)
 
 
-def cell_speeds(index: Any, cell_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+def cell_speeds(index: Any, cell_keys: Sequence[str], scope: Any = None) -> dict[str, dict[str, Any]]:
     """cell key -> split -> its speed-up over its anchor as every tool shows it (`speed_against`: side by side when
-    timed so, else the render-time figure marked timed apart), with the render-time figure beside it."""
+    timed so, else the render-time figure marked timed apart), with the render-time figure beside it; with a scope
+    (assess.scope.Scope), the render-time figure over the scope's (prompt, seed) pairs only, as the report's."""
     out: dict[str, dict[str, Any]] = {}
     for cell_key in dict.fromkeys(cell_keys):
         runs = index.query("SELECT DISTINCT split, anchor_cell_key FROM runs WHERE cell_key = ? AND is_anchor = 0",
                            (cell_key,))
         for run in runs:
             anchor = run["anchor_cell_key"]
-            render = render_speedup(index, cell_key, anchor, run["split"])
+            keys = anchor_keys = None
+            if scope is not None:
+                own, theirs = scope.cells.get((cell_key, run["split"])), scope.cells.get((anchor, run["split"]))
+                if own is None or own.anchor_cell_key != anchor:
+                    continue
+                keys, anchor_keys = own.keys, theirs.keys if theirs is not None else set()
+            render = render_speedup(index, cell_key, anchor, run["split"], keys, anchor_keys)
             speed, timed = speed_against(index, cell_key, anchor, render)
             if speed is not None:
                 out.setdefault(cell_key, {})[run["split"]] = {

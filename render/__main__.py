@@ -26,6 +26,9 @@ def main() -> None:
     # diffusers imports torchao when it is installed (the quant axis), and torchao warns at import about
     # kernels a CPU build lacks: noise on every render, whatever the cell.
     logging.getLogger("torchao").setLevel(logging.ERROR)
+    from render.quiet import filter_third_party_warnings
+
+    filter_third_party_warnings()
 
     from render.composition import composed_once
     from render.preflight import passed

@@ -30,17 +30,46 @@ def resolve_manifest(file: str) -> Path:
     )
 
 
+ORDERS = ("stratified", "file")  # prompts.order: categories round-robin (default), or the file's own order
+
+
+def stratified(prompts: list[Prompt]) -> list[Prompt]:
+    """Categories round-robin in a stable order: the categories in the order they first appear in the file, one
+    prompt of each in turn, each category's prompts in file order (prompts without a category form one group of
+    their own). A file sorted by category (DrawBench, PartiPrompts, GenEval) then gives a first N that covers N
+    categories; a file without categories, or one already round-robin (the shipped suite), keeps its order."""
+    groups: dict[str | None, list[Prompt]] = {}
+    for prompt in prompts:
+        groups.setdefault(prompt.category, []).append(prompt)
+    if len(groups) <= 1:
+        return list(prompts)
+    out: list[Prompt] = []
+    queues = list(groups.values())
+    for i in range(max(len(q) for q in queues)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out
+
+
+def ordered(prompts: list[Prompt], order: str = "stratified") -> list[Prompt]:
+    """The split's prompts in the order `prompts.limit` takes them from (render.schema.PromptsConf.order)."""
+    if order not in ORDERS:
+        raise PromptError(f"prompts.order={order!r}: valid orders are {', '.join(ORDERS)} (stratified: categories "
+                          "round-robin, so prompts.limit=N covers N categories; file: the file's own order)")
+    return stratified(prompts) if order == "stratified" else list(prompts)
+
+
 def load_prompts(file: str, limit: int | None = None, format: str = "auto", dataset: str | None = None,
-                 revision: str | None = None) -> list[Prompt]:
+                 revision: str | None = None, order: str = "stratified") -> list[Prompt]:
     """A split's prompts: `file` read by `format`'s reader (auto: by its suffix), from a hub dataset when
-    `dataset` is set. Ids are unique and texts non-empty. `limit` keeps the first N prompts."""
+    `dataset` is set. Ids are unique and texts non-empty. In `order` (categories round-robin by default: see
+    `stratified`); `limit` keeps the first N prompts of that order."""
     if dataset:
         from render.suites.hub import dataset_file
 
         path = dataset_file(dataset, file, revision)
     else:
         path = resolve_manifest(file)
-    prompts = read_file(path, format)
+    prompts = ordered(read_file(path, format), order)
     if limit is not None:
         if limit < 1:
             raise PromptError(f"prompts.limit={limit}: must be at least 1 (or null for all {len(prompts)} prompts)")
@@ -59,8 +88,9 @@ def read_file(path: Path, format: str = "auto") -> list[Prompt]:
 
 def load_split(conf: Any) -> list[Prompt]:
     """The prompts a `prompts` config node (render.schema.PromptsConf) names."""
-    return load_prompts(conf.file, conf.limit, conf.get("format", "auto"), conf.get("dataset"), conf.get("revision"))
+    return load_prompts(conf.file, conf.limit, conf.get("format", "auto"), conf.get("dataset"), conf.get("revision"),
+                        str(conf.get("order") or "stratified"))
 
 
 __all__ = ["FORMATS", "PACKAGE_PROMPTS", "Prompt", "PromptError", "SUITE_DEV", "SUITE_HOLDOUT", "load_prompts",
-           "load_split", "resolve_manifest"]
+           "load_split", "ordered", "resolve_manifest", "stratified"]

@@ -328,7 +328,7 @@ def resume_state(run_dir: Path) -> CellState | None:
 
 def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: PipelineCache,
               overrides: list[str], launcher: str, progress_factory: Any) -> CellResult:
-    from tqdm import tqdm
+    from render.progress import progress
 
     result = CellResult(run_dir, job.cell.key, job.cell.describe(), CellState.DONE, is_anchor=job.is_anchor)
     state = resume_state(run_dir) if run_dir.exists() else None
@@ -356,7 +356,7 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         if pending:
             if job.timing.reference:
                 writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
-            bar = (progress_factory or tqdm)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img", leave=False)
+            bar = (progress_factory or progress)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img")
             try:
                 writer.fill(pending, bar)
             finally:

@@ -55,7 +55,8 @@ class PromptsConf:
     name: str = MISSING  # manifest name, e.g. smoke, dev, holdout
     split: str = MISSING  # smoke | dev | holdout | custom: holdout renders are locked by the climb
     file: str = MISSING  # a suite file (relative: cwd, then the package's prompts/), or the file's path in `dataset`
-    limit: Optional[int] = None  # render only the first N prompts (a rung of successive halving)
+    limit: Optional[int] = None  # render only the first N prompts of `order` (a rung of successive halving)
+    order: str = "stratified"  # stratified: categories round-robin in order of first appearance | file: the file's order
     format: str = "auto"  # the file's reader: auto (by suffix) | manifest | drawbench | parti | geneval | coco | text
     dataset: Optional[str] = None  # a hub dataset id holding `file`: downloaded once into the cache (docs/quality.md)
     revision: Optional[str] = None  # the dataset's revision (commit or tag); pin it for reproducible splits
@@ -72,8 +73,11 @@ class BudgetConf:
 @dataclass
 class ParityConf:
     metric: str = "ssim"  # the quality metric (an assess metric name) compared to the anchor
-    band: float = 0.02  # parity: the paired mean difference to the anchor lies within +-band (equivalence test)
-    alpha: float = 0.05  # significance level: TOST parity per cell; Wilcoxon p-values Holm-corrected across a rung's cells
+    band: float = 0.02  # parity: the cell is no worse than the anchor by more than band (or, equivalence, within +-band)
+    alpha: float = 0.05  # significance level of the parity test per cell; Wilcoxon p-values Holm-corrected across a rung's cells
+    # noninferiority (one-sided: no worse than -band) or equivalence (TOST, within +-band); unset: the frozen rule's
+    # (a rule frozen before this key existed keeps equivalence), else noninferiority (docs/climb.md)
+    test: Optional[str] = None
     per_category: bool = False  # parity also needs every category with enough prompts in band (docs/quality.md)
     category_min_prompts: int = 8  # prompts a category needs before it is flagged (or, per_category, can deny parity)
 

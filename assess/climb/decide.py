@@ -59,7 +59,7 @@ def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, di
     by_rung: dict[int, dict[Coords, Evaluation]] = {}
     for rung in plan.rungs:
         raw = {c: evaluate(d.deltas, d.latencies, plan.dev_ids[:rung], plan.band, plan.categories,
-                           plan.category_min_prompts)
+                           plan.category_min_prompts, plan.test, plan.higher_is_better)
                for c, d in cells.items() if rung in scored_rungs(plan, d)}
         if raw:
             by_rung[rung] = {k: v for k, v in correct(raw, plan.alpha, plan.per_category).items()}

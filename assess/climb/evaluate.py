@@ -5,9 +5,12 @@ seeds averaged first; for a reference metric such as SSIM the anchor's own value
 
 - the mean delta with a 95 % bootstrap interval (resampling prompts; assess.stats.mean_interval);
 - a two-sided Wilcoxon signed-rank test of "no difference" (assess.stats.wilcoxon_p);
-- parity, an equivalence test against the band (assess.stats.tost): TOST with two one-sided paired
-  t-tests, H0: mean <= -band or mean >= +band; p = the larger one-sided p ("CI inside the band");
-- out of band, the mirror test: the mean lies beyond the band on the side it falls;
+- parity under the experiment's test (assess.stats.parity_test): by default *non-inferiority*, one
+  paired t-test of H0: mean <= -band (the delta turned so that higher is better), i.e. the lower end of
+  the (1 - 2 alpha) interval above -band: a cell better than the anchor is at parity; or, with
+  `quality.test: equivalence`, TOST with two one-sided paired t-tests, H0: mean <= -band or mean >= +band,
+  p = the larger one-sided p ("CI inside the band");
+- out of band, the mirror test: the mean lies beyond the band (non-inferiority: on the worse side);
 - the median warm latency (the objective) over the same prompts.
 
 Per category of the rung's prompts (assess.categories): the same mean delta and interval, and whether the
@@ -34,7 +37,7 @@ from functools import lru_cache
 from typing import TypeVar
 
 from assess.categories import MIN_PROMPTS, CategoryAnswer, broken, category_answers
-from assess.stats import Verdict, holm, mean_interval, parity_verdict, tost, wilcoxon_p
+from assess.stats import ParityTest, Verdict, holm, mean_interval, parity_test, parity_verdict, wilcoxon_p
 
 
 K = TypeVar("K", bound=Hashable)  # what a rung's cells are keyed by (their coordinates)
@@ -51,7 +54,7 @@ class Evaluation:
     low: float | None  # 95 % bootstrap interval of the mean
     high: float | None
     wilcoxon_p: float | None  # two-sided, "differs from the anchor"
-    tost_p: float | None  # equivalence within +-band (raw)
+    tost_p: float | None  # the parity test's p (raw): non-inferiority (default) or TOST, as the rule says
     out_p: float | None  # beyond the band (raw)
     latency: float | None  # median warm latency, s/image
     n_warm: int
@@ -70,20 +73,21 @@ class Evaluation:
 
 
 def evaluate(deltas: Mapping[str, float], latencies: Mapping[str, Sequence[float]], prompt_ids: Sequence[str],
-             band: float, categories: Mapping[str, str | None] | None = None, min_prompts: int = MIN_PROMPTS
-             ) -> Evaluation:
+             band: float, categories: Mapping[str, str | None] | None = None, min_prompts: int = MIN_PROMPTS,
+             test: ParityTest | str = ParityTest.NONINFERIORITY, higher_is_better: bool = True) -> Evaluation:
     """One cell on these prompts (the rung's), before any correction across cells; `categories`: each
     prompt's category in its suite (None: no answers per category)."""
     values = tuple(deltas.get(p) for p in prompt_ids)
     warm = tuple(tuple(latencies.get(p, ())) for p in prompt_ids)
     labels = tuple((categories or {}).get(p) for p in prompt_ids)
-    return _evaluate(values, warm, tuple(prompt_ids), band, labels, min_prompts)
+    return _evaluate(values, warm, tuple(prompt_ids), band, labels, min_prompts, str(test), higher_is_better)
 
 
 @lru_cache(maxsize=8192)
 def _evaluate(values_or_none: tuple[float | None, ...], warm_by_prompt: tuple[tuple[float, ...], ...],
               prompt_ids: tuple[str, ...], band: float, labels: tuple[str | None, ...] = (),
-              min_prompts: int = MIN_PROMPTS) -> Evaluation:
+              min_prompts: int = MIN_PROMPTS, test: str = ParityTest.NONINFERIORITY.value,
+              higher_is_better: bool = True) -> Evaluation:
     """Pure and cached: a climb re-evaluates the same cells at the same rungs every generation."""
     values = [v for v in values_or_none if v is not None]
     missing = tuple(p for p, v in zip(prompt_ids, values_or_none, strict=True) if v is None)
@@ -94,9 +98,10 @@ def _evaluate(values_or_none: tuple[float | None, ...], warm_by_prompt: tuple[tu
                           verdict=Verdict.NO_DATA)
     interval = mean_interval(values)
     w_p, _why = wilcoxon_p(values) if len(values) >= 2 else (None, None)
-    tost_p, out_p = tost(values, band)
+    tost_p, out_p = parity_test(values, band, test, higher_is_better)
     present = {p: v for p, v in zip(prompt_ids, values_or_none, strict=True) if v is not None}
-    answers = category_answers(present, dict(zip(prompt_ids, labels, strict=False)), band, min_prompts)
+    answers = category_answers(present, dict(zip(prompt_ids, labels, strict=False)), band, min_prompts, test,
+                               higher_is_better)
     return Evaluation(len(prompt_ids), len(values), missing, interval.value, interval.low, interval.high, w_p, tost_p,
                       out_p, latency, len(warm), categories=answers)
 

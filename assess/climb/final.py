@@ -30,6 +30,7 @@ from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
 from assess.stats import mean_interval, parity_verdict
+from render.laws.rule import rule_test
 from render.rundir import cell_key_of
 
 Log = Callable[[str], None]
@@ -100,7 +101,8 @@ def _holdout_arm(index: Index, exp: Experiment, role: str, overrides: list[str],
     if unscored:
         arm.note = f"{len(unscored)} holdout prompt(s) not scored yet"
     ids = [p for p in exp.holdout.ids if p in rendered]
-    e = evaluate(deltas, latencies, ids, exp.quality.band)
+    e = evaluate(deltas, latencies, ids, exp.quality.band, test=exp.quality.test,
+                 higher_is_better=exp.quality.direction == "higher")
     arm.quality = {**e.as_dict(), "verdict": parity_verdict(e.tost_p, e.out_p, exp.quality.alpha, e.n)}
     if role != "anchor" and anchor_key is not None and key != anchor_key:
         render = render_speedup(index, key, anchor_key, exp.holdout.split)
@@ -139,7 +141,8 @@ def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalR
     from dataclasses import replace
 
     band, alpha = claim_quality(exp, final)
-    exp = replace(exp, quality=replace(exp.quality, band=band, alpha=alpha))
+    test = rule_test(final["rule"]) if final.get("rule") else exp.quality.test  # the test in force at the claim
+    exp = replace(exp, quality=replace(exp.quality, band=band, alpha=alpha, test=test))
     sync_run_experiments(index)
     inc = final["incumbent"]
     steps = int(inc.get("steps", exp.default_steps))

@@ -48,6 +48,7 @@ class Plan:
     per_category: bool = False  # experiment.quality.per_category: parity needs every category in band
     category_min_prompts: int = MIN_PROMPTS  # experiment.quality.category_min_prompts
     speed_confidence: float = SPEED_CONFIDENCE  # experiment.speed.confidence: of "faster beyond noise"
+    test: str = "noninferiority"  # experiment.quality.test in the rule in force (assess.stats.ParityTest)
 
     @classmethod
     def from_experiment(cls, exp: Any) -> Plan:
@@ -59,7 +60,7 @@ class Plan:
                    anchor_steps=int(exp.anchor["steps"]), holdout_n=len(exp.holdout.ids),
                    categories=split_categories(exp.dev.file), per_category=bool(quality.get("per_category", False)),
                    category_min_prompts=int(quality.get("category_min_prompts", MIN_PROMPTS)),
-                   speed_confidence=float(speed.get("confidence", SPEED_CONFIDENCE)))
+                   speed_confidence=float(speed.get("confidence", SPEED_CONFIDENCE)), test=str(exp.quality.test))
 
     @property
     def top(self) -> int:
@@ -196,7 +197,10 @@ def plausible(plan: Plan, e: Evaluation) -> bool:
     """Could still be at parity: at parity, or undecided with its mean inside the band below the top rung."""
     if e.verdict == Verdict.PARITY:
         return True
-    return (e.verdict == Verdict.UNDECIDED and e.mean is not None and abs(e.mean) <= plan.band and e.rung < plan.top)
+    if e.verdict != Verdict.UNDECIDED or e.mean is None or e.rung >= plan.top:
+        return False
+    inside = abs(e.mean) <= plan.band if plan.test == "equivalence" else plan.goodness(e.mean) >= -plan.band
+    return inside
 
 
 def idle_rules_out(plan: Plan, coords: Coords, cells: Mapping[Coords, CellData]) -> Coords | None:

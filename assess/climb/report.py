@@ -25,17 +25,29 @@ from assess.climb.records import experiment_dir, sync_index
 from assess.climb.text import amendment_lines, budget_line, num, signed
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
-from assess.report import _swap_into_place
-from assess.stats import Verdict
+from assess.report import _swap_into_place, place_labels
+from assess.stats import Verdict, parity_text
+from assess.verdict import experiment_verdict
 
 VERDICT_COLOURS = {Verdict.PARITY: "tab:green", Verdict.UNDECIDED: "tab:orange", Verdict.OUT: "tab:red", Verdict.NO_DATA: "tab:gray"}
 
 
 def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | None, path: Path) -> str | None:
     """Dev latency vs quality delta; returns why it could not be drawn, or None."""
+    fig = frontier_figure(exp, decision, anchor_latency)
+    if isinstance(fig, str):
+        return fig
+    fig.savefig(path)
+    return None
+
+
+def frontier_figure(exp: Experiment, decision: Decision, anchor_latency: float | None) -> Any:
+    """The frontier plot (a matplotlib Figure), or why it cannot be drawn: each cell a point with its quality
+    interval, labelled by its row in the verdict table, no label over another."""
     import matplotlib
 
     matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     points = [(c, e, e.latency, e.mean) for c, e in decision.current.items() if e.latency is not None and e.mean is not None]
@@ -44,14 +56,21 @@ def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | N
     fig = Figure(figsize=(8, 5.5), dpi=100)
     ax = fig.subplots()
     band = exp.quality.band
-    ax.axhspan(-band, band, color="tab:green", alpha=0.08, label=f"parity band ±{band:g}")
+    ys = [y for *_, y in points]
+    if exp.quality.test == "equivalence":
+        ax.axhspan(-band, band, color="tab:green", alpha=0.08, label=f"parity band ±{band:g}")
+    elif exp.quality.direction == "higher":  # non-inferiority: no worse than -band, however much better
+        ax.axhspan(-band, max(band, max(ys) + band), color="tab:green", alpha=0.08, label=f"no worse than -{band:g}")
+    else:
+        ax.axhspan(min(-band, min(ys) - band), band, color="tab:green", alpha=0.08, label=f"no worse than +{band:g}")
     for verdict, colour in VERDICT_COLOURS.items():
         chosen = [(x, y) for _, e, x, y in points if e.verdict == verdict]
         if chosen:
             ax.scatter([x for x, _ in chosen], [y for _, y in chosen], c=colour, s=40, zorder=3, label=verdict)
-    for c, e, x, y in points:
-        ax.annotate(f"{exp.label(c)} (r{e.rung})", (x, y), textcoords="offset points", xytext=(4, 4),
-                    fontsize=6)
+    for _, e, x, y in points:  # the quality delta's interval
+        if e.low is not None and e.high is not None:
+            ax.errorbar([x], [y], yerr=[[max(0.0, y - e.low)], [max(0.0, e.high - y)]], fmt="none", ecolor="gray",
+                        alpha=0.6, elinewidth=1, capsize=2, zorder=2)
     on_front = [decision.current[c] for c in decision.frontier]  # each has a latency and a mean (decide.frontier)
     front = [(e.latency, e.mean) for e in on_front if e.latency is not None and e.mean is not None]
     if front:
@@ -69,8 +88,16 @@ def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | N
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
-    return None
+    FigureCanvasAgg(fig)
+    marks = frontier_marks(exp, decision)
+    place_labels(ax, [(marks[c], x, y) for c, _, x, y in points])  # short marks, none overlapping another
+    return fig
+
+
+def frontier_marks(exp: Experiment, decision: Decision) -> dict[Any, str]:
+    """The plot's short name of each cell: its row number in the verdict table (fastest first, as it orders)."""
+    ordered = sorted(decision.current.items(), key=lambda ce: (ce[1].latency is None, ce[1].latency or 0.0))
+    return {c: str(i + 1) for i, (c, _) in enumerate(ordered)}
 
 
 def _current_decision(index: Index, exp: Experiment) -> tuple[Observed, Decision, list[dict[str, Any]]]:
@@ -144,6 +171,7 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
         observed, decision, history = _current_decision(index, exp)
         sync_index(index, name, history, final, exp.ledger.state_copy)
         result = recorded_final(exp, index, final)
+        verdict = experiment_verdict(index, exp, decision, observed)
         index_path = str(Path(index.path).resolve())
     import statistics
 
@@ -167,6 +195,8 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
         "frontier_problem": problem,
         "to_score": [str(p) for p in observed.to_score],
         "holdout_runs": observed.holdout_runs if final is None else [],
+        "verdict": verdict,
+        "parity_rule": parity_text(exp.quality.test, exp.quality.band, exp.quality.alpha),
     }
     env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
     (staging / "index.html").write_text(env.get_template("experiment.html.j2").render(**context), encoding="utf-8")

@@ -6,6 +6,8 @@ import os
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from assess.stats import parity_text
+
 if TYPE_CHECKING:
     from assess.climb.decide import BudgetState
     from assess.climb.generation import Step
@@ -44,7 +46,7 @@ def _speedup(step: Step, coords: tuple[str, ...], rung: int) -> str:
 def cell_table(step: Step) -> list[str]:
     d, exp = step.decision, step.exp
     q = exp.quality
-    rows = [("", "cell", "rung", "n", f"Δ {q.metric} [95% CI]", "p Wilcoxon", "p TOST", "verdict", "s/image",
+    rows = [("", "cell", "rung", "n", f"Δ {q.metric} [95% CI]", "p Wilcoxon", "p parity", "verdict", "s/image",
              "speed-up")]
     order = sorted(d.current, key=lambda c: (d.current[c].latency is None, d.current[c].latency or 0.0, c))
     for coords in order:
@@ -75,8 +77,8 @@ def format_step(step: Step) -> str:
              budget_line(step.budget)]
     lines += amendment_lines(exp)
     if d.current:
-        lines.append(f"cells on {exp.dev.option} ({q.metric} delta to the anchor; parity: TOST within ±{q.band:g} at "
-                     f"alpha {q.alpha:g}; Wilcoxon Holm-adjusted across each rung's cells; * incumbent, + frontier):")
+        lines.append(f"cells on {exp.dev.option} ({q.metric} delta to the anchor; parity: {parity_text(q.test, q.band, q.alpha)}; "
+                     f"Wilcoxon Holm-adjusted across each rung's cells; * incumbent, + frontier):")
         lines += cell_table(step)
     else:
         lines.append(f"no cell of the grid has scored samples on {exp.dev.option} yet")

@@ -27,7 +27,7 @@ class InProcessLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from tqdm import tqdm
+        from render.progress import progress
 
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
         setup_globals()
@@ -35,7 +35,12 @@ class InProcessLauncher(Launcher):
         configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, initial_job_idx)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         returns = []
-        for overrides, config in tqdm(list(zip(job_overrides, configs)), desc="cells", unit="cell"):
-            returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=config,
-                                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
+        bar = progress(total=len(configs), desc="cells", unit="cell")  # clean lines when stderr is no terminal
+        try:
+            for config in configs:
+                returns.append(run_job(hydra_context=self.hydra_context, task_function=self.task_function,
+                                       config=config, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
+                bar.update(1)
+        finally:
+            bar.close()
         return returns

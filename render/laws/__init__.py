@@ -51,7 +51,7 @@ def check_experiment(cfg: Any, overrides: Sequence[str], job: Any) -> None:
                               f"({holdout_file}) share {len(shared)} text(s), e.g. {dev_id} = {holdout_id} ({text!r})")
     ledger = Ledger(name, job.out_root)
     check_anchor(ledger, job.anchor)
-    check_rule(ledger, rule_of(experiment, content_hash(dev), content_hash(holdout)))
+    check_rule(ledger, rule_of(experiment, content_hash(dev), content_hash(holdout), rule_in_force(ledger)[0]))
 
 
 def record_launch(jobs: Sequence[Any]) -> None:

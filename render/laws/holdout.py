@@ -43,7 +43,7 @@ def option_prompts(option: str) -> tuple[str, list[Prompt]]:
                 raise HoldoutLocked(f"{path}: a prompts option is a mapping (file, format, dataset), not a list")
             file = str(node.file)
             return file, load_prompts(file, None, str(node.get("format") or "auto"), node.get("dataset"),
-                                      node.get("revision"))
+                                      node.get("revision"), str(node.get("order") or "stratified"))
     raise HoldoutLocked(f"prompts option {option!r} not found in {', '.join(str(d / 'prompts') for d in conf_dirs())}")
 
 

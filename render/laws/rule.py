@@ -29,6 +29,27 @@ class BadRule(RenderError, ValueError):
     """A value of the decision rule is out of its range; nothing was launched."""
 
 
+TESTS = ("noninferiority", "equivalence")  # experiment.quality.test (assess.stats.ParityTest); a new experiment's default first
+LEGACY_TEST = "equivalence"  # the test of a rule frozen before quality.test existed: it keeps its TOST
+
+
+def rule_test(rule: dict[str, Any] | None) -> str:
+    """The parity test a rule says (a rule without the key was frozen before it existed: equivalence)."""
+    return str(((rule or {}).get("quality") or {}).get("test", LEGACY_TEST))
+
+
+def quality_test(quality: dict[str, Any], in_force: dict[str, Any] | None) -> str:
+    """experiment.quality.test, checked; unset, the rule in force's (a rule frozen before the key existed keeps its
+    equivalence test), else non-inferiority."""
+    value = quality.get("test")
+    if value is None:
+        return rule_test(in_force) if in_force is not None else TESTS[0]
+    if str(value) not in TESTS:
+        raise BadRule(f"experiment.quality.test={value}: valid tests are {', '.join(TESTS)} (noninferiority: parity when "
+                      "the cell is no worse than the anchor by more than the band; equivalence: within +-band, TOST)")
+    return str(value)
+
+
 SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/schema.py SpeedConf); also the rule's absence
 
 
@@ -69,8 +90,10 @@ def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig | ListConfig) else node
 
 
-def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str, Any]:
-    """The decision rule of a composed experiment node (its splits given by their content hashes)."""
+def rule_of(experiment: Any, dev_content: str, holdout_content: str, in_force: dict[str, Any] | None = None
+            ) -> dict[str, Any]:
+    """The decision rule of a composed experiment node (its splits given by their content hashes); `in_force`, the
+    ledger's rule in force, supplies what the node leaves unset (quality.test)."""
     exp = _plain(experiment)
     quality = dict(exp.get("quality") or {})
     budget = dict(exp.get("budget") or {})
@@ -78,11 +101,15 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str) -> dict[str
     # with them at their defaults) stays the same rule
     per_category = {"per_category": True, "category_min_prompts": int(quality.get("category_min_prompts") or 8)} \
         if quality.get("per_category") else {}
+    # the parity test: a rule without the key is an equivalence rule (frozen before it existed), so the key is written
+    # only for non-inferiority, and an unset test keeps the rule in force's
+    test = quality_test(quality, in_force)
+    tested = {} if test == LEGACY_TEST else {"test": test}
     confidence = speed_confidence(exp)  # likewise: at its default, a rule frozen before it existed stays the same
     speed = {} if confidence == SPEED_CONFIDENCE else {"speed": {"confidence": confidence}}
     return {
         "quality": {"metric": str(quality.get("metric")), "band": float(quality["band"]),
-                    "alpha": float(quality["alpha"]), **per_category},
+                    "alpha": float(quality["alpha"]), **tested, **per_category},
         "rungs": [int(r) for r in exp.get("rungs") or []],
         "eta": int(exp.get("eta")),
         "objective": str(exp.get("objective")),

@@ -1,0 +1,82 @@
+"""Issue 30, item 7: quiet output. One line per metric that cannot score a run (with the count), torch's _pytree
+deprecation filtered at the entry points (and nothing else), progress that writes clean lines off a terminal."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from assess.score import score
+from render.progress import LineProgress, progress
+from tests.assess.conftest import RunFactory, make_cell, shift
+
+
+def test_a_metric_that_cannot_score_real_prompts_says_so_once(outputs: RunFactory, db: Path) -> None:
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor", overrides=["steps=28"], latency=0.2)
+    outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=shift(2), latency=0.1)
+    summary = score([sweep], db, metrics=["ssim", "shapes"])
+    shapes = [line for line in summary.lines() if "shapes" in line]
+    n = sum(n for (metric, _), n in summary.unavailable.items() if metric == "shapes")
+    assert len({reason for metric, reason in summary.unavailable if metric == "shapes"}) > 1  # one reason per prompt
+    assert len(shapes) == 1 and shapes[0].startswith(f"  shapes unavailable for {n} sample(s): ")
+    assert "other reason(s) like it" in shapes[0]
+
+
+def _pytree_warning() -> None:
+    import torch.utils._pytree as pytree
+
+    class Box:  # a fresh class each time: torch refuses to register one twice
+        pass
+
+    pytree._register_pytree_node(Box, lambda b: ([], None), lambda values, context: Box())
+
+
+@pytest.mark.parametrize("entry", ["assess", "render"])
+def test_the_entry_points_filter_torchs_pytree_warning_and_nothing_else(entry: str) -> None:
+    """Each entry point run for real (`--help`), then torch's deprecated call made in the same process."""
+    main = "from assess.cli import main" if entry == "assess" else "from render.__main__ import main"
+    code = (f"import sys, warnings\nwarnings.simplefilter('default')\n{main}\nsys.argv = ['x', '--help']\n"
+            "try:\n    main()\nexcept (SystemExit, Exception):\n    pass  # python -c hides render's config folder from Hydra\n"
+            "from tests.assess.test_quiet import _pytree_warning\n_pytree_warning()\n"
+            "warnings.warn('a warning of our own', FutureWarning)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "_register_pytree_node" not in result.stderr
+    assert "a warning of our own" in result.stderr  # a filter by message, not a silenced category
+
+
+def test_without_the_entry_point_the_warning_shows() -> None:
+    """The route the filter closes is real: torch's call warns when no entry point filtered it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _pytree_warning()
+    assert any("_register_pytree_node" in str(w.message) for w in caught)
+
+
+def test_progress_off_a_terminal_writes_clean_lines() -> None:
+    out = io.StringIO()
+    bar = progress(total=10, desc="abcd1234 samples", unit="img", stream=out)
+    assert isinstance(bar, LineProgress)
+    for _ in range(10):
+        bar.update(1)
+    bar.close()
+    text = out.getvalue()
+    assert "\r" not in text and "\x1b" not in text
+    assert text.splitlines() == [f"abcd1234 samples: {n}/10 img" for n in (3, 5, 8, 10)]
+
+
+def test_a_render_off_a_terminal_leaves_no_control_sequences(tiny_cache: Path, tmp_path: Path) -> None:
+    from tests.conftest import run_render
+
+    result = run_render("-m", "model=tiny", "steps=1,2", "prompts.limit=2", cwd=tmp_path,
+                        env_extra={"HF_HUB_OFFLINE": "1"})  # a sweep: the launcher's bar around the cells' bars
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "\r" not in result.stderr and "\x1b[A" not in result.stderr
+    assert "samples: 2/2 img" in result.stderr and "cells: 2/2 cell" in result.stderr

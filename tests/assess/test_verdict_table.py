@@ -1,0 +1,204 @@
+"""Issue 30, item 4: the first screen decides. Both reports open with a verdict table (each cell as its overrides,
+its verdict, speed-up with interval and how it was timed, the quality delta with interval, the lossless floor, the
+cost per 1,000 images) that fits a 1280x800 window with no horizontal scroll, measured in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from assess.index import Index
+from assess.report import pareto_figure, sweep_cells, write_report
+from assess.score import score
+from assess.stats import compare_cell
+from tests.assess.climb_fixtures import DemoRuns, restore_hydra  # noqa: F401  (the fixture)
+from tests.assess.conftest import RunFactory, make_cell, noise, shift
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WINDOW = (1280, 800)
+
+
+class Tables(HTMLParser):
+    """The ids of the tables in document order, and the verdict table's rows (their cells' texts)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[str] = []
+        self.rows: list[dict] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = dict(attrs)
+        if tag == "table":
+            self.tables.append(a.get("id") or "")
+        elif tag == "tr" and "data-verdict-key" in a:
+            self.rows.append({"key": a["data-verdict-key"], "verdict": a["data-verdict"], "cells": []})
+        elif tag == "td" and self.rows and self.tables[-1] == "verdict-table":
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None:
+            self.rows[-1]["cells"].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def tables(html: Path) -> Tables:
+    parsed = Tables()
+    parsed.feed(html.read_text())
+    return parsed
+
+
+@pytest.fixture
+def grid(outputs: RunFactory) -> Path:
+    """A 2 x 2 sweep (steps x cache) with its anchor, one cell (steps=16 cache=none) close to it."""
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor", overrides=["steps=28", "cache=none"], latency=0.2)
+    n = 1
+    for steps in (8, 16):
+        for cache in ("none", "fbcache"):
+            outputs.run(sweep, f"{n}_steps={steps},cache={cache}", make_cell(steps=steps, cache=cache),
+                        overrides=[f"steps={steps}", f"cache={cache}"], perturb=shift(28 - steps) if cache == "none"
+                        else noise(28 - steps), latency=0.2 * steps / 28 * (0.7 if cache == "fbcache" else 1))
+            n += 1
+    return sweep
+
+
+@pytest.fixture
+def report(grid: Path, db: Path) -> Path:
+    score([grid], db, metrics=["psnr", "ssim"])
+    return write_report([grid], db, band=0.05, price_per_gpu_hour=2.5)
+
+
+def test_the_sweep_report_opens_with_the_verdict_table(report: Path, grid: Path, db: Path) -> None:
+    parsed = tables(report)
+    assert parsed.tables[0] == "verdict-table"
+    html = report.read_text()
+    assert html.index('id="verdict-table"') < html.index('id="leaderboard"')
+    with Index.open(db, create=False) as index:
+        views, _ = sweep_cells(index, [grid])
+        by_key = {v.cell_key: v for v in views}
+        assert [r["key"] for r in parsed.rows] == [v.cell_key for v in views]  # every cell, leaderboard order
+        for r in parsed.rows:
+            view = by_key[r["key"]]
+            mark, label, verdict, speed, timed, delta, floor, cost = r["cells"]
+            assert mark == view.mark
+            if view.is_anchor:
+                assert label.startswith("★ anchor") and verdict == "anchor"
+                continue
+            assert label == " ".join(o for o in view.overrides if not o.startswith(("prompts", "seed")))  # its overrides
+            assert verdict == r["verdict"] in {"parity", "out", "undecided"}
+            speedup = compare_cell(index, view.cell_key, view.anchor_cell_key, view.split, view.keys).speedup
+            assert speedup is not None and speed.startswith(f"{speedup.value:.2f}× [{speedup.low:.2f}, ")
+            assert timed in ("timed apart", "timed apart ⚠ noisy")
+            assert re.fullmatch(r"[+-]\d\.\d{4} \[[+-]\d\.\d{4}, [+-]\d\.\d{4}\]", delta), delta
+            assert floor == "not measured"
+            gpu_h = view.values["latency_median_s"] * 1000 / 3600
+            assert cost == f"{gpu_h:.3g} GPU-h · {2.5 * gpu_h:,.2f}/1k"
+    assert 'id="anchor-config"' in html and "<details" in html  # the anchor's config, collapsed
+    assert "non-inferiority: no worse than -0.05 at alpha 0.05" in html
+
+
+def test_reasons_for_missing_metrics_are_one_line_each(grid: Path, db: Path) -> None:
+    summary = score([grid], db, metrics=["psnr", "ssim", "shapes"])  # the fixture's prompts are no shapes captions
+    assert [line for line in summary.lines() if "shapes unavailable" in line] == [
+        line for line in summary.lines() if "shapes" in line]  # one line for the metric, with its count
+    html = write_report([grid], db).read_text()
+    items = re.findall(r'<li class="not-shown"[^>]*>(.*?)</li>', html, re.S)
+    assert any("shapes" in item for item in items)
+    assert all("\n" not in item and len(re.sub("<[^>]+>", "", item)) < 200 for item in items)
+
+
+def test_the_pareto_plot_has_interval_bars(grid: Path, db: Path) -> None:
+    score([grid], db, metrics=["psnr", "ssim"])
+    with Index.open(db, create=False) as index:
+        views, _ = sweep_cells(index, [grid])
+    fig, _ = pareto_figure(views, "ssim")
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if c.__class__.__name__ == "ErrorbarContainer"]
+    assert bars, "no interval bars"
+
+
+def _browser(page: Path, tmp_path: Path) -> dict[str, str]:
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+             "--virtual-time-budget=10000"]
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    body = re.search(r"<body([^>]*)>", dom.stdout)
+    assert body, dom.stdout[:2000]
+    return dict(re.findall(r'(data-[\w-]+)="([^"]*)"', body.group(1)))
+
+
+def fits_the_first_screen(attrs: dict[str, str]) -> None:
+    width, height = (int(v) for v in attrs["data-window"].split("x"))  # the viewport of a 1280x800 window
+    assert width == WINDOW[0] and height <= WINDOW[1], attrs["data-window"]
+    left, top, right, bottom = (int(v) for v in attrs["data-verdict-box"].split(","))
+    assert 0 <= left and right <= width, f"the verdict table spans x {left}..{right} of a {width}-px viewport"
+    assert 0 <= top and bottom <= height, f"the verdict table spans y {top}..{bottom} of a {height}-px viewport"
+    assert attrs["data-verdict-scroll"] == "0", "the page scrolls horizontally"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
+def test_the_sweep_reports_verdict_table_fits_1280x800(report: Path, tmp_path: Path) -> None:
+    fits_the_first_screen(_browser(report, tmp_path))
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
+def test_the_browser_check_catches_a_table_too_wide(report: Path, tmp_path: Path) -> None:
+    """The check itself can fail: a table wider than the window must be caught."""
+    html = report.read_text()
+    wide = html.replace('<table id="verdict-table">', '<table id="verdict-table" style="width:1500px">', 1)
+    report.write_text(wide)
+    with pytest.raises(AssertionError):
+        fits_the_first_screen(_browser(report, tmp_path))
+
+
+@pytest.mark.browser
+@pytest.mark.usefixtures("restore_hydra")
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
+def test_the_experiment_reports_verdict_table_fits_1280x800(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assess.climb.report import write_experiment_report
+    from tests.assess.test_climb_index import first_generation
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "index.db"
+    first_generation(DemoRuns((tmp_path / "outputs").resolve()), db)
+    page = write_experiment_report("tiny-demo", db)
+    parsed = tables(page)
+    assert parsed.tables[0] == "verdict-table" and len(parsed.rows) >= 3
+    assert {r["verdict"] for r in parsed.rows[1:]} <= {"parity", "out", "undecided", "no-data"}
+    assert all(r["cells"][4].startswith("timed apart") for r in parsed.rows[1:])
+    fits_the_first_screen(_browser(page, tmp_path))
+
+
+@pytest.mark.usefixtures("restore_hydra")
+def test_the_frontier_plot_has_interval_bars_and_no_label_over_another(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from assess.climb.report import _current_decision, frontier_figure
+    from assess.experiment import load_experiment
+    from tests.assess.test_climb_index import first_generation
+
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "index.db"
+    first_generation(DemoRuns((tmp_path / "outputs").resolve()), db)
+    exp = load_experiment("tiny-demo", strict=False)
+    with Index.open(db, create=False) as index:
+        _, decision, _ = _current_decision(index, exp)
+    fig = frontier_figure(exp, decision, None)
+    ax = fig.axes[0]
+    assert [c for c in ax.containers if c.__class__.__name__ == "ErrorbarContainer"]
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) >= 1 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
