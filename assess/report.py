@@ -244,7 +244,8 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
         if comparison is None or comparison.speedup is None:
             return {"text": "n/a", "title": "no warm latency for this cell or its anchor", "cls": "na"}
         timed = f" · {comparison.timed}" if comparison.timed else ""
-        if view.noisy:  # the interval is there; the flag says why not to rank on it
+        if view.noisy and comparison.timed != SIDE_BY_SIDE:  # the interval is there; the flag says why not to rank
+            # on it (side by side, the render's noise is not in the figure)
             return {"text": _interval_text(comparison.speedup) + f"× ⚠ noisy{timed}", "title": view.noisy,
                     "cls": "noisy"}
         return {"text": _interval_text(comparison.speedup) + f"×{timed}", "title": comparison.speedup.note or "",

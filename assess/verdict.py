@@ -160,7 +160,8 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule) -> dict[str, Any
         estimate = mean_interval(values) if values else None
         rendered = v.comparison.render_speedup if v.comparison else None
         speed = speed_of(index, v.cell_key, v.anchor_cell_key, rendered)
-        if v.noisy:  # the interval is there; the flag says why not to rank on it (assess.noise)
+        if v.noisy and speed.timed == TIMED_APART:  # the interval is there; the flag says why not to rank on it
+            # (assess.noise); side by side, the render's noise is not in the figure
             speed = Speed(speed.estimate, f"{speed.timed} ⚠ noisy", v.noisy)
         rows.append(row(v.mark, " ".join(label_of[v.cell_key]), v.cell_key, v.anchor_cell_key, rule,
                         [Quality(rule.metric, deltas, estimate)], speed, latency, status=v.status))
