@@ -24,6 +24,8 @@ from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
 from assess.setscore import score_sets
+from render.redact import redact
+from render.rundir.untrusted import contained
 from render.rundir import CellState, ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
 if TYPE_CHECKING:
@@ -91,7 +93,14 @@ def render_command(run: RunDir, seeds: list[int]) -> str:
 
 
 def run_row(run: RunDir) -> dict[str, Any]:
-    """The run's `runs` row, from its folder alone."""
+    """The run's `runs` row, from its folder alone; credentials in any URL it records redacted (render.redact)."""
+    return {k: redact(v) if isinstance(v, str) and k not in _PATHS else v for k, v in _run_row(run).items()}
+
+
+_PATHS = ("path", "sweep", "failed_record")  # the folder's own paths: keys of the index, named by the renderer
+
+
+def _run_row(run: RunDir) -> dict[str, Any]:
     cell, terminal = run.cell, run.terminal
     cache = cell.get("cache")
     model = cell.get("model")
@@ -154,7 +163,11 @@ ENGAGEMENT_COLUMNS = ("steps_computed", "steps_reused", "blocks_computed", "bloc
 
 
 def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
-    image = run.image_path(sample)
+    try:
+        image = run.image_path(sample)
+        problem = None if image.is_file() else f"image missing: {image}"
+    except OSError as exc:  # a path or symlink out of the run folder (render.rundir.untrusted)
+        problem = str(exc)
     return {
         "cell_key": sample.cell_key, "prompt_sha": sample.text_id, "prompt_id": sample.prompt_id, "seed": sample.seed,
         "split": run.split, "run_path": str(run.path), "image": sample.image, "prompt": sample.prompt,
@@ -166,7 +179,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "ref_s": sample.ref_s, "latency_calls": json_dumps(list(sample.latency_calls)) if sample.latency_calls else None,
         "device_s": sample.device_s,
         **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
-        "problem": None if image.is_file() else f"image missing: {image}",
+        "problem": problem,
     }
 
 
@@ -253,7 +266,11 @@ class _References:
         problem = self._mismatch(Path(row["run_path"]), sample)
         if problem:
             return None, f"anchor image does not match its record: {problem}"
-        found = self.cache.get(Path(row["run_path"]) / row["image"])
+        try:
+            path = contained(row["run_path"], row["image"], "anchor image")
+        except OSError as exc:
+            return None, f"anchor image unreadable: {exc}"
+        found = self.cache.get(path)
         return (None, found) if isinstance(found, str) else (found, None)
 
     def _mismatch(self, run_path: Path, sample: SampleRecord) -> str | None:

@@ -33,6 +33,8 @@ from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
+from render.redact import redact_data
+from render.suites._fields import shown
 from render.timing import CLOCK, drift
 from render.rundir.watchdog import project
 
@@ -83,6 +85,13 @@ def classify(error: BaseException) -> Category:
 
 
 def run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
+    """The record, credentials in URLs redacted (render.redact); the cells, which the keys hash, as they are."""
+    record = redact_data(_run_json(job, overrides, launcher, estimate))
+    record["cell"], record["anchor"]["cell"] = job.cell.canonical(), job.anchor.canonical()
+    return record
+
+
+def _run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": rundir.CONTRACT_VERSION,
         "cell_key": job.cell.key,
@@ -140,7 +149,7 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, call
         latencies.append(time.perf_counter() - start)
         pixels = images if pixels is None else pixels
     if not np.isfinite(pixels).all():
-        raise NonFiniteOutput(f"sample ({prompt!r}, seed {seed}) has non-finite pixels ({int((~np.isfinite(pixels)).sum())} values)")
+        raise NonFiniteOutput(f"sample ({shown(prompt)}, seed {seed}) has non-finite pixels ({int((~np.isfinite(pixels)).sum())} values)")
     buffer = io.BytesIO()
     Image.fromarray((np.clip(pixels, 0, 1) * 255).round().astype("uint8")).save(buffer, format="PNG")
     memory, kind = peak_memory(job.device)
