@@ -55,8 +55,10 @@ def test_a_bad_suite_file_is_an_exit_2_before_anything_is_written(tmp_path: Path
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("run.json"))
 
 
+@pytest.mark.slow
 def test_text_derived_ids_never_collide_over_a_million_lines(tmp_path: Path) -> None:
-    lines = [f"prompt number {i} of a long list" for i in range(1_000_000)]
+    # lines 102031 and 1453025 share the first 10 hex digits of their text hash (found by a birthday search)
+    lines = [f"prompt number {i} of a long list" for i in [*range(999_999), 1_453_025]]
     path = tmp_path / "million.txt"
     path.write_text("\n".join(lines) + "\n")
     logging.getLogger("render").setLevel(logging.ERROR)
