@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from assess.errors import AssessError, RunDirError
-from assess.outdir import ForeignFolder
+from assess.outdir import ForeignFolder, disk_full
 from assess.export.errors import TrackerUnavailable
 from assess.metrics.registry import quality_metric_names, scored_metric_names
 from render.redact import redact
@@ -52,6 +52,9 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
         raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from exc
     except sqlite3.DatabaseError as exc:  # damage found past the open (a truncated file reads until it does not)
         path = db or default_index_path()
+        if disk_full(exc, path):  # sqlite rolled the transaction back: the index holds what it held
+            raise click.ClickException(f"{path}: {exc}: its disk is full; nothing of this command was kept in the "
+                                       "index (it is as it was): free some space and run it again") from exc
         if is_damage(exc):
             raise click.ClickException(str(damaged(path, exc))) from exc
         if "readonly" in str(exc) or "unable to open" in str(exc):

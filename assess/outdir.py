@@ -90,3 +90,22 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def disk_full(exc: BaseException, where: Path | str | None = None) -> bool:
+    """Whether an error is the disk (or quota) running out: ENOSPC / EDQUOT, or sqlite's words for it ("database
+    or disk is full"; "disk I/O error" when the folder of `where` has no space left)."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    if "database or disk is full" in text:
+        return True
+    if "disk I/O error" in text and where is not None:
+        try:
+            stats = os.statvfs(Path(where).absolute().parent)
+        except OSError:
+            return False
+        return stats.f_bavail * stats.f_frsize < (1 << 20)
+    return False

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from assess.outdir import disk_full
 from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
@@ -372,13 +373,13 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
     with Index.open(index_path) as index:
         index.sync_metric_catalogue()
-        indexed = [run for run in ordered if _guarded(summary, run, functools.partial(ingest_run, index, run))]
+        indexed = [run for run in ordered if _guarded(summary, run, functools.partial(ingest_run, index, run), index)]
         cache = ImageCache()
         for run in indexed:
             if log:
                 log(f"scoring {run.path} ({len(run.samples)} samples)")
             if _guarded(summary, run, functools.partial(score_run, index, run, sample_metrics, summary, force=force,
-                                                        cache=cache)):
+                                                        cache=cache), index):
                 summary.runs += 1
                 summary.samples += len(run.samples)
         if set_metrics:
@@ -386,12 +387,14 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     return summary
 
 
-def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None]) -> bool:
+def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None], index: Index | None = None) -> bool:
     """Run one run's step; a failure (a value sqlite cannot store, a file that breaks while read) is named in
     the summary and the other runs go on. The step's transaction is rolled back by Index.write."""
     try:
         step()
     except Exception as error:  # noqa: BLE001 - one bad run never blocks the others; it is reported
+        if disk_full(error, index.path if index is not None else None):  # ... but a full disk blocks them all: one line (assess.cli), the index as it was
+            raise
         summary.failed.append(f"{run.path}: {type(error).__name__}: {error}")
         return False
     return True

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -193,18 +192,6 @@ def test_report_refuses_a_file_as_its_folder(scored: Path, db: Path, tmp_path: P
     with pytest.raises(ForeignFolder):
         write_report([scored], db, out=tmp_path / "a-file")
     assert (tmp_path / "a-file").read_text() == "x"
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A real file system of 2 MiB (tmpfs; needs the right to mount, else the test is skipped)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", str(mount)], check=False)
 
 
 def test_a_full_disk_leaves_the_previous_report_whole(scored: Path, db: Path, small_disk: Path) -> None:
