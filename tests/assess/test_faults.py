@@ -59,9 +59,12 @@ def test_a_full_disk_while_scoring_is_one_line_and_the_index_intact(outputs: Run
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "disk is full" in result.stderr
     (small_disk / "filler").unlink()
-    with sqlite3.connect(db) as conn:
+    conn = sqlite3.connect(db)
+    try:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (2,)
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("override", ["experiment.quality.band=nan", "experiment.budget.gpu_hours=nan",
