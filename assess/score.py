@@ -227,6 +227,10 @@ class ImageCache:
         self.max_bytes = CACHE_BYTES if max_bytes is None else max_bytes
         self.items: dict[Path, Any] = {}
         self.size = 0
+        # the anchor runs' records and their files' checks, read once per `assess score`, not once per cell
+        self.records: dict[Path, dict[tuple[str, int], SampleRecord]] = {}
+        self.problems: dict[Path, str] = {}
+        self.checked: dict[tuple[Path, str, int], str | None] = {}
 
     def get(self, path: Path) -> Any:
         if path not in self.items:
@@ -254,8 +258,8 @@ class _References:
         self.cache = cache
         missing = [s.seed for s in run.samples if (s.text_id, s.seed) not in self.rows]
         self.command = render_command(run, missing) if missing else ""
-        self.anchor_records: dict[Path, dict[tuple[str, int], SampleRecord]] = {}
-        self.anchor_problems: dict[Path, str] = {}
+        self.anchor_records = cache.records
+        self.anchor_problems = cache.problems
 
     def get(self, sample: SampleRecord) -> tuple[Any, str | None]:
         row = self.rows.get((sample.text_id, sample.seed))
@@ -285,7 +289,10 @@ class _References:
         record = self.anchor_records[run_path].get((sample.text_id, sample.seed))
         if record is None:
             return self.anchor_problems.get(run_path, f"{run_path} no longer records this sample")
-        return mismatch(run_path, record)
+        key = (run_path, record.text_id, record.seed)
+        if key not in self.cache.checked:
+            self.cache.checked[key] = mismatch(run_path, record)
+        return self.cache.checked[key]
 
 
 def _load(run: RunDir, samples: list[SampleRecord], references: _References | None
