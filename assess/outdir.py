@@ -46,6 +46,11 @@ def check_out(folder: Path, what: str = "report") -> None:
     """Refuse, before anything is written, a folder that is a file or holds what hypergrid did not write."""
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise ForeignFolder(f"--out {folder}: not a folder (a file or a link): give a new folder for the {what}")
+    above = next((p for p in folder.parents if p.exists()), None)
+    if above is not None and not above.is_dir():  # --out under a file
+        import errno
+
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(above))
     if folder.is_dir() and any(folder.iterdir()) and not owned(folder):
         raise ForeignFolder(f"--out {folder}: the folder holds files that hypergrid did not write; the {what} "
                             f"replaces its whole folder, so it writes only into a new or empty folder or one of its "
