@@ -1,10 +1,10 @@
 """`assess score` and `assess status` of an output root with many run folders (issue 29: 5,000 in under a
 minute each on the 2-core machine).
 
-    python benchmarks/scale.py [--runs 5000] [--samples 2] [--keep DIR]
+    python benchmarks/scale.py [--runs 5000] [--samples 2] [--anchor-samples 200] [--keep DIR]
 
-Builds an output root through the contract module (render.rundir): one anchor and `runs - 1` cells in sweeps of
-100, each run `samples` finished 16x16 samples, then times, each in its own process as a user runs them:
+Builds an output root through the contract module (render.rundir): one anchor with `anchor-samples` prompts and
+`runs - 1` cells in sweeps of 100, each cell `samples` finished 16x16 samples of some of the anchor's prompts, then times, each in its own process as a user runs them:
 `assess score <root> --metrics psnr -q` (a first score, then a second with everything current) and
 `assess status <root>`. Prints one line per figure.
 """
@@ -44,10 +44,11 @@ def _png(seed: int) -> bytes:
     return buffer.getvalue()
 
 
-def write_run(path: Path, cell: dict, root: Path, samples: int, is_anchor: bool) -> None:
+def write_run(path: Path, cell: dict, root: Path, numbers: list[int], is_anchor: bool) -> None:
     key = cell_key_of(cell)
     (path / rundir.IMAGES).mkdir(parents=True)
-    prompts = {f"dev-{i:03d}": f"prompt {i}" for i in range(samples)}
+    prompts = {f"dev-{i:03d}": f"prompt {i}" for i in numbers}
+    samples = len(prompts)
     overrides = [] if is_anchor else [f"steps={cell['steps']}"]
     rundir.atomic_write_json(path / rundir.RUN_JSON, {
         "schema": rundir.CONTRACT_VERSION, "cell_key": key, "cell": cell, "describe": f"tiny {cell['steps']} steps",
@@ -59,7 +60,7 @@ def write_run(path: Path, cell: dict, root: Path, samples: int, is_anchor: bool)
         "host": "bench", "pid": 1, "job": {"launcher": "inprocess"}, "started_at": "2026-11-30T10:00:00+00:00"})
     records = []
     for n, (prompt_id, text) in enumerate(prompts.items()):
-        png = _png(n if is_anchor else n + cell["steps"])
+        png = _png(numbers[n] if is_anchor else numbers[n] + cell["steps"])
         image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, 0)}"
         (path / image).write_bytes(png)
         records.append(rundir.SampleRecord(
@@ -71,14 +72,15 @@ def write_run(path: Path, cell: dict, root: Path, samples: int, is_anchor: bool)
     rundir.write_done(path, n_samples=samples, n_rendered=samples, n_reused=0, wall_s=1.0, gpu_s=0.2)
 
 
-def build(root: Path, runs: int, samples: int) -> None:
-    write_run(root / "anchors" / "tiny" / "x" / "a", ANCHOR, root, samples, is_anchor=True)
+def build(root: Path, runs: int, samples: int, anchor_samples: int = 200) -> None:
+    write_run(root / "anchors" / "tiny" / "x" / "a", ANCHOR, root, list(range(anchor_samples)), is_anchor=True)
     for n in range(runs - 1):
         sweep = root / "multirun" / f"sweep-{n // 100:03d}"
         if n % 100 == 0:
             sweep.mkdir(parents=True)
             (sweep / rundir.MULTIRUN_YAML).write_text("hydra: {}\n")
-        write_run(sweep / f"{n % 100}_steps={n + 1}", _cell(n + 1), root, samples, is_anchor=False)
+        numbers = sorted({(n * samples + i) % anchor_samples for i in range(samples)})
+        write_run(sweep / f"{n % 100}_steps={n + 1}", _cell(n + 1), root, numbers, is_anchor=False)
 
 
 def timed(*args: str) -> tuple[float, subprocess.CompletedProcess]:
@@ -91,14 +93,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5000)
     parser.add_argument("--samples", type=int, default=2)
+    parser.add_argument("--anchor-samples", type=int, default=200)
     parser.add_argument("--keep", type=Path, default=None, help="build (or reuse) the output root here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         root = (args.keep or Path(scratch)) / "outputs"
         if not root.exists():
             start = time.perf_counter()
-            build(root, args.runs, args.samples)
-            print(f"built {args.runs} run folders ({args.samples} samples each) in {time.perf_counter() - start:.1f} s")
+            build(root, args.runs, args.samples, args.anchor_samples)
+            print(f"built {args.runs} run folders ({args.samples} samples each, the anchor {args.anchor_samples}) "
+                  f"in {time.perf_counter() - start:.1f} s")
         db = root / "index.db"
         for label in ("score (first)", "score (all current)"):
             seconds, done = timed("score", str(root), "--db", str(db), "--metrics", "psnr", "-q")
