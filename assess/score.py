@@ -231,6 +231,7 @@ class ImageCache:
         self.records: dict[Path, dict[tuple[str, int], SampleRecord]] = {}
         self.problems: dict[Path, str] = {}
         self.checked: dict[tuple[Path, str, int], str | None] = {}
+        self.anchor_rows: dict[str, dict[tuple[str, int], Any]] = {}  # anchor cell key -> its sample rows
 
     def get(self, path: Path) -> Any:
         if path not in self.items:
@@ -254,7 +255,9 @@ class _References:
 
     def __init__(self, index: Index, run: RunDir, cache: ImageCache) -> None:
         self.run = run
-        self.rows = index.cell_samples(run.anchor_cell_key)
+        if run.anchor_cell_key not in cache.anchor_rows:  # the anchors are ingested before any cell is scored
+            cache.anchor_rows[run.anchor_cell_key] = index.cell_samples(run.anchor_cell_key)
+        self.rows = cache.anchor_rows[run.anchor_cell_key]
         self.cache = cache
         missing = [s.seed for s in run.samples if (s.text_id, s.seed) not in self.rows]
         self.command = render_command(run, missing) if missing else ""

@@ -60,6 +60,24 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+def redact_files(*paths: Any) -> None:
+    """Rewrite these text files (Hydra's own records: .hydra/*.yaml, multirun.yaml) with their credentials
+    redacted; a file that holds none, or is missing, is left as it is."""
+    import os
+    from pathlib import Path
+
+    for path in map(Path, paths):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        cleaned = "\n".join(redact(line) for line in text.split("\n"))
+        if cleaned != text:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(cleaned, encoding="utf-8")
+            os.replace(tmp, path)
+
+
 _INSTALLED: list[bool] = []
 
 

@@ -33,7 +33,7 @@ from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
-from render.redact import redact_data
+from render.redact import redact_data, redact_files
 from render.suites._fields import shown
 from render.timing import CLOCK, drift
 from render.rundir.watchdog import project
@@ -337,6 +337,7 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         reuse, pending = plan(job, run_dir, store)
         run = run_json(job, overrides, launcher, estimate_for(job, store, len(pending)))
         rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
+        redact_files(*(run_dir / ".hydra").glob("*.yaml"), run_dir.parent / rundir.MULTIRUN_YAML)  # Hydra's records
         rundir.register(job.out_root, run_dir, job.cell.key)
         writer = CellWriter(job, run_dir, run, store, pipelines, result)
         writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
