@@ -16,8 +16,10 @@ from typing import Any
 import click
 
 from assess.errors import AssessError, RunDirError
+from assess.outdir import ForeignFolder, disk_full
 from assess.export.errors import TrackerUnavailable
 from assess.metrics.registry import quality_metric_names, scored_metric_names
+from render.redact import redact
 from render.signals import Cancelled
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
@@ -41,13 +43,18 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
     try:
         yield
     except TrackerUnavailable as exc:
+        raise Unavailable(redact(str(exc))) from exc
+    except ForeignFolder as exc:  # bad input, refused before anything was written
         raise Unavailable(str(exc)) from exc
     except (AssessError, RunDirError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(redact(str(exc))) from exc
     except OSError as exc:  # a folder or file of the machine (--out under a file, a full disk): one line, exit 1
         raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from exc
     except sqlite3.DatabaseError as exc:  # damage found past the open (a truncated file reads until it does not)
         path = db or default_index_path()
+        if disk_full(exc, path):  # sqlite rolled the transaction back: the index holds what it held
+            raise click.ClickException(f"{path}: {exc}: its disk is full; nothing of this command was kept in the "
+                                       "index (it is as it was): free some space and run it again") from exc
         if is_damage(exc):
             raise click.ClickException(str(damaged(path, exc))) from exc
         if "readonly" in str(exc) or "unable to open" in str(exc):
@@ -372,7 +379,7 @@ def export_mlflow(target: str, db: Path, tracking_uri: str, mlflow_experiment: s
     with user_errors(), tempfile.TemporaryDirectory(prefix="hypergrid-export-") as work:
         runs = _tracked_runs(target, db, out_root, Path(work))
         done = send(runs, tracking_uri, mlflow_experiment)
-    click.echo(done.line(f"MLflow {tracking_uri}, experiment {mlflow_experiment}"))
+    click.echo(done.line(f"MLflow {redact(tracking_uri)}, experiment {mlflow_experiment}"))
 
 
 @export.command("wandb", epilog=TARGET_HELP)
@@ -399,19 +406,19 @@ def export_wandb(target: str, db: Path, project: str, folder: Path, out_root: Pa
 @click.argument("datasette_args", nargs=-1, type=click.UNPROCESSED)
 def ui(db: Path, datasette_args: tuple[str, ...]) -> None:
     """Browse the index in datasette (the `ui` extra), with its canned queries; extra args go to datasette."""
-    import subprocess
-
-    from assess.datasette import datasette_command
+    from assess.datasette import serve
 
     with user_errors(db):
-        command = datasette_command(db, list(datasette_args))
-    sys.exit(subprocess.call(command))
+        code = serve(db, list(datasette_args))
+    sys.exit(code)
 
 
 def main() -> None:
     from render.quiet import filter_third_party_warnings
+    from render.redact import install
 
     filter_third_party_warnings()
+    install()  # no log line of this process carries a credential
     cli(prog_name="assess")
 
 

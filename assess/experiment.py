@@ -289,6 +289,25 @@ def _start(exp: Any, axes: dict[str, tuple[str, ...]], anchor: dict[str, str], c
     return tuple(coords)
 
 
+def _refuse_non_finite(node: Any, where: str) -> None:
+    """Every number of the experiment is finite: a NaN band passes `band <= 0` and every other comparison."""
+    import math
+
+    from omegaconf import OmegaConf
+
+    def walk(value: Any, name: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ExperimentError(f"{name}={value}: must be a finite number")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{name}.{key}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{name}[{i}]")
+
+    walk(OmegaConf.to_container(node, resolve=False), where)
+
+
 def _quality(exp: Any, test: str) -> Quality:
     from assess.metrics.registry import SPECS, climb_metric_names
 
@@ -385,6 +404,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     extra = tuple(overrides)
     cfg = _compose_or_raise([f"experiment={name}", *extra], f"experiment={name}")
     exp = cfg.experiment
+    _refuse_non_finite(exp, "experiment")
     if exp is None:
         raise ExperimentError(f"experiment={name}: the file sets no `experiment:` node")
     dev_cfg = _compose_or_raise([f"experiment={name}", *extra, f"prompts={exp.dev}"], f"experiment.dev={exp.dev}")

@@ -28,6 +28,9 @@ from assess.index import Index, cell_status
 from assess.metrics import SPECS
 from assess.metrics.registry import SPEED_NOISE, leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
+from assess.outdir import check_out, staged, swap
+from render.redact import finalize
+from render.rundir.untrusted import contained, href, safe_component
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.category_report import cell_categories, worst_prompts
 from assess.sidebyside import SIDE_BY_SIDE
@@ -509,11 +512,13 @@ def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, str | None]:
         return {"src": None, "note": "not rendered"}
     if row["problem"]:
         return {"src": None, "note": row["problem"]}
-    source = Path(row["run_path"]) / row["image"]
-    rel = Path("images") / cell_key / f"{row['prompt_id']}__{row['prompt_sha'][:8]}__s{row['seed']}{source.suffix or '.png'}"
+    suffix = Path(str(row["image"])).suffix
+    name = f"{row['prompt_id']}__{str(row['prompt_sha'])[:8]}__s{row['seed']}{suffix if suffix == '.png' else ''}"
+    rel = Path("images") / safe_component(cell_key) / safe_component(name)  # recorded data made safe as names
     target = out / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
     try:
+        source = contained(row["run_path"], row["image"], "image")  # never a file outside its run folder
+        target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
     except OSError as exc:
         return {"src": None, "note": f"image not readable: {exc}"}
@@ -542,20 +547,20 @@ def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
                 traceback = ""
             rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": CellState.FAILED.value,
                          "category": run["category"], "message": run["message"] or "",
-                         "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": traceback})
+                         "record": href(os.path.relpath(record, out)), "record_abs": str(record), "traceback": traceback})
         elif Path(run["path"]).is_dir():
             try:
                 current = run_status(load_run(run["path"]), now)  # the index may predate the failure
             except (RunDirError, OSError, ValueError) as exc:  # named in the report; the other runs go on
                 rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": CellState.UNREADABLE,
                              "category": "unreadable", "message": f"{type(exc).__name__}: {exc}",
-                             "record": os.path.relpath(run["path"], out), "record_abs": run["path"], "traceback": ""})
+                             "record": href(os.path.relpath(run["path"], out)), "record_abs": run["path"], "traceback": ""})
                 continue
             if current.state in (CellState.FAILED, CellState.CRASHED):
                 record = Path(run["path"]) / (FAILED if current.state == CellState.FAILED else LOG)
                 rows.append({"cell": Path(run["path"]).name, "cell_key": run["cell_key"], "state": current.state,
                              "category": current.category or current.state, "message": current.detail,
-                             "record": os.path.relpath(record, out), "record_abs": str(record), "traceback": ""})
+                             "record": href(os.path.relpath(record, out)), "record_abs": str(record), "traceback": ""})
     return rows
 
 
@@ -587,7 +592,8 @@ def verdict_rule(index: Index, views: list[CellView], metric: str, band: float |
 def _render_html(context: dict[str, Any]) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      finalize=finalize)  # every printed value escaped, and its credentials redacted
     env.filters["one_line"] = one_line
     return env.get_template("report.html.j2").render(**context)
 
@@ -651,17 +657,24 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
     category is flagged. `notes`, when given, receives the cache engagement and compile break-even lines."""
     sweep_paths = [Path(s).resolve() for s in sweeps]
     out_dir = Path(out).resolve() if out else default_out(sweep_paths)
-    with Index.open(index_path, create=False) as index:
+    check_out(out_dir)  # before anything is read or written: a folder that is not ours is never replaced
+    with Index.open(index_path, create=False) as index, staged(out_dir) as staging:
         runs, missing = _runs_in_index(index, sweep_paths)
         views, scope = _cell_views(index, runs)
         metric = _quality_metric(views, quality_metric)
-        staging = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        sheets = contact_sheets(index, views, staging)
-        category_rows, category_names, breaks = category_sections(index, views, metric, band, alpha, staging)
-        notes_rows = speed_notes(index, views)
         verdict = sweep_verdict(index, views, verdict_rule(index, views, metric, band, alpha, test, price_per_gpu_hour))
+        _write_report(index, staging, out_dir, sweep_paths, runs, missing, views, scope, metric, band, alpha,
+                      problems, notes, verdict)
+    return out_dir / "index.html"
+
+
+def _write_report(index: Index, staging: Path, out_dir: Path, sweep_paths: list[Path], runs: list[dict[str, Any]],
+                  missing: list[str], views: list[CellView], scope: Scope, metric: str, band: float | None,
+                  alpha: float, problems: list[str] | None, notes: list[str] | None, verdict: dict[str, Any]) -> None:
+    """The report's contents, written into `staging` (assess.outdir.staged puts it in out_dir's place)."""
+    sheets = contact_sheets(index, views, staging)
+    category_rows, category_names, breaks = category_sections(index, views, metric, band, alpha, staging)
+    notes_rows = speed_notes(index, views)
     if notes is not None:
         notes += [f"{n['mark']} {n['label']}: {n['note']}" for n in notes_rows]
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
@@ -695,8 +708,6 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         "verdict": verdict,
     }
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")
-    _swap_into_place(staging, out_dir)
-    return out_dir / "index.html"
 
 
 def sweep_cells(index: Index, sweeps: list[Path | str]) -> tuple[list[CellView], list[dict[str, Any]]]:
@@ -707,9 +718,5 @@ def sweep_cells(index: Index, sweeps: list[Path | str]) -> tuple[list[CellView],
 
 
 def _swap_into_place(staging: Path, out_dir: Path) -> None:
-    """Replace out_dir by staging with two renames (the old report is removed after)."""
-    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-    if out_dir.exists():
-        out_dir.rename(old)
-    staging.rename(out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    """Replace out_dir by staging (assess.outdir.swap: two renames, the old report removed after)."""
+    swap(staging, out_dir)

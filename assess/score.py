@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from assess.outdir import disk_full
 from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
 from assess.setscore import score_sets
+from render.redact import redact
+from render.rundir.untrusted import contained
 from render.rundir import CellState, ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
 if TYPE_CHECKING:
@@ -103,7 +106,14 @@ def render_command(run: RunDir, seeds: list[int]) -> str:
 
 
 def run_row(run: RunDir) -> dict[str, Any]:
-    """The run's `runs` row, from its folder alone."""
+    """The run's `runs` row, from its folder alone; credentials in any URL it records redacted (render.redact)."""
+    return {k: redact(v) if isinstance(v, str) and k not in _PATHS else v for k, v in _run_row(run).items()}
+
+
+_PATHS = ("path", "sweep", "failed_record")  # the folder's own paths: keys of the index, named by the renderer
+
+
+def _run_row(run: RunDir) -> dict[str, Any]:
     cell, terminal = run.cell, run.terminal
     cache = cell.get("cache")
     model = cell.get("model")
@@ -166,7 +176,11 @@ ENGAGEMENT_COLUMNS = ("steps_computed", "steps_reused", "blocks_computed", "bloc
 
 
 def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
-    image = run.image_path(sample)
+    try:
+        image = run.image_path(sample)
+        problem = None if image.is_file() else f"image missing: {image}"
+    except OSError as exc:  # a path or symlink out of the run folder (render.rundir.untrusted)
+        problem = str(exc)
     return {
         "cell_key": sample.cell_key, "prompt_sha": sample.text_id, "prompt_id": sample.prompt_id, "seed": sample.seed,
         "split": run.split, "run_path": str(run.path), "image": sample.image, "prompt": sample.prompt,
@@ -178,7 +192,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "ref_s": sample.ref_s, "latency_calls": json_dumps(list(sample.latency_calls)) if sample.latency_calls else None,
         "device_s": sample.device_s, "sha256": sample.sha256,
         **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
-        "problem": None if image.is_file() else f"image missing: {image}",
+        "problem": problem,
     }
 
 
@@ -230,6 +244,11 @@ class ImageCache:
         self.max_bytes = CACHE_BYTES if max_bytes is None else max_bytes
         self.items: dict[Path, Any] = {}
         self.size = 0
+        # the anchor runs' records and their files' checks, read once per `assess score`, not once per cell
+        self.records: dict[Path, dict[tuple[str, int], SampleRecord]] = {}
+        self.problems: dict[Path, str] = {}
+        self.checked: dict[tuple[Path, str, int], str | None] = {}
+        self.anchor_rows: dict[str, dict[tuple[str, int], Any]] = {}  # anchor cell key -> its sample rows
 
     def get(self, path: Path) -> Any:
         if path not in self.items:
@@ -253,12 +272,14 @@ class _References:
 
     def __init__(self, index: Index, run: RunDir, cache: ImageCache) -> None:
         self.run = run
-        self.rows = index.cell_samples(run.anchor_cell_key)
+        if run.anchor_cell_key not in cache.anchor_rows:  # the anchors are ingested before any cell is scored
+            cache.anchor_rows[run.anchor_cell_key] = index.cell_samples(run.anchor_cell_key)
+        self.rows = cache.anchor_rows[run.anchor_cell_key]
         self.cache = cache
         missing = [s.seed for s in run.samples if (s.text_id, s.seed) not in self.rows]
         self.command = render_command(run, missing) if missing else ""
-        self.anchor_records: dict[Path, dict[tuple[str, int], SampleRecord]] = {}
-        self.anchor_problems: dict[Path, str] = {}
+        self.anchor_records = cache.records
+        self.anchor_problems = cache.problems
 
     def get(self, sample: SampleRecord) -> tuple[Any, str | None]:
         row = self.rows.get((sample.text_id, sample.seed))
@@ -270,7 +291,11 @@ class _References:
         problem = self._mismatch(Path(row["run_path"]), sample)
         if problem:
             return None, f"anchor image does not match its record: {problem}"
-        found = self.cache.get(Path(row["run_path"]) / row["image"])
+        try:
+            path = contained(row["run_path"], row["image"], "anchor image")
+        except OSError as exc:
+            return None, f"anchor image unreadable: {exc}"
+        found = self.cache.get(path)
         return (None, found) if isinstance(found, str) else (found, None)
 
     def _mismatch(self, run_path: Path, sample: SampleRecord) -> str | None:
@@ -284,7 +309,10 @@ class _References:
         record = self.anchor_records[run_path].get((sample.text_id, sample.seed))
         if record is None:
             return self.anchor_problems.get(run_path, f"{run_path} no longer records this sample")
-        return mismatch(run_path, record)
+        key = (run_path, record.text_id, record.seed)
+        if key not in self.cache.checked:
+            self.cache.checked[key] = mismatch(run_path, record)
+        return self.cache.checked[key]
 
 
 def _load(run: RunDir, samples: list[SampleRecord], references: _References | None
@@ -372,13 +400,13 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
     with Index.open(index_path) as index:
         index.sync_metric_catalogue()
-        indexed = [run for run in ordered if _guarded(summary, run, functools.partial(ingest_run, index, run))]
+        indexed = [run for run in ordered if _guarded(summary, run, functools.partial(ingest_run, index, run), index)]
         cache = ImageCache()
         for run in indexed:
             if log:
                 log(f"scoring {run.path} ({len(run.samples)} samples)")
             if _guarded(summary, run, functools.partial(score_run, index, run, sample_metrics, summary, force=force,
-                                                        cache=cache)):
+                                                        cache=cache), index):
                 summary.runs += 1
                 summary.samples += len(run.samples)
         if set_metrics:
@@ -386,12 +414,14 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     return summary
 
 
-def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None]) -> bool:
+def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None], index: Index | None = None) -> bool:
     """Run one run's step; a failure (a value sqlite cannot store, a file that breaks while read) is named in
     the summary and the other runs go on. The step's transaction is rolled back by Index.write."""
     try:
         step()
     except Exception as error:  # noqa: BLE001 - one bad run never blocks the others; it is reported
+        if disk_full(error, index.path if index is not None else None):  # ... but a full disk blocks them all: one line (assess.cli), the index as it was
+            raise
         summary.failed.append(f"{run.path}: {type(error).__name__}: {error}")
         return False
     return True

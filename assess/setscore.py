@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from assess.index import Index
 from assess.metrics import SetMetric
 from render.rundir import RunDir
+from render.rundir.untrusted import contained
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,8 +52,8 @@ def _images(pairs: list[tuple[dict[str, Any], dict[str, Any]]], read: ReadImage)
     images, references, unreadable = [], [], 0
     for cell, anchor in pairs:
         try:
-            image = read(Path(cell["run_path"]) / cell["image"])
-            reference = read(Path(anchor["run_path"]) / anchor["image"])
+            image = read(contained(cell["run_path"], cell["image"], "image"))
+            reference = read(contained(anchor["run_path"], anchor["image"], "anchor image"))
         except OSError:
             unreadable += 1
             continue

@@ -25,6 +25,7 @@ from assess.speed_notes import engagement_note
 from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
+from render.rundir.records import SampleRecord
 
 STATES = tuple(s.value for s in CellState if s != CellState.SUBMITTED)  # what `assess status` shows
 
@@ -59,7 +60,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 
 def run_status(run: RunDir, now: datetime) -> CellStatus:
     started = parse_time(run.run.get("started_at"))
-    done = sum(1 for s in run.samples if run.image_path(s).is_file())
+    done = sum(1 for s in run.samples if _image_there(run, s))
     terminal, category, eta, slow = run.terminal, None, None, False
     if terminal is not None:
         state = terminal.kind
@@ -266,3 +267,11 @@ def print_table(rows: list[CellStatus]) -> None:
         if len(groups) > 1:
             console.print(summary_line(members))
     console.print(summary_line(rows))
+
+
+def _image_there(run: RunDir, sample: SampleRecord) -> bool:
+    """Whether the sample's image file is there, inside its run folder (a path out of it counts as missing)."""
+    try:
+        return run.image_path(sample).is_file()
+    except OSError:
+        return False

@@ -11,6 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from render.redact import RECORDED_ENV, redact
+
 PACKAGES = ("torch", "diffusers", "transformers", "accelerate", "hydra-core", "hypergrid")
 
 
@@ -49,7 +51,7 @@ def _git_state() -> dict[str, Any]:
 
 def device_info(device: str) -> dict[str, Any]:
     info: dict[str, Any] = {"kind": "cpu", "name": platform.processor() or platform.machine(), "count": os.cpu_count(),
-                            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+                            "cuda_visible_devices": recorded_env("CUDA_VISIBLE_DEVICES")}
     if device.startswith("cuda"):
         import torch
 
@@ -60,5 +62,16 @@ def device_info(device: str) -> dict[str, Any]:
 
 
 def job_info(launcher: str) -> dict[str, Any]:
-    return {"launcher": launcher, "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "slurm_array_job_id": os.environ.get("SLURM_ARRAY_JOB_ID"), "slurm_array_task_id": os.environ.get("SLURM_ARRAY_TASK_ID")}
+    return {"launcher": launcher, "slurm_job_id": recorded_env("SLURM_JOB_ID"),
+            "slurm_array_job_id": recorded_env("SLURM_ARRAY_JOB_ID"),
+            "slurm_array_task_id": recorded_env("SLURM_ARRAY_TASK_ID")}
+
+
+def recorded_env(name: str) -> str | None:
+    """An environment variable's value for a record: only those on the allow-list (render.redact.RECORDED_ENV),
+    redacted; asking for another is a programming error."""
+    if name not in RECORDED_ENV:
+        raise ValueError(f"environment variable {name!r} is not on the allow-list of recorded ones: "
+                         f"{', '.join(RECORDED_ENV)}")
+    value = os.environ.get(name)
+    return None if value is None else redact(value)

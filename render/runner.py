@@ -33,7 +33,9 @@ from render.laws.budget import BudgetStop, guard_for
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
+from render.redact import redact_data, redact_files
 from render.spec import Cell
+from render.suites._fields import shown
 from render.timing import CLOCK, drift
 from render.rundir.watchdog import project
 
@@ -84,6 +86,13 @@ def classify(error: BaseException) -> Category:
 
 
 def run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
+    """The record, credentials in URLs redacted (render.redact); the cells, which the keys hash, as they are."""
+    record = redact_data(_run_json(job, overrides, launcher, estimate))
+    record["cell"], record["anchor"]["cell"] = job.cell.canonical(), job.anchor.canonical()
+    return record
+
+
+def _run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": rundir.CONTRACT_VERSION,
         "cell_key": job.cell.key,
@@ -159,7 +168,7 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, call
         images, seconds = timed_call(loaded, job.cell, job.device, prompt, seed)
         latencies.append(seconds)
         pixels = images if pixels is None else pixels
-    png = png_bytes(pixels, f"sample ({prompt!r}, seed {seed})")
+    png = png_bytes(pixels, f"sample ({shown(prompt)}, seed {seed})")
     memory, kind = peak_memory(job.device)
     return png, latencies, memory, kind
 
@@ -345,6 +354,7 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         reuse, pending = plan(job, run_dir, store)
         run = run_json(job, overrides, launcher, estimate_for(job, store, len(pending)))
         rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
+        redact_files(*(run_dir / ".hydra").glob("*.yaml"), run_dir.parent / rundir.MULTIRUN_YAML)  # Hydra's records
         rundir.register(job.out_root, run_dir, job.cell.key)
         writer = CellWriter(job, run_dir, run, store, pipelines, result)
         writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)

@@ -9,8 +9,6 @@ band, the frontier and the incumbent).
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,9 +23,11 @@ from assess.climb.records import experiment_dir, sync_index
 from assess.climb.text import amendment_lines, budget_line, num, signed
 from assess.experiment import Experiment, load_experiment
 from assess.index import Index
-from assess.report import _swap_into_place, place_labels
+from assess.outdir import staged
+from assess.report import place_labels
 from assess.stats import Verdict, parity_text
 from assess.verdict import experiment_verdict
+from render.redact import finalize
 
 VERDICT_COLOURS = {Verdict.PARITY: "tab:green", Verdict.UNDECIDED: "tab:orange", Verdict.OUT: "tab:red", Verdict.NO_DATA: "tab:gray"}
 
@@ -159,13 +159,16 @@ def recorded_final(exp: Any, index: Index, final: dict[str, Any] | None) -> Fina
 def write_experiment_report(name: str, db: Path | None = None, out_root: Path | None = None,
                             overrides: tuple[str, ...] = (), out: Path | None = None) -> Path:
     """Write the experiment's report folder and return the path of its index.html."""
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
     exp = load_experiment(name, overrides, out_root, strict=False)  # a changed config is shown, not a reason to hide
     out_dir = Path(out).resolve() if out else experiment_dir(exp.out_root, name).resolve() / "report"
-    staging = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    with staged(out_dir) as staging:  # a new folder or one of its own reports, replaced whole (assess.outdir)
+        _experiment_page(name, exp, db, staging)
+    return out_dir / "index.html"
+
+
+def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path) -> None:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
     final = final_claimed(exp)
     with Index.open(db, create=False) as index:
         observed, decision, history = _current_decision(index, exp)
@@ -198,7 +201,6 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
         "verdict": verdict,
         "parity_rule": parity_text(exp.quality.test, exp.quality.band, exp.quality.alpha),
     }
-    env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    env = Environment(loader=PackageLoader("assess", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      finalize=finalize)  # every printed value escaped, and its credentials redacted
     (staging / "index.html").write_text(env.get_template("experiment.html.j2").render(**context), encoding="utf-8")
-    _swap_into_place(staging, out_dir)
-    return out_dir / "index.html"

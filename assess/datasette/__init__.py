@@ -37,3 +37,38 @@ def datasette_command(db: Path, extra: list[str]) -> list[str]:
     with handle:
         json.dump(metadata_for(db), handle)
     return [exe, str(db), "-m", handle.name, *extra]
+
+
+def serve(db: Path, extra: list[str]) -> int:
+    """Run datasette on `db` until it ends or this process gets SIGTERM / SIGINT (then datasette is stopped and
+    waited for); the metadata's temporary folder is removed either way. Binds 127.0.0.1 unless `extra` names a
+    host. Returns datasette's exit status (128 + the signal when it was stopped)."""
+    import signal
+    import subprocess
+
+    command = datasette_command(db, extra)
+    metadata = Path(command[3])
+    own_host = any(a in ("-h", "--host") or a.startswith("--host=") for a in extra)
+    command[4:4] = [] if own_host else ["--host", "127.0.0.1"]
+    child = subprocess.Popen(command)
+    stopped: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        stopped.append(signum)
+        child.terminate()
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        metadata.unlink(missing_ok=True)
+    return 128 + stopped[0] if stopped else code

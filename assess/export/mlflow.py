@@ -20,6 +20,7 @@ from assess.export.runs import KEY_TAG, Exported, TrackedRun
 ARTEFACTS_TAG = "hypergrid.artefacts"  # the digest of the artefacts last uploaded
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag (the UI draws children under their parent)
 PROBE_TIMEOUT_S = "10"
+RETRIES = "2"  # per request, once the server answered the probe
 
 
 def _client_module() -> Any:
@@ -97,7 +98,8 @@ def _write(client: Any, experiment_id: str, tracked: TrackedRun, existing: Any, 
     new_metrics = [Metric(k, v, tracked.timestamp_ms, 0) for k, v in tracked.metrics.items() if metrics.get(k) != v]
     new_tags = [RunTag(k, v) for k, v in tags.items() if old_tags.get(k) != v]
     upload = old_tags.get(ARTEFACTS_TAG) != artefacts
-    if existing is not None and not (new_params or new_metrics or new_tags or upload):
+    unfinished = existing is not None and existing.info.status != "FINISHED"  # an export killed while writing it
+    if existing is not None and not (new_params or new_metrics or new_tags or upload or unfinished):
         return "unchanged", run_id
     for start in range(0, max(len(new_params), len(new_metrics), len(new_tags)), 100):  # the server's batch limit
         client.log_batch(run_id, metrics=new_metrics[start:start + 100], params=new_params[start:start + 100],
@@ -105,7 +107,7 @@ def _write(client: Any, experiment_id: str, tracked: TrackedRun, existing: Any, 
     if upload:
         _upload(client, run_id, tracked)
         client.set_tag(run_id, ARTEFACTS_TAG, artefacts)
-    if existing is None:
+    if existing is None or unfinished:  # finished last: a run left RUNNING by a kill is finished by the next export
         with redirect_stdout(io.StringIO()):  # set_terminated prints the run's URL on stdout: ours is the summary
             client.set_terminated(run_id, "FINISHED")
     return ("created" if existing is None else "updated"), run_id
@@ -114,13 +116,24 @@ def _write(client: Any, experiment_id: str, tracked: TrackedRun, existing: Any, 
 def export_mlflow(runs: list[TrackedRun], tracking_uri: str, experiment: str) -> Exported:
     """Send the tracked runs (parents before their children) to the MLflow experiment named `experiment`."""
     client = connect(tracking_uri)
-    experiment_id = _experiment_id(client, experiment)
-    existing = _existing(client, experiment_id)
-    ids = {key: run.info.run_id for key, run in existing.items()}
     done = Exported()
-    for tracked in runs:
-        outcome, ids[tracked.key] = _write(client, experiment_id, tracked, existing.get(tracked.key),
-                                           ids.get(tracked.parent) if tracked.parent else None)
-        setattr(done, outcome, getattr(done, outcome) + 1)
+    # a server that goes away mid-export: each request retried RETRIES times within about a minute, then one line
+    with environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES=RETRIES, MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR="1",
+                 MLFLOW_HTTP_REQUEST_TIMEOUT=PROBE_TIMEOUT_S):
+        try:
+            experiment_id = _experiment_id(client, experiment)
+            existing = _existing(client, experiment_id)
+            ids = {key: run.info.run_id for key, run in existing.items()}
+            for tracked in runs:
+                outcome, ids[tracked.key] = _write(client, experiment_id, tracked, existing.get(tracked.key),
+                                                   ids.get(tracked.parent) if tracked.parent else None)
+                setattr(done, outcome, getattr(done, outcome) + 1)
+        except Exception as exc:  # the client raises MlflowException, requests' and urllib3's errors alike
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            sent = done.created + done.updated + done.unchanged
+            raise TrackerUnavailable(
+                f"MLflow tracking server {tracking_uri} stopped answering ({first}) after {sent} of {len(runs)} "
+                "run(s) were exported; run the same `assess export mlflow` again when it answers: it resumes, "
+                "and finishes any run left unfinished") from None
     return done
 

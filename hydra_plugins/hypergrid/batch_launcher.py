@@ -77,6 +77,7 @@ class BatchLauncher(BaseSubmititLauncher):
 
 def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
     """JOBS.json: which scheduler job runs which cells (for a person, or scancel, to map job ids to cells)."""
+    from render.redact import redact_data
     from render.rundir import JOBS_JSON, atomic_write_json, now_iso
 
     path = sweep_dir / JOBS_JSON
@@ -85,7 +86,7 @@ def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
         raise ValueError(f"{path}: expected a list of jobs, found a {type(previous).__name__}; move it aside and resubmit")
     jobs = [{"job_id": str(job.job_id), "submitted_at": now_iso(), "cells": [{"num": c.num, "run_dir": str(c.run_dir), "overrides": list(c.overrides)} for c in cells]}
             for job, cells in submitted]
-    atomic_write_json(path, [*previous, *jobs])
+    atomic_write_json(path, [*previous, *redact_data(jobs)])  # no credential of an override kept
 
 
 def detached(submitted: Submitted, sweep_dir: Path) -> list[JobReturn]:

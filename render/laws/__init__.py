@@ -22,6 +22,7 @@ from render.laws.holdout import (HoldoutLocked, check_holdout, content_hash, hol
 from render.laws.ledger import Ledger, all_ledgers, experiment_dir, user_state_dir
 from render.laws.rule import RuleChanged, amend_rule, canon, check_rule, freeze_rule, rule_in_force, rule_of
 from render.rundir import check_name, shared_texts
+from render.suites._fields import shown
 
 
 def experiment_rule(experiment: Any) -> dict[str, Any]:
@@ -48,7 +49,7 @@ def check_experiment(cfg: Any, overrides: Sequence[str], job: Any) -> None:
     if shared:
         dev_id, holdout_id, text = shared[0]
         raise ExperimentGuard(f"experiment {name}: prompts {experiment.dev} ({dev_file}) and {experiment.holdout} "
-                              f"({holdout_file}) share {len(shared)} text(s), e.g. {dev_id} = {holdout_id} ({text!r})")
+                              f"({holdout_file}) share {len(shared)} text(s), e.g. {dev_id} = {holdout_id} ({shown(text)})")
     ledger = Ledger(name, job.out_root)
     check_anchor(ledger, job.anchor)
     check_rule(ledger, rule_of(experiment, content_hash(dev), content_hash(holdout), rule_in_force(ledger)[0]))

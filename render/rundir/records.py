@@ -14,6 +14,7 @@ from typing import Any
 from render.rundir.errors import InvalidRunDirectory, NotARunDirectory
 from render.rundir.states import Category, CellState
 from render.rundir.files import CONTRACT_VERSION, DONE, FAILED, MULTIRUN_YAML, RUN_JSON, SAMPLES, SWEEP_JSON
+from render.rundir.untrusted import UnsafePath, contained, relative_path
 
 READABLE_VERSIONS = (1, 2, CONTRACT_VERSION)  # version 1 records carry no content hashes: they are not verified
 FAILURE_CATEGORIES = tuple(c.value for c in Category)
@@ -177,12 +178,15 @@ class RunDir:
         folder = self.run["anchor"].get("dir")
         if not folder:
             return None
-        folder = Path(folder)
-        if not folder.is_absolute():
-            if not self.run.get("out_root"):
-                return None
-            folder = Path(self.run["out_root"]) / folder
-        return folder
+        out_root = self.run.get("out_root")
+        if not out_root:
+            return None
+        try:  # recorded data: a folder under out_root, never one it leads out to (render.rundir.untrusted)
+            if Path(str(folder)).is_absolute():
+                return contained(out_root, Path(str(folder)).relative_to(Path(out_root)), "anchor.dir")
+            return contained(out_root, relative_path(folder, "anchor.dir"), "anchor.dir")
+        except (UnsafePath, ValueError):
+            return None
 
     @property
     def describe(self) -> str | None:
@@ -194,7 +198,8 @@ class RunDir:
         return parent if is_sweep_folder(parent) else None
 
     def image_path(self, sample: SampleRecord) -> Path:
-        return self.path / sample.image
+        """The sample's image file, resolved; UnsafePath (an OSError) when it leads outside the run folder."""
+        return contained(self.path, sample.image, "image")
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -232,7 +237,8 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
         obj[key]  # noqa: B018 - a parser that misses an expected key raises
     values: dict[str, Any] = {name: obj.get(name) for name in SAMPLE_FIELDS}
     values["cell_key"] = obj.get("cell_key") or cell_key
-    values["prompt_id"], values["seed"], values["image"] = str(obj["prompt_id"]), int(obj["seed"]), str(obj["image"])
+    values["prompt_id"], values["seed"] = str(obj["prompt_id"]), int(obj["seed"])
+    values["image"] = relative_path(obj["image"], "image")
     values["warmup"] = bool(obj.get("warmup", False))
     for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes",
                  "steps_computed", "steps_reused", "blocks_computed", "blocks_reused", "compile_cache_hits",
@@ -264,7 +270,7 @@ def read_samples(path: Path, cell_key: str) -> tuple[list[SampleRecord], list[st
             continue
         try:
             sample = parse_sample(json.loads(line), cell_key)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError, UnsafePath) as exc:
             what = "unfinished last line" if number == len(lines) else "unreadable line"
             problems.append(f"{file}:{number}: {what} skipped ({type(exc).__name__}: {exc})")
             continue

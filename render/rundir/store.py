@@ -27,6 +27,7 @@ from render.rundir.identity import text_hash
 from render.rundir.keys import image_name
 from render.rundir.liveness import writer_state
 from render.rundir.records import SampleRecord, load_json, read_samples
+from render.rundir.untrusted import contained
 from render.rundir.walk import Registry, known_run_dirs
 
 log = logging.getLogger("render")
@@ -40,7 +41,8 @@ class ExistingSample:
 
     @property
     def image(self) -> Path:
-        return self.run_dir / self.record.image
+        """Its image file; UnsafePath (an OSError) when the record leads outside its run folder."""
+        return contained(self.run_dir, self.record.image, "image")
 
     @cached_property
     def folder(self) -> Path:
@@ -55,14 +57,18 @@ def verify(sample: ExistingSample, digests: DigestCache | None = None) -> str | 
     if record.sha256 is None or record.bytes is None:
         return "its record carries no content hash (written before contract version 2)"
     try:
-        size = sample.image.stat().st_size
-        if size != record.bytes:
-            return f"{sample.image} has {size} bytes, its record says {record.bytes}"
-        found = digests.digest(sample.image) if digests is not None else file_digest(sample.image)[0]
+        image = sample.image  # UnsafePath when the record leads out of its run folder
     except OSError as error:
-        return f"{sample.image} cannot be read ({error.strerror or error})"
+        return str(error)
+    try:
+        size = image.stat().st_size
+        if size != record.bytes:
+            return f"{image} has {size} bytes, its record says {record.bytes}"
+        found = digests.digest(image) if digests is not None else file_digest(image)[0]
+    except OSError as error:
+        return f"{image} cannot be read ({error.strerror or error})"
     if found != record.sha256:
-        return f"{sample.image} has sha256 {found[:12]}..., its record says {record.sha256[:12]}..."
+        return f"{image} has sha256 {found[:12]}..., its record says {record.sha256[:12]}..."
     return None
 
 

@@ -11,6 +11,7 @@ from render.rundir.errors import InvalidRunDirectory
 from render.rundir.files import SWEEP_JSON, atomic_write_json, now_iso
 from render.rundir.liveness import host_identity
 from render.rundir.records import load_json
+from render.redact import redact_data
 
 
 def sweep_cell(num: int, overrides: list[str], subdir: str, cell_key: str, describe: str, expected_samples: int) -> dict[str, Any]:
@@ -22,7 +23,8 @@ def write_sweep(sweep_dir: Path, launcher: str, cells: list[dict[str, Any]]) -> 
     """Record the sweep's cells; a later batch of the same sweep (Hydra's max_batch_size) appends to them."""
     path = sweep_dir / SWEEP_JSON
     previous = load_json(path)["cells"] if path.exists() else []
-    atomic_write_json(path, {"launcher": launcher, "started_at": now_iso(), **host_identity(), "cells": previous + cells})
+    atomic_write_json(path, {"launcher": launcher, "started_at": now_iso(), **host_identity(),
+                             "cells": previous + redact_data(cells)})  # no credential of an override kept
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from render.redact import redact_data
 from render.rundir.files import DONE, FAILED, atomic_write_json, now_iso
 from render.rundir.records import read_terminal
 from render.rundir.states import Category, CellState
@@ -21,8 +22,8 @@ def write_failed(run_dir: Path, category: Category | str, message: str, tracebac
         category = Category(category)
     except ValueError:
         raise ValueError(f"failure category {category!r}: valid are {', '.join(c.value for c in Category)}") from None
-    atomic_write_json(run_dir / FAILED, {"category": category.value, "message": message, "traceback": traceback,
-                                         "failed_at": now_iso(), **extra})
+    atomic_write_json(run_dir / FAILED, redact_data({"category": category.value, "message": message,
+                                                     "traceback": traceback, "failed_at": now_iso(), **extra}))
 
 
 def write_done(run_dir: Path, **summary: Any) -> None:

@@ -106,6 +106,9 @@ def find_run_dirs(path: Path | str) -> list[Path]:
     Raises NotARunDirectory or NoRunsFound, with what to do, when there is none.
     """
     root = Path(path).resolve()
+    if root.is_file():
+        raise NotARunDirectory(f"{path} is a file, not a folder: give a run directory, a sweep folder or an output "
+                               f"root{' (its run directory: ' + str(root.parent) + ')' if root.name == RUN_JSON else ''}")
     if not root.is_dir():
         raise NotARunDirectory(f"{path}: no such folder")
     found = sorted(p.resolve() for p in iter_run_dirs(root))

@@ -51,6 +51,19 @@ def content_id(prefix: str, text: str) -> str:
     return f"{prefix}-{text_hash(text)[:10]}"
 
 
+def _longer_id(prefix: str, identity: str, taken: set[str]) -> str:
+    """A content id that no other prompt of the file has: more of the text identity's sha256, until it is unique
+    (distinct identities differ somewhere in their 64 hex digits)."""
+    import hashlib
+
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
+    for length in (16, 24, 32, 64):
+        candidate = f"{prefix}-{digest[:length]}"
+        if candidate not in taken:
+            return candidate
+    return candidate
+
+
 def _label(value: object) -> str | None:
     text = " ".join(str(value).split()) if value is not None else ""
     return text or None
@@ -58,6 +71,8 @@ def _label(value: object) -> str | None:
 
 def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
     """Prompts with safe, unique ids. A text found again (the same text identity) is the same prompt: the first is kept."""
+    from render.suites._fields import shown
+
     prompts: list[Prompt] = []
     ids: set[str] = set()
     texts: dict[str, str] = {}
@@ -72,8 +87,10 @@ def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
             raise PromptError(f"{entry.where}: {error}") from None
         norm = text_identity(text)
         if norm in texts:
-            log.warning("%s: the same text as %s (%r): kept once", entry.where, texts[norm], text)
+            log.warning("%s: the same text as %s (%s): kept once", entry.where, texts[norm], shown(text))
             continue
+        if prompt_id in ids and entry.id is None:  # two texts whose short content ids agree: a longer one
+            prompt_id = _longer_id(prefix, norm, ids)
         if prompt_id in ids:
             raise PromptError(f"{entry.where}: duplicate prompt id {prompt_id!r}")
         ids.add(prompt_id)

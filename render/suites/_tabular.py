@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 
 from render.suites._base import Entry, PromptError
@@ -28,4 +29,15 @@ def read_table(path: Path, delimiter: str, text: tuple[str, ...], category: tupl
         return [Entry(text=row.get(text_column) or "", where=f"{path}:{reader.line_num}",
                       category=row.get(category_column) if category_column else None,
                       challenge=row.get(challenge_column) if challenge_column else None)
-                for row in reader]
+                for row in _whole_rows(reader, path, header)]
+
+
+def _whole_rows(reader: csv.DictReader, path: Path, header: list[str]) -> Iterator[dict[str, str]]:
+    """The rows, each with exactly the header's number of fields: one more (an extra tab or comma) or one less
+    would shift the columns, so it is an error naming the line."""
+    for row in reader:
+        fields = len(header) + len(row.get(None) or ()) - sum(1 for k in header if row.get(k) is None)
+        if fields != len(header):
+            raise PromptError(f"{path}:{reader.line_num}: {fields} field(s), the header has {len(header)} "
+                              f"({', '.join(map(repr, header))}); quote a field that holds the delimiter")
+        yield row

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from render.suites._base import Entry, PromptError, Reader
+from render.suites._fields import label_field, text_field
 
 
 def read(path: Path) -> list[Entry]:
@@ -19,9 +20,10 @@ def read(path: Path) -> list[Entry]:
         where = f"{path}:{number}"
         try:
             record = json.loads(line)
-            entries.append(Entry(text=str(record["prompt"]), where=where, category=record.get("tag")))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+        except json.JSONDecodeError as error:
             raise PromptError(f"{where}: expected a GenEval metadata object with \"prompt\" and \"tag\" ({error})") from error
+        entries.append(Entry(text=text_field(record, "prompt", where), where=where,
+                             category=label_field(record, "tag", where)))
     return entries
 
 

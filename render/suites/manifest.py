@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from render.suites._base import Entry, PromptError, Reader
+from render.suites._fields import id_field, label_field, text_field
 
 
 def read(path: Path) -> list[Entry]:
@@ -16,10 +17,12 @@ def read(path: Path) -> list[Entry]:
         where = f"{path}:{number}"
         try:
             record = json.loads(line)
-            entries.append(Entry(text=str(record["text"]), where=where, id=str(record["id"]),
-                                 category=record.get("category"), challenge=record.get("challenge")))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+        except json.JSONDecodeError as error:
             raise PromptError(f"{where}: expected a JSON object with \"id\" and \"text\" ({error})") from error
+        text = text_field(record, "text", where)
+        entries.append(Entry(text=text, where=where, id=id_field(record, "id", where),
+                             category=label_field(record, "category", where),
+                             challenge=label_field(record, "challenge", where)))
     return entries
 
 

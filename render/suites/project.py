@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from render.rundir import text_hash
+from render.suites._fields import shown
 from render.suites._base import Prompt, PromptError, content_id
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
@@ -27,7 +28,7 @@ def _ranked(prompts: list[Prompt]) -> dict[str, list[Prompt]]:
     by_category: dict[str, list[Prompt]] = defaultdict(list)
     for prompt in prompts:
         if not prompt.category:
-            raise PromptError(f"suite prompt {prompt.id!r} ({prompt.text!r}) has no category")
+            raise PromptError(f"suite prompt {prompt.id!r} ({shown(prompt.text)}) has no category")
         by_category[prompt.category].append(prompt)
     return {c: sorted(ps, key=lambda p: (text_hash(p.text), p.text)) for c, ps in sorted(by_category.items())}
 

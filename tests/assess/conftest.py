@@ -14,8 +14,9 @@ import io
 import json
 import os
 import socket
+import subprocess
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,16 @@ def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random CLIP model saved to a local folder (no hub)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return _tiny_clip(tmp_path_factory.mktemp("clip"))
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real file system of 2 MiB (tmpfs; needs the right to mount, else the test is skipped)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(mount)], check=False)  # still open somewhere: detach it all the same

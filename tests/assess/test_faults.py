@@ -1,0 +1,138 @@
+"""Issue 29: faults and odd inputs end in one line: a file given as a folder, a full disk while scoring, a NaN in
+an experiment; the servers stop cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from assess.cli import cli
+from tests.assess.conftest import RunFactory, make_cell, shift
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("command", ["score", "status"])
+def test_a_file_given_as_a_folder_is_named_a_file(outputs: RunFactory, db: Path, command: str) -> None:
+    sweep = outputs.sweep()
+    run = outputs.anchor(sweep)
+    result = invoke(command, str(run / "run.json"), *(["--db", str(db)] if command == "score" else []))
+    assert result.exit_code == 1
+    assert f"{run / 'run.json'} is a file, not a folder" in result.output and f"its run directory: {run}" in result.output
+
+
+def _fill(disk: Path) -> None:
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_while_scoring_is_one_line_and_the_index_intact(outputs: RunFactory, small_disk: Path) -> None:
+    db = small_disk / "index.db"
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=shift(3))
+    first = subprocess.run([sys.executable, "-m", "assess", "score", str(sweep), "--db", str(db), "--metrics", "psnr",
+                            "-q"], capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    _fill(small_disk)
+    for n in range(2, 30):
+        outputs.run(sweep, f"{n}_steps={n + 8}", make_cell(steps=n + 8), overrides=[f"steps={n + 8}"], perturb=shift(3))
+    result = subprocess.run([sys.executable, "-m", "assess", "score", str(sweep), "--db", str(db), "--metrics",
+                             "psnr,ssim"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "disk is full" in result.stderr
+    (small_disk / "filler").unlink()
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (2,)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("override", ["experiment.quality.band=nan", "experiment.budget.gpu_hours=nan",
+                                      "experiment.budget.gpu_hours=inf"])
+def test_an_experiment_with_a_nan_number_is_refused(override: str) -> None:
+    from assess.experiment import experiment_names, load_experiment
+    from assess.errors import AssessError
+
+    name = sorted(experiment_names())[0]
+    with pytest.raises(AssessError, match=rf"{override.split('=')[0]}=(nan|inf): must be a finite number"):
+        load_experiment(name, (override,))
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def test_assess_ui_stops_on_sigterm_and_leaves_no_child_nor_temporary_file(outputs: RunFactory, db: Path,
+                                                                           tmp_path: Path) -> None:
+    pytest.importorskip("datasette")
+    from assess.score import score
+    from tests.trackers.conftest import free_port
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    score([sweep], db, metrics=["psnr"])
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "assess", "ui", "--db", str(db), "--port", str(port)],
+                               env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    children: list[int] = []
+    while time.monotonic() < deadline and not children:
+        children = _children(process.pid)
+        time.sleep(0.2)
+    assert children, "datasette did not start"
+    listening = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
+    deadline = time.monotonic() + 60
+    while f":{port} " not in listening and time.monotonic() < deadline:
+        time.sleep(0.3)
+        listening = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
+    assert f"127.0.0.1:{port} " in listening  # loopback unless told otherwise
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    assert not [c for c in children if os.path.exists(f"/proc/{c}")]
+    assert not list(temp.iterdir())
+
+
+def test_status_serve_stops_on_sigterm_and_binds_loopback(outputs: RunFactory, tmp_path: Path) -> None:
+    pytest.importorskip("prometheus_client")
+    from tests.trackers.conftest import free_port
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    port = free_port()
+    textfile = tmp_path / "metrics.prom"
+    process = subprocess.Popen([sys.executable, "-m", "assess", "status", str(sweep), "--serve", "--port", str(port),
+                                "--textfile", str(textfile), "--interval", "0.2"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    listening = ""
+    while f":{port} " not in listening and time.monotonic() < deadline:
+        time.sleep(0.3)
+        listening = subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout
+    assert f"127.0.0.1:{port} " in listening
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    assert not _children(process.pid)
+    assert not [p.name for p in tmp_path.iterdir() if p.name not in ("metrics.prom", "outputs")]  # no temporary file
