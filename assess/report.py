@@ -28,7 +28,7 @@ from assess.index import Index, cell_status
 from assess.metrics import SPECS
 from assess.metrics.registry import SPEED_NOISE, leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
-from assess.outdir import check_out, staged, swap
+from assess.outdir import check_out, staged
 from render.redact import finalize
 from render.rundir.untrusted import contained, href, safe_component
 from assess.scope import Scope, scope_of, scoped_cell
@@ -715,8 +715,3 @@ def sweep_cells(index: Index, sweeps: list[Path | str]) -> tuple[list[CellView],
     runs, _ = _runs_in_index(index, [Path(s).resolve() for s in sweeps])
     views, _ = _cell_views(index, runs)
     return views, runs
-
-
-def _swap_into_place(staging: Path, out_dir: Path) -> None:
-    """Replace out_dir by staging (assess.outdir.swap: two renames, the old report removed after)."""
-    swap(staging, out_dir)
