@@ -27,8 +27,9 @@ from assess.estimate import CONFIDENCE, Estimate
 
 # How far apart render-time speed-ups of the same pair of cells land in independent runs on a busy machine: the
 # 90th percentile of |log(run / median of the other runs)| over every pair and run of `benchmarks/timing.py
-# --replicate` (6 processes, shapes model, docs/timing.md), as a fraction. Measured, not assumed; re-measure there.
-TIMED_APART_MARGIN = 0.60
+# --replicate` (6 processes under load, shapes model, this project's 2-core machine, 2026-12-02: ±173 %; side by
+# side ±25 %; docs/timing.md), as a fraction. Measured, not assumed; re-measure there on your own machines.
+TIMED_APART_MARGIN = 1.73
 SIDE_BY_SIDE = "side by side"
 TIMED_APART = "timed apart"
 
