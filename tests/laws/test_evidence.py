@@ -399,3 +399,50 @@ def test_after_an_amendment_the_config_as_shipped_runs_under_the_amended_rule(tm
     assert budget_in_force(ledger, experiment().budget)["gpu_hours"] == 9.0
     with pytest.raises(RuleChanged):  # a change never recorded is still refused
         check_rule(ledger, experiment_rule(experiment("experiment.quality.band=0.01")))
+
+
+def test_an_index_of_folded_text_identities_is_migrated_to_exact_ones(tmp_path: Path) -> None:
+    """An index written before issue 28 keyed samples and scores by the folded text: migration 0007 recomputes both
+    from the text, so a rescore replaces rows instead of adding a second row for the same sample."""
+    from assess.index import Index
+
+    db = tmp_path / "index.db"
+    with Index.open(db) as index:
+        index.db.execute("INSERT INTO samples (cell_key, prompt_sha, prompt_id, seed, split, run_path, image, prompt, "
+                         "warmup) VALUES ('c', ?, 'dev-000', 0, 'dev', '/r', 'images/x.png', 'A Red Cube!', 0)",
+                         [rundir.text_hash("A Red Cube!")])
+        index.db.execute("INSERT INTO scores (cell_key, prompt_sha, prompt_id, seed, metric, metric_version, value, "
+                         "direction, scored_at) VALUES ('c', ?, 'dev-000', 0, 'ssim', 1, 0.9, 'higher', 'now')",
+                         [rundir.text_hash("A Red Cube!")])
+        index.db.execute("DELETE FROM migrations WHERE name = '0007_exact_text'")
+        index.db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        index.db.conn.commit()
+    with Index.open(db) as index:
+        exact = rundir.sample_text_hash("A Red Cube!")
+        assert [r["prompt_sha"] for r in index.query("SELECT prompt_sha FROM samples")] == [exact]
+        assert [r["prompt_sha"] for r in index.query("SELECT prompt_sha FROM scores")] == [exact]
+
+
+# -- 5. one verdict ----------------------------------------------------------------------------------
+
+
+def test_the_recorded_verdict_is_found_from_a_run_and_a_band_is_a_labelled_what_if(tmp_path: Path) -> None:
+    from assess.verdicts import label_what_if, recorded_verdicts
+    from render.laws import claim_final, complete_final
+
+    out = tmp_path / "outputs"
+    ledger = Ledger("tiny-demo", out)
+    claim = claim_final(ledger, {"cells": ["k"]})
+    complete_final(ledger, claim, {"metric": "ssim", "band": 0.01, "alpha": 0.05, "parity": "parity",
+                                   "arms": [{"role": "incumbent", "overrides": [], "cell_key": "k",
+                                             "quality": {"verdict": "parity"}}]})
+    run = out / "runs" / "x"
+    rundir.atomic_write_json(run / "run.json", {"cell_key": "k", "config": {"experiment": {"name": "tiny-demo"},
+                                                                            "out_root": str(out)}})
+    recorded = recorded_verdicts([str(run)])
+    assert recorded["k"]["verdict"] == "parity" and recorded["k"]["rule"]["band"] == 0.01
+    what_if = label_what_if({"holdout": {"verdict": "undecided", "metric": "ssim"}}, 0.001)
+    assert what_if["holdout"]["what_if"] == {"band": 0.001, "verdict": "undecided",
+                                             "label": "what if: band=0.001 given on the command line, not the "
+                                                      "experiment's frozen rule"}
+    assert "verdict" not in what_if["holdout"]
