@@ -17,12 +17,13 @@ WHAT_IF = "what if: band={band} given on the command line, not the experiment's 
 def recorded_verdicts(run_paths: list[str]) -> dict[str, dict[str, Any]]:
     """cell key -> the verdict recorded for it in its experiment's ledger (with the rule it was decided under)."""
     from render.laws import Ledger, final_result
+    from render.rundir import RUN_JSON
 
     found: dict[str, dict[str, Any]] = {}
     seen: set[tuple[str, str]] = set()
     for path in run_paths:
         try:
-            run = json.loads((Path(path) / "run.json").read_text())
+            run = json.loads((Path(path) / RUN_JSON).read_text())
         except (OSError, ValueError):
             continue
         config = run.get("config") or {}
