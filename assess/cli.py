@@ -126,7 +126,8 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
               help="with --json and an index: the metric of each cell's answers per category (default: the first "
                    "quality metric the cell has)")
 @click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
-              help="with --json and an index: the parity band that decides parity and flags categories out of band")
+              help="with --json and an index: a \"what if\" parity band, shown beside the recorded verdict (labelled "
+                   "what_if), never in its place")
 @click.option("--openmetrics", is_flag=True, help="print the progress once in the Prometheus text format")
 @click.option("--serve", is_flag=True, help="serve the Prometheus metrics at --addr:--port/metrics until Ctrl-C")
 @click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True, help="with --serve")
@@ -157,6 +158,7 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         return
     from assess.status import format_plain, print_table
     from assess.status import status as sweep_status
+    from assess.verdicts import label_what_if, recorded_verdicts
 
     with user_errors():
         rows = sweep_status(path)
@@ -175,9 +177,14 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
                 speeds = cell_speeds(index, keys, scope=scope)
             for record in records:
                 if record["cell_key"] in quality:
-                    record["quality"] = quality[record["cell_key"]]
+                    found = quality[record["cell_key"]]
+                    record["quality"] = found if band is None else label_what_if(found, band)
                 if record["cell_key"] in speeds:  # side by side when timed so (assess retime), else timed apart
                     record["speed"] = speeds[record["cell_key"]]
+        recorded = recorded_verdicts([r.path for r in rows if r.path])
+        for record in records:  # the verdict is the recorded one, under the frozen rule
+            if record["cell_key"] in recorded:
+                record["recorded_verdict"] = recorded[record["cell_key"]]
         click.echo(json.dumps(records, indent=1))
     elif sys.stdout.isatty():
         print_table(rows)

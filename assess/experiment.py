@@ -430,10 +430,10 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     root = Path(out_root if out_root is not None else cfg.out_root)
     rule, amendments, problem = _rule(exp, dev, holdout, root, name, strict, amend)
     quality, budget, rungs, eta = _quality(exp, rule_test(rule)), _budget(exp), _rungs(exp, dev), int(exp.eta)
-    if problem:  # not strict: navigate and report under the rule in force, and show the difference
-        from render.laws import rule_in_force
+    from render.laws import rule_in_force
 
-        force = rule_in_force(exp_ledger(name, root))[0] or rule
+    force = rule_in_force(exp_ledger(name, root))[0] or rule
+    if problem or force != rule:  # the rule in force is the ledger's (an amendment holds without its --set)
         q, b = force["quality"], force["budget"]
         quality = Quality(q["metric"], quality.direction, quality.needs_reference, quality.identity, q["band"], q["alpha"],
                           rule_test(force))

@@ -262,7 +262,7 @@ CREATE TABLE finals (
 )
 """
 
-# A sample is known by its text identity (render.rundir.identity.text_hash), not its prompt id: a manifest that keeps
+# A sample is known by its text identity (render.rundir.identity.sample_text_id), not its prompt id: a manifest that keeps
 # an id for another text makes another sample. `hg_text_id` (registered on every connection) fills the column.
 SCHEMA_0003_TEXT_IDENTITY = """
 DROP VIEW IF EXISTS leaderboard;
@@ -431,6 +431,14 @@ CREATE INDEX timing_cells_cell ON timing_cells (cell_key);
 ALTER TABLE samples ADD COLUMN sha256 TEXT
 """
 
+# A sample's text identity became the exact text the model receives (issue 28: the tokenizers keep case and
+# punctuation): every row's prompt_sha is recomputed from its text (scores through their sample), runs' lists refilled.
+SCHEMA_0008_EXACT_TEXT = """
+UPDATE scores SET prompt_sha = COALESCE((SELECT hg_text_id(p.prompt, p.prompt_id) FROM samples p
+  WHERE p.cell_key = scores.cell_key AND p.prompt_sha = scores.prompt_sha AND p.seed = scores.seed), prompt_sha);
+UPDATE samples SET prompt_sha = hg_text_id(prompt, prompt_id) WHERE prompt IS NOT NULL
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
@@ -439,6 +447,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0005_timing", SCHEMA_0005_TIMING),
     ("0006_engagement", [SCHEMA_0006_ENGAGEMENT]),
     ("0007_side_by_side", [SCHEMA_0007_SIDE_BY_SIDE]),
+    ("0008_exact_text", [SCHEMA_0008_EXACT_TEXT]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -463,7 +472,7 @@ def _fill_prompt_shas(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE runs SET prompt_shas = ? WHERE path = ?", (json.dumps(shas), path))
 
 
-POST_MIGRATION = {"0003_text_identity": _fill_prompt_shas}
+POST_MIGRATION = {"0003_text_identity": _fill_prompt_shas, "0008_exact_text": _fill_prompt_shas}
 
 
 def default_index_path() -> Path:

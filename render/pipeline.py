@@ -59,6 +59,7 @@ class LoadedPipeline:
     scheduler_config: dict[str, Any]
     fresh: bool = True  # nothing rendered with it yet: the next sample is a warm-up
     load_unrecorded: bool = True  # its load time is not yet on a sample record (the budget counts it once)
+    load_spent: bool = False  # its load time is in an experiment's spend log (render.laws.spend), once
     configured_for: str | None = None  # cell key it is configured for
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # what each axis' apply derived, by axis
     weights_bytes: int = 0  # weights footprint as loaded (after quantization / layerwise casting)

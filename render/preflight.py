@@ -25,6 +25,7 @@ from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, res
 from render.errors import RenderError
 from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
+from render.laws.evidence import check_evidence
 from render.laws.budget import (BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve,
                                 spent_gpu_seconds)
 from render.limits import check_numbers
@@ -183,6 +184,10 @@ def preflight_budget(jobs: list[Job]) -> None:
         out_root = group[0].out_root
         ledger = Ledger(name, out_root)
         store, history = SampleStore(out_root), History.scan(ledger.out_roots())
+        try:
+            check_evidence(ledger, history)
+        except RenderError as error:
+            raise PreflightError(str(error)) from None
         pending: dict[str, set] = {}
         cells: dict[str, Job] = {}
         for job in group:
@@ -194,30 +199,43 @@ def preflight_budget(jobs: list[Job]) -> None:
                                      measure=measure_one_sample)
             with ledger.lock():  # admission: concurrent launches, from any out_root, cannot pass together
                 spent = spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) + outstanding_seconds(ledger)
-                check_budget(_experiment_conf(group[0]), spent, estimate)
+                check_budget(_experiment_conf(group[0], ledger), spent, estimate)
                 reserve(ledger, estimate.seconds)
         except BudgetExceeded as error:
             raise PreflightError(str(error)) from None
         log.info("experiment %s: estimated %.1f s for this sweep (%d cells measured in preflight)", name, estimate.seconds, estimate.measured_cells)
 
 
-def _experiment_conf(job: Job) -> Any:
+def _experiment_conf(job: Job, ledger: Ledger) -> Any:
+    """The job's experiment node, its budget the rule in force's (an amendment holds without its --set)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.create(job.config["experiment"])
+    from render.laws.rule import budget_in_force
+
+    experiment = dict(job.config["experiment"])
+    return OmegaConf.create({**experiment, "budget": budget_in_force(ledger, experiment.get("budget"))})
 
 
 def measure_one_sample(job: Job) -> tuple[float, float]:
     """No history for this cell's model and setting: render one sample (after a warm-up) and time it; returns
     (seconds per sample, seconds the model took to load). In-process sweeps keep the loaded pipeline."""
+    from render.laws.spend import Purpose, spend_load, spending
     from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
     loaded = PIPELINES.get(job.cell.model, job.device, load_options(job.cell))
+    spend_load(job, loaded)
     prompt = job.prompts[0].text
-    configure(loaded, job.cell, calibrate=lambda: render_sample(loaded, job, prompt, job.seeds[0]))
-    render_sample(loaded, job, prompt, job.seeds[0])
-    _, calls, _, _ = render_sample(loaded, job, prompt, job.seeds[0])
+
+    def calibrate() -> None:
+        with spending(job, Purpose.CALIBRATE):
+            render_sample(loaded, job, prompt, job.seeds[0])
+
+    configure(loaded, job.cell, calibrate=calibrate)
+    with spending(job, Purpose.MEASURE):  # device work before admission: spent whether or not the sweep is admitted
+        render_sample(loaded, job, prompt, job.seeds[0])
+    with spending(job, Purpose.MEASURE):
+        _, calls, _, _ = render_sample(loaded, job, prompt, job.seeds[0])
     loaded.fresh = True  # what follows still counts as a warm-up for this configuration
     return calls[0], loaded.load_s
 

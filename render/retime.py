@@ -167,4 +167,15 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
             c.loaded = None  # free the pipelines: a caller timing another set loads its own
         if record and (done or not complete):
             record_session(session)
+        spend(contenders, session)
     return session
+
+
+def spend(contenders: Sequence[Contender], session: TimingSession) -> None:
+    """The session's device time, in the spend log of the experiment its cells belong to (the first that does):
+    timing is device work like rendering (render.laws.spend)."""
+    from render.laws.spend import Purpose, ledger_of, record_spend
+
+    target = next((t for c in contenders if (t := ledger_of(c.job)) is not None), None)
+    if target is not None and session.device_s:
+        record_spend(target[0], session.device_s, Purpose.RETIME, rid=target[1])

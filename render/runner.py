@@ -30,6 +30,7 @@ from render.axes.attention import BackendUnavailable
 from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
+from render.laws.spend import Purpose, spend_load, spending
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
@@ -197,7 +198,10 @@ class CellWriter:
 
             def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
                 prompt_id, text, seed = job.samples[0]
-                loaded.pipe(**call_kwargs(job.cell, text, seed))
+                with spending(job, Purpose.CALIBRATE):
+                    loaded.pipe(**call_kwargs(job.cell, text, seed))
+
+            spend_load(job, loaded)
 
             configure(loaded, job.cell, calibrate, record_in=self.run_dir / rundir.RUN_JSON)
             if loaded.fresh:  # newly configured: the cell's warm-up calls start again
@@ -228,7 +232,8 @@ class CellWriter:
             self.guard.before(self.last_s)
         loaded = self._pipeline()
         first_call, before, warmup = loaded.fresh, CompileCounters.now(), loaded.warmups_left > 0
-        with count_engagement(loaded.pipe) as engagement:
+        identity = (self.job.cell.key, rundir.sample_text_hash(text), seed)
+        with spending(self.job, Purpose.SAMPLE, sample=identity), count_engagement(loaded.pipe) as engagement:
             png, calls, memory, kind = render_sample(loaded, self.job, text, seed, 1 if warmup else self.job.timing.repeats)
         compiled = CompileCounters.now().since(before)
         engaged = engagement()
@@ -242,13 +247,11 @@ class CellWriter:
             height=cell.height, latency_s=round(latency, 6), warmup=warmup, steps=cell.steps,
             s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
             reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
-            prompt_sha=rundir.text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
+            prompt_sha=rundir.sample_text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
             recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes,
             compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
             latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
             **(engaged.as_dict() if engaged else {}), **labels))
-        if self.guard is not None:
-            self.guard.spent(sum(calls) + self.load_s)
         self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
         loaded.warmups_left -= 1

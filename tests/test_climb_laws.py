@@ -55,7 +55,7 @@ def test_a_registered_experiments_holdout_is_locked_for_every_render(tmp_path: P
     (conf / "secret.yaml").write_text(f"defaults: [prompts_schema, _self_]\nname: secret\nsplit: holdout\nfile: {secret}\n")
     monkeypatch.chdir(tmp_path)
     register_holdout(Ledger("mine", tmp_path / "outputs"), "secret")
-    owner = reserved(tmp_path / "outputs")[rundir.text_hash("An orange hexagon, in the corner!")]
+    owner = reserved(tmp_path / "outputs").owner("An orange hexagon, in the corner!")
     assert owner == "experiment mine's holdout (secret)"
     other = manifest(tmp_path, [("x-000", "an orange hexagon in the corner")])
     assert "experiment mine's holdout (secret)" in refused(tmp_path, f"prompts.file={other}")

@@ -1,7 +1,7 @@
 """The identity of a metric's model (CLIP, the preference models), kept with every score it produces.
 
 A score's `config` is `model=<identity>`: a local folder's content digest or a hub model's resolved commit
-(render.rundir.identity.model_identity, cached by size and mtime), so two scores are comparable exactly when
+(render.rundir.identity.model_identity, cached by size, mtime, ctime and inode), so two scores are comparable exactly when
 the same weights produced them, whatever the model was called or wherever its folder lies.
 """
 

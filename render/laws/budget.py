@@ -4,9 +4,9 @@ launches share one budget, and the guard that stops a running sweep before it sp
 
 Admission (render.preflight) runs under the ledger's lock: spent + what live reservations have not used
 yet + this estimate must fit under the navigable ceiling (the budget less the reserve; a final's token
-opens the reserve). The estimate is then reserved in the ledger. A reservation lives while the process
-that made it runs, or, for a detached SLURM submission, while its jobs are queued or running. Each
-rendered sample's cost is added to its reservation's use file; when a sample would pass the
+opens the reserve). The estimate is then reserved in the ledger. A reservation lives while any process
+of its launch runs (the launcher, or a worker that inherited it), or, for a detached SLURM submission, while its jobs are queued or running. Each
+piece of device work is added to the spend log under its reservation (render.laws.spend); when a sample would pass the
 reservation, the guard extends it under the lock if the budget has room, and otherwise stops the
 remaining samples: the cell is recorded `cancelled` with a `budget:` message.
 """
@@ -22,9 +22,10 @@ from typing import Any, Iterable, Sequence
 
 from render.errors import RenderError
 from render.laws.ledger import Ledger
-from render.rundir import RunDir, append_record, host_identity, now_iso, read_lines, scan_runs, slurm_state, writer_state
+from render.laws.spend import (RESERVATION_ENV, Purpose, hold, live_holders, logged_samples, logged_seconds,
+                               record_spend, spend_lines)
+from render.rundir import RunDir, host_identity, now_iso, scan_runs, slurm_state, writer_state
 
-RESERVATION_ENV = "HYPERGRID_RESERVATION"  # "<experiment>:<reservation id>": a launch's workers share its reservation
 FIRST_LAUNCH_MARGIN = 1.5  # a cell measured in preflight (no history) is estimated at 1.5x its one sample, plus a load
 
 
@@ -60,15 +61,15 @@ class History:
 
 
 def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
-    """The GPU time of every sample the experiment's runs use, each once by content identity, in every out_root
-    the experiment used, wherever and under whatever flags it was rendered (a sample linked from a run outside
-    the experiment costs what its rendering cost), and of every side-by-side timing session it ran."""
-    from render.rundir.timings import read_sessions
-
+    """Everything the device did for the experiment: its spend log (render.laws.spend: samples, warm-ups, failed
+    calls, preflight measurements, calibrations, loads; deleting run folders returns nothing), plus, once each by
+    content identity, the samples its runs use that no log line names (rendered before the log, or by another
+    experiment and linked: such a sample costs what its rendering cost), in every out_root the experiment used."""
     history = history or History.scan(ledger.out_roots())
+    lines = spend_lines(ledger)
+    logged = logged_samples(lines)
     cost: dict[tuple[str, str, int], float] = {}
     used: set[tuple[str, str, int]] = set()
-    timed: dict[str, float] = {}  # side-by-side timing sessions the experiment ran (the climb's, the final's), once each
     for run in history.runs:
         mine = ((run.run.get("config") or {}).get("experiment") or {}).get("name") == ledger.name
         for record in run.samples:
@@ -76,19 +77,15 @@ def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
                 cost.setdefault(record.identity, record.device_s + (record.load_s or 0.0))
             if mine:
                 used.add(record.identity)
-        timed.update((s.session, s.device_s) for s in read_sessions(run.path)[0] if s.experiment == ledger.name)
-    return sum(cost.get(i, 0.0) for i in used) + sum(timed.values())
+    return logged_seconds(lines) + sum(cost.get(i, 0.0) for i in used - logged)
 
 
 # -- reservations ---------------------------------------------------------------------------
 
 
-def _use_file(ledger: Ledger, rid: str) -> Path:
-    return ledger.state_copy.parent / "reservations" / f"{rid}.jsonl"
-
-
 def used_seconds(ledger: Ledger, rid: str) -> float:
-    return sum(float(e.get("s", 0.0)) for e in read_lines(_use_file(ledger, rid)))
+    """What a reservation's launch has spent so far: its lines in the spend log."""
+    return logged_seconds(spend_lines(ledger), rid)
 
 
 @dataclass
@@ -99,12 +96,16 @@ class Reservation:
     slurm_jobs: list[str]
     released: bool
 
-    def live(self) -> bool:
+    def live(self, ledger: Ledger | None = None) -> bool:
+        """While any process of its launch runs: the launcher, a worker that inherited it (`ledger` given), or,
+        for a detached submission, its scheduler jobs."""
         if self.released:
             return False
         if self.slurm_jobs:  # detached: until its jobs end, wherever the submitting process went
             return any(slurm_state(job)[0] != "crashed" for job in self.slurm_jobs)
-        return writer_state(self.owner, ask_slurm=False)[0] == "running"
+        if writer_state(self.owner, ask_slurm=False)[0] == "running":
+            return True
+        return ledger is not None and bool(live_holders(ledger, self.rid))
 
 
 def reservations(ledger: Ledger) -> list[Reservation]:
@@ -125,8 +126,9 @@ def reservations(ledger: Ledger) -> list[Reservation]:
 def outstanding_seconds(ledger: Ledger, exclude: str | None = None) -> float:
     """What live reservations (other than `exclude`) have reserved and not used yet: their used part is
     already in the spend, measured from the samples."""
-    return sum(max(r.seconds - used_seconds(ledger, r.rid), 0.0) for r in reservations(ledger)
-               if r.rid != exclude and r.live())
+    lines = spend_lines(ledger)
+    return sum(max(r.seconds - logged_seconds(lines, r.rid), 0.0) for r in reservations(ledger)
+               if r.rid != exclude and r.live(ledger))
 
 
 _MINE: dict[str, tuple[Ledger, str]] = {}  # experiment -> this process's reservation (or its launch's)
@@ -142,9 +144,9 @@ def reserve(ledger: Ledger, seconds: float) -> str:
     _MINE[ledger.name] = (ledger, rid)
     os.environ[RESERVATION_ENV] = f"{ledger.name}:{rid}"  # inherited by the launch's workers (gpus, SLURM)
 
-    def release() -> None:
+    def release() -> None:  # the last process of the launch releases it (a worker may outlive the launcher)
         held = any(r.rid == rid and r.slurm_jobs for r in reservations(ledger))
-        if not held:
+        if not held and not live_holders(ledger, rid, exclude_self=True):
             ledger.append("release", rid=rid)
 
     atexit.register(release)
@@ -187,9 +189,27 @@ class BudgetGuard:
             self.ledger.append("extend", rid=self.rid, seconds=reserved + grant)
 
     def spent(self, seconds: float) -> None:
-        path = _use_file(self.ledger, self.rid)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        append_record(path, {"s": round(seconds, 6)})
+        """Device work of this launch outside the renderer's own accounting (recorded in the spend log)."""
+        record_spend(self.ledger, seconds, Purpose.SAMPLE, rid=self.rid)
+
+
+def _join(ledger: Ledger, rid: str) -> None:
+    """A worker that inherited its launch's reservation holds it while it runs; the last process releases it."""
+    if (ledger.name, rid) in _JOINED:
+        return
+    _JOINED.add((ledger.name, rid))
+    holder = hold(ledger, rid)
+
+    def leave() -> None:
+        holder.unlink(missing_ok=True)
+        mine = next((r for r in reservations(ledger) if r.rid == rid), None)
+        if mine is not None and not mine.released and not mine.slurm_jobs and not mine.live(ledger):
+            ledger.append("release", rid=rid)
+
+    atexit.register(leave)
+
+
+_JOINED: set[tuple[str, str]] = set()
 
 
 def guard_for(job: Any) -> BudgetGuard | None:
@@ -205,7 +225,10 @@ def guard_for(job: Any) -> BudgetGuard | None:
         if not inherited.startswith(f"{name}:"):
             return None
         ledger, rid = Ledger(name, job.out_root), inherited.split(":", 1)[1]
-    budget = experiment["budget"]
+        _join(ledger, rid)
+    from render.laws.rule import budget_in_force
+
+    budget = budget_in_force(ledger, experiment["budget"])
     ceiling_h = budget["gpu_hours"] - (0.0 if experiment.get("final") else budget.get("reserve_gpu_hours") or 0.0)
     return BudgetGuard(ledger, rid, ceiling_h * 3600)
 

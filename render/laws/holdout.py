@@ -2,14 +2,18 @@
 
 A text is *reserved* when it belongs to a shipped holdout manifest or to the holdout of an experiment
 that ever launched (its ledger's `holdout` entry). Any render that includes a reserved text, compared
-by text identity (render.rundir.identity: NFKC, invisible characters, punctuation, spacing and case
-folded) whatever the option name, split label, file or id, is refused at preflight, unless it carries
-the token of that experiment's claimed, unfinished final and renders only the final's cells.
+by the holdout identity (render.rundir.identity.holdout_identity: NFKC, invisible characters,
+punctuation, spacing and case folded, then the Unicode TR39 confusables skeleton), or a prompt that
+contains a reserved text as a whole phrase (a longer prompt, a JSON or CSV line read by the wrong
+`prompts.format`), whatever the option name, split label, file or id, is refused at preflight, unless
+it carries the token of that experiment's claimed, unfinished final and renders only the final's cells.
+The holdout is spent per content: its samples are found by the same identity in every run directory.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -18,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from render.errors import RenderError
 from render.laws.ledger import Ledger, all_ledgers
 from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
-from render.rundir import scan_runs, text_hash
+from render.rundir import holdout_identity, scan_runs, text_hash
 
 
 class HoldoutLocked(RenderError, ValueError):
@@ -58,29 +62,70 @@ def register_holdout(ledger: Ledger, option: str) -> None:
     content = content_hash(prompts)
     if not any(e.get("content") == content for e in ledger.entries("holdout")):
         ledger.append("holdout", option=option, file=file, content=content,
-                      sha=sorted({text_hash(p.text) for p in prompts}))
+                      sha=sorted({text_hash(p.text) for p in prompts}),
+                      identities=sorted({holdout_identity(p.text) for p in prompts}))
 
 
-def reserved(out_root: Path) -> dict[str, str]:
-    """text identity -> whose holdout it is: the shipped manifests, and every experiment's with a ledger."""
-    owners: dict[str, str] = {}
+class Reserved:
+    """The reserved texts and their owners: by folded hash (ledger entries of older versions), by holdout identity,
+    and by containment of a holdout identity in a prompt's."""
+
+    def __init__(self) -> None:
+        self.by_sha: dict[str, str] = {}
+        self.by_identity: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
+
+    def add(self, owner: str, *, sha: Iterable[str] = (), identities: Iterable[str] = ()) -> None:
+        for value in sha:
+            self.by_sha.setdefault(value, owner)
+        for value in identities:
+            if value:
+                self.by_identity.setdefault(value, owner)
+        self._pattern = None
+
+    def __contains__(self, text: str) -> bool:
+        return self.owner(text) is not None
+
+    def owner(self, text: str) -> str | None:
+        """Whose holdout `text` is (or contains), or None."""
+        found = self.by_sha.get(text_hash(text))
+        identity = holdout_identity(text)
+        found = found or self.by_identity.get(identity)
+        if found is None and self.by_identity:
+            match = self.pattern().search(identity)
+            found = self.by_identity[match.group(1)] if match else None
+        return found
+
+    def pattern(self) -> re.Pattern[str]:
+        if self._pattern is None:  # longest first, so a longer reserved phrase is named before a shorter one in it
+            phrases = sorted(self.by_identity, key=len, reverse=True)
+            self._pattern = re.compile(r"(?:^| )(" + "|".join(map(re.escape, phrases)) + r")(?= |$)")
+        return self._pattern
+
+
+def reserved(out_root: Path) -> Reserved:
+    """Whose holdout each reserved text is: the shipped manifests, and every experiment's with a ledger."""
+    owners = Reserved()
     for manifest in shipped_holdouts():
-        for p in load_prompts(str(manifest)):
-            owners.setdefault(text_hash(p.text), f"the shipped holdout manifest {manifest.name}")
+        owners.add(f"the shipped holdout manifest {manifest.name}",
+                   identities=[holdout_identity(p.text) for p in load_prompts(str(manifest))])
     for ledger in all_ledgers(out_root):
         for entry in ledger.entries("holdout"):
-            for sha in entry.get("sha", []):
-                owners.setdefault(sha, f"experiment {ledger.name}'s holdout ({entry.get('option')})")
+            owners.add(f"experiment {ledger.name}'s holdout ({entry.get('option')})", sha=entry.get("sha", []),
+                       identities=entry.get("identities", []))
     return owners
 
 
 def holdout_samples(out_roots: Iterable[Path], prompts: list[Prompt]) -> list[str]:
-    """Run folders known to any of `out_roots` that hold samples of these prompts' texts (a spent holdout)."""
-    wanted = {text_hash(p.text) for p in prompts}
+    """Run folders known to any of `out_roots` that hold samples of these prompts' texts (a spent holdout), by the
+    holdout identity (and containment), whatever experiment, option or file rendered them."""
+    wanted = Reserved()
+    wanted.add("holdout", identities=[holdout_identity(p.text) for p in prompts])
     found: set[str] = set()
     for out_root in out_roots:
         if Path(out_root).is_dir():
-            found |= {str(run.path) for run in scan_runs(Path(out_root)) if any(s.text_id in wanted for s in run.samples)}
+            found |= {str(run.path) for run in scan_runs(Path(out_root))
+                      if any(s.prompt is not None and s.prompt in wanted for s in run.samples)}
     return sorted(found)
 
 
@@ -97,7 +142,7 @@ def token_spent(ledger: Ledger, token: str | None) -> bool:
 def check_holdout(job: Any, cfg: Any) -> None:
     """Refuse a render that includes a reserved text, unless it is the claimed final of that experiment's holdout."""
     owners = reserved(job.out_root)
-    hits = [p for p in job.prompts if text_hash(p.text) in owners]
+    hits = [p for p in job.prompts if p.text in owners]
     experiment = cfg.get("experiment")
     if experiment is not None and experiment.final:
         ledger = Ledger(experiment.name, job.out_root)
@@ -118,15 +163,15 @@ def check_holdout(job: Any, cfg: Any) -> None:
         if not keys <= allowed:
             raise HoldoutLocked(f"experiment {experiment.name}: cell {job.cell.describe()} is not one of its final's cells "
                                 "(the incumbent, the anchor, the steps-only control)")
-        holdout_texts = {text_hash(p.text) for p in holdout}
-        others = [p for p in job.prompts if text_hash(p.text) not in holdout_texts]
+        holdout_texts = {holdout_identity(p.text) for p in holdout}
+        others = [p for p in job.prompts if holdout_identity(p.text) not in holdout_texts]
         if others:  # the token (and the reserve it opens) is the final's: its holdout samples, nothing else
             raise HoldoutLocked(f"experiment {experiment.name}: the final's token opens its holdout's samples only; "
                                 f"prompts={cfg.prompts.name} has {len(others)} other text(s), e.g. {others[0].id} = "
                                 f"{others[0].text!r}")
-        hits = [p for p in hits if text_hash(p.text) not in holdout_texts]
+        hits = [p for p in hits if holdout_identity(p.text) not in holdout_texts]
     if hits:
-        owner = owners[text_hash(hits[0].text)]
+        owner = owners.owner(hits[0].text)
         raise HoldoutLocked(f"prompts={cfg.prompts.name} ({cfg.prompts.file}) includes {len(hits)} text(s) of "
                             f"a locked holdout ({owner}), e.g. {hits[0].id} = {hits[0].text!r}; the holdout is rendered only by an "
                             "experiment's final (`assess climb <name> --final`), once")

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from render.errors import RenderError
@@ -107,6 +108,7 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str, in_force: d
     tested = {} if test == LEGACY_TEST else {"test": test}
     confidence = speed_confidence(exp)  # likewise: at its default, a rule frozen before it existed stays the same
     speed = {} if confidence == SPEED_CONFIDENCE else {"speed": {"confidence": confidence}}
+    models = metric_models()  # likewise: with no metric model chosen by the environment, the rule stays the same
     return {
         "quality": {"metric": str(quality.get("metric")), "band": float(quality["band"]),
                     "alpha": float(quality["alpha"]), **tested, **per_category},
@@ -114,6 +116,7 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str, in_force: d
         "eta": int(exp.get("eta")),
         "objective": str(exp.get("objective")),
         **speed,
+        **({"metric_models": models} if models else {}),
         "axes": {str(k): [canon(v) for v in values] for k, values in (exp.get("axes") or {}).items()},
         "seeds": [int(s) for s in (exp.get("seeds") if isinstance(exp.get("seeds"), list) else [exp.get("seeds")])],
         "splits": {"dev": {"option": str(exp.get("dev")), "content": dev_content},
@@ -123,6 +126,26 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str, in_force: d
                    "price_per_gpu_hour": None if budget.get("price_per_gpu_hour") is None
                    else float(budget["price_per_gpu_hour"])},
     }
+
+
+METRIC_MODEL_ENV = re.compile(r"HYPERGRID_[A-Z0-9_]+_MODEL")  # every variable that selects a metric's model
+
+
+def metric_models() -> dict[str, dict[str, str]]:
+    """The metric models the environment selects (HYPERGRID_CLIP_MODEL, HYPERGRID_PICKSCORE_MODEL, ...): each
+    variable with its value and the model's identity (a local folder's content digest; a hub id as given), so a
+    verdict cannot change its metric's model without an amendment."""
+    import os
+
+    from render.rundir import folder_digest
+
+    found = {}
+    for name in sorted(os.environ):
+        value = os.environ[name]
+        if METRIC_MODEL_ENV.fullmatch(name) and value:
+            folder = Path(value).expanduser()
+            found[name] = {"value": value, "identity": folder_digest(folder) if folder.is_dir() else f"hub-id:{value}"}
+    return found
 
 
 def rule_digest(rule: dict[str, Any]) -> str:
@@ -150,10 +173,18 @@ def differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> l
     return out
 
 
+def recorded_rules(ledger: Ledger) -> list[dict[str, Any]]:
+    """Every version of the rule the ledger holds: the frozen one, then each amendment's."""
+    frozen = ledger.first("rule")
+    return [] if frozen is None else [frozen["rule"], *(a["rule"] for a in ledger.entries("amendment"))]
+
+
 def check_rule(ledger: Ledger, rule: dict[str, Any]) -> None:
-    """Refuse a composed rule that differs from the one in force (both shown, and how to amend)."""
+    """Refuse a composed rule that differs from every version the ledger holds (both shown, and how to amend). The
+    rule in force is the ledger's: a config that composes an earlier version (the experiment's file as it was
+    before an amendment, without the amendment's --set) runs under the rule in force, and needs nothing repeated."""
     current, _ = rule_in_force(ledger)
-    if current is None or current == rule:
+    if current is None or current == rule or rule in recorded_rules(ledger):
         return
     changes = differences(current, rule)
     raise RuleChanged(
@@ -162,6 +193,14 @@ def check_rule(ledger: Ledger, rule: dict[str, Any]) -> None:
         + f"\n  in force: {json.dumps(current, sort_keys=True)}\n  this run: {json.dumps(rule, sort_keys=True)}\n"
         f"Restore the experiment's config, or take the change as a recorded amendment: "
         f"assess climb {ledger.name} --amend \"<why>\" (with the same --set overrides)")
+
+
+def budget_in_force(ledger: Ledger, composed: Any) -> dict[str, Any]:
+    """The experiment's budget under the rule in force (an amended gpu_hours holds without its --set); the composed
+    budget when nothing is frozen yet."""
+    current, _ = rule_in_force(ledger)
+    plain = dict(_plain(composed) or {})
+    return {**plain, **current["budget"]} if current is not None else plain
 
 
 def freeze_rule(ledger: Ledger, rule: dict[str, Any]) -> None:

@@ -18,8 +18,8 @@ from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirect
 from render.rundir.files import (CONTRACT_VERSION, DONE, FAILED, IMAGES, JOBS_JSON, LOG, MULTIRUN_YAML, RUN_JSON,
                                  SAMPLES, Appended, FileState, STATE_DIR, SWEEP_JSON, append_record, append_records, atomic_write_bytes, atomic_write_json, create_json,
                                  digest, exclusive, file_digest, file_mode, now_iso, read_lines)
-from render.rundir.identity import (cell_key_of, folder_digest, model_identity, shared_texts, text_hash,
-                                   text_identity)
+from render.rundir.identity import (cell_key_of, contains, folder_digest, holdout_identity, model_identity,
+                                   sample_text_hash, shared_texts, text_hash, text_identity)
 from render.rundir.keys import check_name, image_name, inside
 from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
 from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, SampleRecord,
@@ -102,6 +102,9 @@ __all__ = [
     "register",
     "scan_runs",
     "shared_texts",
+    "sample_text_hash",
+    "holdout_identity",
+    "contains",
     "slurm_state",
     "sweep_cell",
     "terminal_state",

@@ -2,16 +2,23 @@
 
 Everything that compares two things compares these, never a name, a path or an id:
 
-    text_identity  a prompt's text as the tokenizers see it: NFKC, format and invisible characters
-                   removed, every Unicode punctuation, symbol-free spacing and space folded, case folded
-    text_hash      its 16-hex-digit digest (part of a sample's identity: cell key, text, seed); both are
-                   pure functions of the text, memoised for the process
+    sample_text_hash  a sample's text: the exact text the model receives (the pipeline's tokenizers keep case
+                   and punctuation, so "A RED CIRCLE, AT THE TOP!" is another sample than "a red circle at the top")
+    text_identity  a prompt's text folded: NFKC, format and invisible characters removed, every Unicode
+                   punctuation, symbol-free spacing and space folded, case folded
+    text_hash      its 16-hex-digit digest (a split's content, the dev/holdout split rule)
+    holdout_identity  the holdout lock's broad identity: the folded text's confusables skeleton (Unicode TR39),
+                   folded again, so "а red сircle" in Cyrillic letters is the holdout's "a red circle"; a
+                   prompt that *contains* a holdout text (a longer prompt, a line read by the wrong reader) is
+                   the holdout's too (render.laws.holdout). All are pure functions of the text, memoised.
     cell_key_of    the digest of a cell's canonical config (which holds its model's weights identity)
-    folder_digest  the digest of a folder's files (relative path, size, content), cached by size and mtime
+    folder_digest  the digest of a folder's files (relative path, size, content), cached by file state
     model_identity a model's weights: a local folder's digest, or a hub model's resolved commit
 
-A cached digest is reused only while every file keeps its size and mtime (nanoseconds), so the common
-case (a re-run) costs one stat per file, and a replaced weight file is hashed again.
+A cached digest is reused only while every file keeps its size, mtime, ctime (nanoseconds) and inode, so the
+common case (a re-run) costs one stat per file, and a replaced weight file is hashed again, even one of the same
+size whose mtime was restored (`touch -r`, `cp -p`, `rsync -t`: the ctime moves with any change, and a file
+put in place by rename has a new inode).
 """
 
 from __future__ import annotations
@@ -72,15 +79,58 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text_identity(text).encode()).hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def sample_text_hash(text: str) -> str:
+    """Part of a sample's identity (reuse): the exact text the model receives, no more folded than the pipeline
+    folds it (it does not: the tokenizers see case and punctuation)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def sample_text_id(prompt: str | None, prompt_id: str) -> str:
     """A sample record's text identity; a record without its text (contract version 1) falls back to its id."""
-    return text_hash(prompt) if prompt is not None else f"id:{prompt_id}"
+    return sample_text_hash(prompt) if prompt is not None else f"id:{prompt_id}"
+
+
+@functools.cache
+def _confusables() -> dict[str, str]:
+    """Unicode confusables.txt (UTS #39): source character -> its prototype (shipped as rundir/confusables.txt)."""
+    table: dict[str, str] = {}
+    for line in (Path(__file__).with_name("confusables.txt")).read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            source, *target = line.split()
+            table[chr(int(source, 16))] = "".join(chr(int(t, 16)) for t in target)
+    return table
+
+
+def skeleton(text: str) -> str:
+    """UTS #39's skeleton: NFD, each character replaced by its confusables prototype, NFD again."""
+    table = _confusables()
+    return unicodedata.normalize("NFD", "".join(table.get(c, c) for c in unicodedata.normalize("NFD", text)))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def holdout_identity(text: str) -> str:
+    """The holdout lock's identity of a text: folded, skeleton, folded again (a pure function of the text)."""
+    return text_identity(skeleton(text_identity(text)))
 
 
 def shared_texts(a: Iterable[tuple[str, str]], b: Iterable[tuple[str, str]]) -> list[tuple[str, str, str]]:
-    """The split rule: (id in a, id in b, text) for every text identity two manifests share."""
-    in_b = {text_hash(text): pid for pid, text in b}
-    return [(pid, in_b[text_hash(text)], text) for pid, text in a if text_hash(text) in in_b]
+    """The split rule: (id in a, id in b, text) for every text of `a` that is a text of `b` by the holdout identity
+    (folded, skeleton) or contains one as a whole phrase."""
+    in_b = {holdout_identity(text): pid for pid, text in b}
+    found = []
+    for pid, text in a:
+        mine = holdout_identity(text)
+        hit = in_b.get(mine) or next((other for h, other in in_b.items() if contains(mine, h)), None)
+        if hit is not None:
+            found.append((pid, hit, text))
+    return found
+
+
+def contains(text_id: str, phrase_id: str) -> bool:
+    """Whether a holdout identity holds another as a whole phrase (word boundaries), e.g. a holdout text inside a
+    longer prompt or inside a JSON line read as plain text."""
+    return bool(phrase_id) and f" {phrase_id} " in f" {text_id} "
 
 
 def cell_key_of(canonical: dict[str, Any]) -> str:
@@ -92,7 +142,7 @@ def cell_key_of(canonical: dict[str, Any]) -> str:
 # -- folders and models ---------------------------------------------------------------------
 
 DIGEST_CACHE = "digests.json"
-_MEMO: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}  # within one process: no file read at all
+_MEMO: dict[tuple[str, tuple[tuple[str, int, int, int, int], ...]], str] = {}  # within one process: no file read
 
 
 def digest_cache_path() -> Path:
@@ -101,8 +151,9 @@ def digest_cache_path() -> Path:
     return (Path(env).expanduser() if env else Path.home() / ".cache" / "hypergrid") / DIGEST_CACHE
 
 
-def _files(folder: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime_ns) of every file under `folder`, sorted; hidden files and folders skipped."""
+def _files(folder: Path) -> list[tuple[str, int, int, int, int]]:
+    """(relative path, size, mtime_ns, ctime_ns, inode) of every file under `folder`, sorted; hidden files and
+    folders skipped."""
     found = []
     for root, dirs, names in os.walk(folder, followlinks=True):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -111,7 +162,8 @@ def _files(folder: Path) -> list[tuple[str, int, int]]:
                 continue
             path = Path(root) / name
             stat = path.stat()
-            found.append((path.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns))
+            found.append((path.relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns,
+                          stat.st_ino))
     return sorted(found)
 
 
@@ -143,7 +195,8 @@ def _store_cache(path: Path, cache: dict[str, Any]) -> None:
 
 
 def folder_digest(folder: Path | str) -> str:
-    """`sha256:<16 hex>` of a folder's files (relative path, size and content of each), cached by size and mtime."""
+    """`sha256:<16 hex>` of a folder's files (relative path, size and content of each), cached by file state
+    (size, mtime, ctime, inode)."""
     folder = Path(folder).expanduser().resolve()
     files = _files(folder)
     memo_key = (str(folder), tuple(files))
@@ -153,16 +206,18 @@ def folder_digest(folder: Path | str) -> str:
     cache = _load_cache(cache_path)
     known = cache.get(str(folder), {})
     shas, changed = {}, False
-    for rel, size, mtime in files:
+    for rel, size, mtime, ctime, inode in files:
         entry = known.get(rel)
-        if entry and entry.get("size") == size and entry.get("mtime_ns") == mtime:
+        if entry and (entry.get("size"), entry.get("mtime_ns"), entry.get("ctime_ns"), entry.get("ino")) == \
+                (size, mtime, ctime, inode):
             shas[rel] = entry["sha256"]
         else:
             shas[rel], changed = _file_sha(folder / rel), True
-    whole = hashlib.sha256("\n".join(f"{rel}\0{size}\0{shas[rel]}" for rel, size, _ in files).encode())
+    whole = hashlib.sha256("\n".join(f"{rel}\0{size}\0{shas[rel]}" for rel, size, *_ in files).encode())
     result = f"sha256:{whole.hexdigest()[:16]}"
     if changed or set(known) != set(shas):
-        cache[str(folder)] = {rel: {"size": size, "mtime_ns": mtime, "sha256": shas[rel]} for rel, size, mtime in files}
+        cache[str(folder)] = {rel: {"size": size, "mtime_ns": mtime, "ctime_ns": ctime, "ino": inode, "sha256": shas[rel]}
+                              for rel, size, mtime, ctime, inode in files}
         _store_cache(cache_path, cache)
     _MEMO[memo_key] = result
     return result

@@ -43,7 +43,7 @@ class SampleRecord:
     finished_at: str | None
     sha256: str | None = None  # of the image file; a file that does not match is not this sample
     bytes: int | None = None  # the image file's size
-    prompt_sha: str | None = None  # render.rundir.identity.text_hash of the prompt text: part of the identity
+    prompt_sha: str | None = None  # render.rundir.identity.sample_text_hash of the exact prompt text: part of the identity
     compile_s: float | None = None  # time torch.compile spent inside this call (dynamo's counters; 0 when warm)
     compiled_frames: int | None = None  # frames dynamo compiled during this call
     recompiles: int | None = None  # frames compiled on a call after the cell's first: recompilations
@@ -71,7 +71,7 @@ class SampleRecord:
 
     @property
     def text_id(self) -> str:
-        """The prompt's text identity (render.rundir.identity.text_hash), recomputed from the text when the record
+        """The prompt's exact-text identity (render.rundir.identity.sample_text_hash), recomputed from the text when the record
         has it: records of older contract versions hashed a weaker normal form."""
         from render.rundir.identity import sample_text_id
 

@@ -23,7 +23,7 @@ from render.rundir.errors import InvalidRunDirectory
 from render.rundir.states import CellState
 from render.rundir.files import DONE, FAILED, IMAGES, RUN_JSON, SAMPLES, STATE_DIR, Appended, FileState, exclusive, file_digest, now_iso
 from render.rundir.digests import DigestCache
-from render.rundir.identity import text_hash
+from render.rundir.identity import sample_text_hash
 from render.rundir.keys import image_name
 from render.rundir.liveness import writer_state
 from render.rundir.records import SampleRecord, load_json, read_samples
@@ -141,7 +141,7 @@ class SampleStore:
     def find(self, cell_key: str, prompt_id: str, text: str, seed: int) -> ExistingSample | None:
         """A verified finished sample with this identity (cell key, the text's identity, seed), or None; `prompt_id`
         is only a label."""
-        for sample in self._scan().get(cell_key, {}).get((text_hash(text), seed), []):
+        for sample in self._scan().get(cell_key, {}).get((sample_text_hash(text), seed), []):
             if self._problem(sample) is None:
                 return sample
         return None
@@ -173,7 +173,7 @@ class SampleStore:
     def claim(self, cell_key: str, text: str, seed: int, *, wait: bool) -> Iterator[bool]:
         """Hold the right to render one sample (by its text identity); yields False (when not waiting) if another
         process holds it."""
-        lock = self.out_root / STATE_DIR / CLAIMS / cell_key / f"{text_hash(text)}__s{int(seed)}.lock"
+        lock = self.out_root / STATE_DIR / CLAIMS / cell_key / f"{sample_text_hash(text)}__s{int(seed)}.lock"
         with exclusive(lock, wait=wait) as acquired:
             yield acquired
 

@@ -119,7 +119,7 @@ class DemoRuns:
                 latency_s=latency, warmup=i == 0, steps=cell["steps"], s_per_step=latency / cell["steps"],
                 peak_mem_bytes=1000, mem_kind="cpu-rss-hwm", load_s=0.0, reused_from=None,
                 finished_at="2026-11-30T10:00:01+00:00", sha256=rundir.digest(png), bytes=len(png),
-                prompt_sha=rundir.text_hash(text), ref_s=ref_s)
+                prompt_sha=rundir.sample_text_hash(text), ref_s=ref_s)
             rundir.append_record(path / rundir.SAMPLES, record.as_dict())
             lines.append(record)
         if failed:

@@ -192,7 +192,7 @@ class RunFactory:
                 height=size, latency_s=lat, warmup=i == 0, steps=cell["steps"], s_per_step=lat / cell["steps"],
                 peak_mem_bytes=1000 + i, mem_kind="cpu-rss-hwm", load_s=1.5 if not reused_from else 0.0,
                 reused_from=reused_from, finished_at="2026-11-30T10:04:14+00:00", sha256=rundir.digest(png),
-                bytes=len(png), prompt_sha=rundir.text_hash(prompts[prompt_id]),
+                bytes=len(png), prompt_sha=rundir.sample_text_hash(prompts[prompt_id]),
                 category=(categories or {}).get(prompt_id))
             rundir.append_record(path / rundir.SAMPLES, record.as_dict())
             lines.append(record)

@@ -257,7 +257,7 @@ def test_an_unavailable_outcome_never_replaces_a_value_unless_forced(sweep_with_
 
     score([sweep_with_anchor], db, metrics=["psnr"])
     steps8 = cell_key_of(make_cell(steps=8))
-    late = ScoreRow(steps8, rundir.text_hash(PROMPTS["smoke-000"]), "smoke-000", 0, fidelity.PSNR, Outcome.unavailable("anchor sample missing"), "", ANCHOR_KEY)
+    late = ScoreRow(steps8, rundir.sample_text_hash(PROMPTS["smoke-000"]), "smoke-000", 0, fidelity.PSNR, Outcome.unavailable("anchor sample missing"), "", ANCHOR_KEY)
     query = "SELECT value, unavailable_reason FROM scores WHERE cell_key = ? AND prompt_id = 'smoke-000' AND seed = 0"
     with Index.open(db) as index:
         with index.write() as conn:  # a concurrent scorer that did not see the anchor yet

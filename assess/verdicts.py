@@ -1,0 +1,59 @@
+"""One verdict: the one recorded under the experiment's frozen rule. A band given on the command line is a "what if",
+shown beside it and labelled as such, never in its place.
+
+The recorded verdicts are the final's (its `final-result` in the experiment's ledger: each arm's verdict on the
+holdout under the rule in force at the claim), found from the run folders' own run.json (the experiment they name).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+WHAT_IF = "what if: band={band} given on the command line, not the experiment's frozen rule"
+
+
+def recorded_verdicts(run_paths: list[str]) -> dict[str, dict[str, Any]]:
+    """cell key -> the verdict recorded for it in its experiment's ledger (with the rule it was decided under)."""
+    from render.laws import Ledger, final_result
+    from render.rundir import RUN_JSON
+
+    found: dict[str, dict[str, Any]] = {}
+    seen: set[tuple[str, str]] = set()
+    for path in run_paths:
+        try:
+            run = json.loads((Path(path) / RUN_JSON).read_text())
+        except (OSError, ValueError):
+            continue
+        config = run.get("config") or {}
+        name = (config.get("experiment") or {}).get("name")
+        out_root = config.get("out_root")
+        if not name or not out_root or (name, str(out_root)) in seen:
+            continue
+        seen.add((name, str(out_root)))
+        try:
+            result = final_result(Ledger(name, Path(out_root)))
+        except ValueError:
+            continue
+        if result is None:
+            continue
+        for arm in result.get("arms", []):
+            verdict = (arm.get("quality") or {}).get("verdict")
+            if arm.get("cell_key") and verdict:
+                found[arm["cell_key"]] = {
+                    "verdict": verdict, "split": "holdout", "role": arm.get("role"), "experiment": name,
+                    "rule": {"metric": result.get("metric"), "band": result.get("band"), "alpha": result.get("alpha")},
+                    "source": f"the final's result in experiment {name}'s ledger"}
+    return found
+
+
+def label_what_if(quality: dict[str, Any], band: float) -> dict[str, Any]:
+    """A cell's per-split answers with a command-line band: each split's verdict moved under `what_if`, labelled."""
+    out = {}
+    for split, answers in quality.items():
+        answers = dict(answers)
+        verdict = answers.pop("verdict", None)
+        answers["what_if"] = {"band": band, "verdict": verdict, "label": WHAT_IF.format(band=band)}
+        out[split] = answers
+    return out
