@@ -52,6 +52,11 @@ def test_the_demo_climbs_stops_runs_its_final_once_and_reports(tiny_cache: Path,
     sessions = [json.loads(line) for f in (tmp_path / "outputs").rglob("timings.jsonl") for line in f.read_text().splitlines()]
     finals = {s["session"]: s for s in sessions if s["purpose"] == "final"}
     assert len(finals) == 1 and next(iter(finals.values()))["experiment"] == "tiny-demo"
+    from render.laws import Ledger
+    from render.laws.spend import spend_lines
+
+    timed = [line for line in spend_lines(Ledger("tiny-demo", tmp_path / "outputs")) if line["what"] == "retime"]
+    assert timed and sum(line["s"] for line in timed) >= next(iter(finals.values()))["device_s"] - 1e-3  # budgeted
     quality = incumbent["quality"]  # one pre-planned TOST at alpha on the holdout decides the verdict
     expected = "parity" if quality["tost_p"] < result["alpha"] else "out" if quality["out_p"] < result["alpha"] else "undecided"
     assert result["parity"] == quality["verdict"] == expected
