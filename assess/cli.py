@@ -19,7 +19,7 @@ from assess.errors import AssessError, RunDirError
 from assess.outdir import ForeignFolder, disk_full
 from assess.export.errors import TrackerUnavailable
 from assess.metrics.registry import quality_metric_names, scored_metric_names
-from render.redact import redact
+from render.rundir.redact import redact
 from render.signals import Cancelled
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
@@ -422,7 +422,7 @@ def ui(db: Path, datasette_args: tuple[str, ...]) -> None:
 
 def main() -> None:
     from render.quiet import filter_third_party_warnings
-    from render.redact import install
+    from render.rundir.redact import install
 
     filter_third_party_warnings()
     install()  # no log line of this process carries a credential

@@ -29,7 +29,7 @@ from assess.metrics import SPECS
 from assess.metrics.registry import SPEED_NOISE, leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.outdir import check_out, staged
-from render.redact import finalize
+from render.rundir.redact import finalize
 from render.rundir.untrusted import contained, href, safe_component
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.category_report import cell_categories, worst_prompts
@@ -63,6 +63,7 @@ class CellView:
     sizes: dict[str, int] = field(default_factory=dict)  # set metric -> its sample size (pairs with the anchor)
     noisy: str | None = None  # why its speed is too noisy to rank it (assess.noise)
     same_as: list[str] = field(default_factory=list)  # labels of the cells whose images it reproduces byte for byte
+    merged: list[CellView] = field(default_factory=list)  # those cells (their notes are still said)
 
     @property
     def axes(self) -> dict[str, str]:
@@ -218,6 +219,7 @@ def merge_same_work(index: Index, views: list[CellView]) -> list[CellView]:
         keep = {v.cell_key: v for v in group}
         for key, first in same_work(index, [v.cell_key for v in group], split).items():
             keep[first].same_as.append(keep[key].label)
+            keep[first].merged.append(keep[key])
             dropped.add(id(keep[key]))
     return [v for v in views if id(v) not in dropped]
 
@@ -631,18 +633,19 @@ def category_sections(index: Index, views: list[CellView], metric: str, band: fl
 
 
 def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
-    """One row per cache cell (its engagement) and per compiled cell (its compile time and break-even)."""
+    """One row per cache cell (its engagement) and per compiled cell (its compile time and break-even). A cell merged
+    into another's row (the same work) keeps its note, under that row's mark: it says why the two are one."""
     from assess.speed_notes import NEVER_ENGAGED, compile_costs, engagement_note
 
     costs = compile_costs(index)
     out = []
-    for v in views:
+    for row, v in ((row, v) for row in views for v in (row, *row.merged)):
         found = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (v.cell_key,))
         samples = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))
         notes = [engagement_note(json.loads(found[0]["cell"]), samples) if found else None]
         cost = costs.get((v.cell_key, v.split))
         notes.append(None if cost is None else cost.note())
-        out += [{"mark": v.mark, "label": v.label, "cell_key": v.cell_key, "note": n,
+        out += [{"mark": row.mark, "label": v.label, "cell_key": v.cell_key, "note": n,
                  "warn": NEVER_ENGAGED in n or "never pays" in n} for n in notes if n]
     return out
 

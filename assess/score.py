@@ -25,7 +25,7 @@ from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
 from assess.setscore import score_sets
-from render.redact import redact
+from render.rundir.redact import redact
 from render.rundir.untrusted import contained
 from render.rundir import CellState, ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
@@ -106,7 +106,7 @@ def render_command(run: RunDir, seeds: list[int]) -> str:
 
 
 def run_row(run: RunDir) -> dict[str, Any]:
-    """The run's `runs` row, from its folder alone; credentials in any URL it records redacted (render.redact)."""
+    """The run's `runs` row, from its folder alone; credentials in any URL it records redacted (render.rundir.redact)."""
     return {k: redact(v) if isinstance(v, str) and k not in _PATHS else v for k, v in _run_row(run).items()}
 
 

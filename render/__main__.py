@@ -22,9 +22,9 @@ def main() -> None:
     import logging
 
     from render.app import cancellable
-    from render.redact import install
+    from render.rundir.redact import install
 
-    install()  # no log line of this process carries a credential (render.redact)
+    install()  # no log line of this process carries a credential (render.rundir.redact)
 
     # diffusers imports torchao when it is installed (the quant axis), and torchao warns at import about
     # kernels a CPU build lacks: noise on every render, whatever the cell.

@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from render.redact import RECORDED_ENV, redact
+from render.rundir.redact import RECORDED_ENV, redact
 
 PACKAGES = ("torch", "diffusers", "transformers", "accelerate", "hydra-core", "hypergrid")
 
@@ -68,7 +68,7 @@ def job_info(launcher: str) -> dict[str, Any]:
 
 
 def recorded_env(name: str) -> str | None:
-    """An environment variable's value for a record: only those on the allow-list (render.redact.RECORDED_ENV),
+    """An environment variable's value for a record: only those on the allow-list (render.rundir.redact.RECORDED_ENV),
     redacted; asking for another is a programming error."""
     if name not in RECORDED_ENV:
         raise ValueError(f"environment variable {name!r} is not on the allow-list of recorded ones: "

@@ -34,9 +34,9 @@ from render.laws.spend import Purpose, spend_load, spending
 from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
-from render.redact import redact_data, redact_files
+from render.rundir.redact import redact_data, redact_files
 from render.spec import Cell
-from render.suites._fields import shown
+from render.suites._base import shown
 from render.timing import CLOCK, drift
 from render.rundir.watchdog import project
 
@@ -87,7 +87,7 @@ def classify(error: BaseException) -> Category:
 
 
 def run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
-    """The record, credentials in URLs redacted (render.redact); the cells, which the keys hash, as they are."""
+    """The record, credentials in URLs redacted (render.rundir.redact); the cells, which the keys hash, as they are."""
     record = redact_data(_run_json(job, overrides, launcher, estimate))
     record["cell"], record["anchor"]["cell"] = job.cell.canonical(), job.anchor.canonical()
     return record

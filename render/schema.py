@@ -138,7 +138,7 @@ RenderConf.__module__ = __name__  # so it pickles (submitit ships configs to job
 
 def _sanitise_subdir(num: Any, override_dirname: str) -> str:
     """A sweep subfolder name that cannot create subfolders or escape the sweep folder, nor show a credential."""
-    from render.redact import redact
+    from render.rundir.redact import redact
 
     name = re.sub(r"[^A-Za-z0-9=,._+-]", "_", redact(str(override_dirname))).replace("..", "__")
     name = name.lstrip(".") or "default"

@@ -27,7 +27,7 @@ from assess.outdir import staged
 from assess.report import place_labels
 from assess.stats import Verdict, parity_text
 from assess.verdict import experiment_verdict
-from render.redact import finalize
+from render.rundir.redact import finalize
 
 VERDICT_COLOURS = {Verdict.PARITY: "tab:green", Verdict.UNDECIDED: "tab:orange", Verdict.OUT: "tab:red", Verdict.NO_DATA: "tab:gray"}
 

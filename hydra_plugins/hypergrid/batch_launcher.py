@@ -77,7 +77,7 @@ class BatchLauncher(BaseSubmititLauncher):
 
 def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
     """JOBS.json: which scheduler job runs which cells (for a person, or scancel, to map job ids to cells)."""
-    from render.redact import redact_data
+    from render.rundir.redact import redact_data
     from render.rundir import JOBS_JSON, atomic_write_json, now_iso
 
     path = sweep_dir / JOBS_JSON

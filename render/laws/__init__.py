@@ -22,7 +22,7 @@ from render.laws.holdout import (HoldoutLocked, check_holdout, content_hash, hol
 from render.laws.ledger import Ledger, all_ledgers, experiment_dir, user_state_dir
 from render.laws.rule import RuleChanged, amend_rule, canon, check_rule, freeze_rule, rule_in_force, rule_of
 from render.rundir import check_name, shared_texts
-from render.suites._fields import shown
+from render.suites._base import shown
 
 
 def experiment_rule(experiment: Any) -> dict[str, Any]:

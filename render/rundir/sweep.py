@@ -11,7 +11,7 @@ from render.rundir.errors import InvalidRunDirectory
 from render.rundir.files import SWEEP_JSON, atomic_write_json, now_iso
 from render.rundir.liveness import host_identity
 from render.rundir.records import load_json
-from render.redact import redact_data
+from render.rundir.redact import redact_data
 
 
 def sweep_cell(num: int, overrides: list[str], subdir: str, cell_key: str, describe: str, expected_samples: int) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from render.redact import redact_data
+from render.rundir.redact import redact_data
 from render.rundir.files import DONE, FAILED, atomic_write_json, now_iso
 from render.rundir.records import read_terminal
 from render.rundir.states import Category, CellState

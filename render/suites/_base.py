@@ -71,8 +71,6 @@ def _label(value: object) -> str | None:
 
 def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
     """Prompts with safe, unique ids. A text found again (the same text identity) is the same prompt: the first is kept."""
-    from render.suites._fields import shown
-
     prompts: list[Prompt] = []
     ids: set[str] = set()
     texts: dict[str, str] = {}
@@ -99,3 +97,13 @@ def to_prompts(entries: list[Entry], path: Path, prefix: str) -> list[Prompt]:
     if not prompts:
         raise PromptError(f"{path}: the file holds no prompts")
     return prompts
+
+
+SHOWN = 80  # characters of a prompt that a message or summary shows
+
+
+def shown(text: str, limit: int = SHOWN) -> str:
+    """A prompt as a message shows it: repr'd, and cut with its length said when it is longer than `limit`."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"

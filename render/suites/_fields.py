@@ -39,13 +39,3 @@ def label_field(record: dict[str, Any], key: str, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise PromptError(f"{where}: {key!r} must be a string or null, got {_got(value)}")
     return value
-
-
-SHOWN = 80  # characters of a prompt that a message or summary shows
-
-
-def shown(text: str, limit: int = SHOWN) -> str:
-    """A prompt as a message shows it: repr'd, and cut with its length said when it is longer than `limit`."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}… ({len(text)} characters)"

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from render.rundir import text_hash
-from render.suites._fields import shown
+from render.suites._base import shown
 from render.suites._base import Prompt, PromptError, content_id
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"

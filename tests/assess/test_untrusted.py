@@ -243,7 +243,7 @@ def test_a_tracking_uri_with_a_password_is_not_printed_back(scored: Path, db: Pa
 
 
 def test_redaction_keeps_what_is_not_a_secret() -> None:
-    from render.redact import redact
+    from render.rundir.redact import redact
 
     assert redact("http://user:pw@host:5000/x") == "http://***@host:5000/x"
     assert redact("+hub.token=hf_abc") == "+hub.token=***"
