@@ -310,11 +310,23 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
 @click.option("--amend", metavar="WHY", default=None,
               help="take the experiment's changed decision rule (metric, band, rungs, budget, ...) as a recorded "
                    "amendment, with its reason; every later generation and report shows it")
+@click.option("--adopt", metavar="WHY", default=None,
+              help="record, with its reason, the adoption of runs that name the experiment but compare with another "
+                   "anchor than its frozen one: listed and counted in the budget, never ranked")
 @click.option("--json", "as_json", is_flag=True, help="print the generation record(s) as JSON")
 def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool, force: bool, out_root: Path | None,
-          overrides: tuple[str, ...], amend: str | None, as_json: bool) -> None:
+          overrides: tuple[str, ...], amend: str | None, adopt: str | None, as_json: bool) -> None:
     """Decide the next generation of EXPERIMENT's hill climb from the index; print it (or run it)."""
     log = lambda line: click.echo(line, err=True)  # noqa: E731
+    if adopt is not None:
+        from assess.climb.generation import adopt_strangers
+
+        with user_errors(db):
+            found = adopt_strangers(experiment, adopt, db, out_root, overrides)
+        click.echo(f"experiment {experiment}: adopted {len(found)} run(s) (why: {adopt}); counted in the budget, never "
+                   "ranked:\n" + "\n".join(f"  {s.path}: {s.why}" for s in found) if found else
+                   f"experiment {experiment}: no run to adopt; nothing was recorded")
+        return
     if amend is not None:
         from assess.experiment import load_experiment
 
