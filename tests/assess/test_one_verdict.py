@@ -103,3 +103,13 @@ def test_a_sweep_export_tags_each_cell_with_its_recorded_verdict(final: tuple[Pa
     incumbent = cells[cell_key_of(demo_cell(4))]
     assert incumbent.tags["hypergrid.verdict"] == "parity"
     assert "frozen rule: ssim band 0.002" in incumbent.tags["hypergrid.verdict_source"]
+
+
+def test_an_experiment_export_carries_the_finals_recorded_result(final: tuple[Path, Path], tmp_path: Path) -> None:
+    """The final is exported as its ledger recorded it (under the rule at its claim), not recomputed."""
+    from assess.export.runs import experiment_runs
+
+    _, db = final
+    head = experiment_runs("tiny-demo", db, None, tmp_path / "work")[0]
+    assert head.tags["hypergrid.final.parity"] == "parity"
+    assert head.tags["hypergrid.final.incumbent"] == "steps=4 cache=none scheduler=default"
