@@ -126,8 +126,8 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
               help="with --json and an index: the metric of each cell's answers per category (default: the first "
                    "quality metric the cell has)")
 @click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
-              help="with --json and an index: a \"what if\" parity band, shown beside the recorded verdict (labelled "
-                   "what_if), never in its place")
+              help="with an index: a \"what if\" parity band, shown beside the recorded verdict (labelled what if; "
+                   "in --json under what_if), never in its place")
 @click.option("--openmetrics", is_flag=True, help="print the progress once in the Prometheus text format")
 @click.option("--serve", is_flag=True, help="serve the Prometheus metrics at --addr:--port/metrics until Ctrl-C")
 @click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True, help="with --serve")
@@ -158,38 +158,47 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         return
     from assess.status import format_plain, print_table
     from assess.status import status as sweep_status
-    from assess.verdicts import label_what_if, recorded_verdicts
+    from assess.verdicts import label_what_if, recorded_verdicts, verdict_lines
 
     with user_errors():
         rows = sweep_status(path)
+    recorded = recorded_verdicts([r.path for r in rows if r.path])
+    quality: dict[str, Any] = {}
+    speeds: dict[str, Any] = {}
+    if (as_json or band is not None) and db.is_file():
+        from assess.category_report import cells_quality
+        from assess.index import Index
+        from assess.scope import path_scope
+        from assess.stats import cell_speeds
+
+        keys = [r.cell_key for r in rows if r.cell_key]
+        with user_errors(), Index.open(db, create=False) as index:
+            scope = path_scope(index, path)
+            quality = cells_quality(index, keys, quality_metric, band, scope=scope)
+            speeds = cell_speeds(index, keys, scope=scope) if as_json else {}
     if as_json:
         records = [r.as_dict() for r in rows]
-        if db.is_file():
-            from assess.category_report import cells_quality
-            from assess.index import Index
-            from assess.scope import path_scope
-            from assess.stats import cell_speeds
-
-            keys = [r.cell_key for r in rows if r.cell_key]
-            with user_errors(), Index.open(db, create=False) as index:
-                scope = path_scope(index, path)
-                quality = cells_quality(index, keys, quality_metric, band, scope=scope)
-                speeds = cell_speeds(index, keys, scope=scope)
+        if quality or speeds:
             for record in records:
                 if record["cell_key"] in quality:
                     found = quality[record["cell_key"]]
                     record["quality"] = found if band is None else label_what_if(found, band)
                 if record["cell_key"] in speeds:  # side by side when timed so (assess retime), else timed apart
                     record["speed"] = speeds[record["cell_key"]]
-        recorded = recorded_verdicts([r.path for r in rows if r.path])
         for record in records:  # the verdict is the recorded one, under the frozen rule
             if record["cell_key"] in recorded:
                 record["recorded_verdict"] = recorded[record["cell_key"]]
         click.echo(json.dumps(records, indent=1))
-    elif sys.stdout.isatty():
-        print_table(rows)
     else:
-        click.echo(format_plain(rows))
+        if sys.stdout.isatty():
+            print_table(rows)
+        else:
+            click.echo(format_plain(rows))
+        what_if = {key: {split: answers.get("verdict") for split, answers in found.items()}
+                   for key, found in quality.items()} if band is not None else None
+        lines = verdict_lines([(r.name, r.cell_key) for r in rows if r.cell_key], recorded, band, what_if)
+        if lines:
+            click.echo("\n".join(lines))
     if any(r.state == "unreadable" for r in rows):
         sys.exit(1)
 
@@ -208,7 +217,8 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
               help="for an experiment: a Hydra override composed with it, as `assess climb --set` (repeatable)")
 @click.option("--band", type=click.FloatRange(min=0, min_open=True), default=None, metavar="B",
               help="parity band in the quality metric's units: decide each cell's parity and flag the categories "
-                   "a cell at parity is out of band on (docs/quality.md)")
+                   "a cell at parity is out of band on (docs/quality.md); beside a recorded verdict (an experiment's "
+                   "frozen rule), a \"what if\" labelled as such, never in its place")
 @click.option("--test", "parity_test", type=click.Choice(["noninferiority", "equivalence"]), default="noninferiority",
               show_default=True, help="with --band: the parity question (docs/climb.md)")
 @click.option("--price-per-gpu-hour", type=click.FloatRange(min=0), default=None, metavar="PRICE",
@@ -226,7 +236,8 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
         if len(sweeps) == 1 and not sweeps[0].exists() and _is_experiment(str(sweeps[0])):
             from assess.climb.report import write_experiment_report
 
-            path = write_experiment_report(str(sweeps[0]), db, out_root=out_root, overrides=overrides, out=out)
+            path = write_experiment_report(str(sweeps[0]), db, out_root=out_root, overrides=overrides, out=out,
+                                           what_if_band=band)
         else:
             from assess.report import write_report
 
@@ -310,11 +321,23 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
 @click.option("--amend", metavar="WHY", default=None,
               help="take the experiment's changed decision rule (metric, band, rungs, budget, ...) as a recorded "
                    "amendment, with its reason; every later generation and report shows it")
+@click.option("--adopt", metavar="WHY", default=None,
+              help="record, with its reason, the adoption of runs that name the experiment but compare with another "
+                   "anchor than its frozen one: listed and counted in the budget, never ranked")
 @click.option("--json", "as_json", is_flag=True, help="print the generation record(s) as JSON")
 def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool, force: bool, out_root: Path | None,
-          overrides: tuple[str, ...], amend: str | None, as_json: bool) -> None:
+          overrides: tuple[str, ...], amend: str | None, adopt: str | None, as_json: bool) -> None:
     """Decide the next generation of EXPERIMENT's hill climb from the index; print it (or run it)."""
     log = lambda line: click.echo(line, err=True)  # noqa: E731
+    if adopt is not None:
+        from assess.climb.generation import adopt_strangers
+
+        with user_errors(db):
+            found = adopt_strangers(experiment, adopt, db, out_root, overrides)
+        click.echo(f"experiment {experiment}: adopted {len(found)} run(s) (why: {adopt}); counted in the budget, never "
+                   "ranked:\n" + "\n".join(f"  {s.path}: {s.why}" for s in found) if found else
+                   f"experiment {experiment}: no run to adopt; nothing was recorded")
+        return
     if amend is not None:
         from assess.experiment import load_experiment
 

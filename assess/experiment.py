@@ -397,6 +397,11 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     raises ExperimentError."""
     from omegaconf import OmegaConf
 
+    from render.confpath import shadowed_message, shadowing
+
+    files = shadowing("experiment", name)
+    if files is not None:  # Hydra would compose the shipped file: the user's rule would never be the one climbed
+        raise ExperimentError(shadowed_message("experiment", name, files))
     names = experiment_names()
     if name not in names and not overrides:
         raise ExperimentError(f"no experiment {name!r}: valid experiments are {', '.join(names) or '(none)'} "
@@ -428,6 +433,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
               "scheduler": canon(a.scheduler)}
     axes = _axes(exp, dev_cfg, name)
     root = Path(out_root if out_root is not None else cfg.out_root)
+    seeds = _seeds(exp.seeds)
     rule, amendments, problem = _rule(exp, dev, holdout, root, name, strict, amend)
     quality, budget, rungs, eta = _quality(exp, rule_test(rule)), _budget(exp), _rungs(exp, dev), int(exp.eta)
     from render.laws import rule_in_force
@@ -439,6 +445,9 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
                           rule_test(force))
         budget = Budget(b["gpu_hours"], b["reserve_gpu_hours"], b["price_per_gpu_hour"])
         rungs, eta, rule = tuple(force["rungs"]), int(force["eta"]), force
+        # the grid and the seeds are part of the frozen decision too: the amended ones hold without their --set
+        axes = {axis: tuple(values) for axis, values in force.get("axes", {}).items()} or axes
+        seeds = tuple(int(s) for s in force.get("seeds") or seeds)
     return Experiment(
         name=name,
         model=str(cfg.model.name),
@@ -447,7 +456,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
         anchor=anchor,
         dev=dev,
         holdout=holdout,
-        seeds=_seeds(exp.seeds),
+        seeds=seeds,
         default_seeds=_seeds(cfg.seed),
         rungs=rungs,
         eta=eta,

@@ -32,6 +32,7 @@ from assess.outdir import check_out, staged
 from render.rundir.redact import finalize
 from render.rundir.untrusted import contained, href, safe_component
 from assess.scope import Scope, scope_of, scoped_cell
+from assess.verdicts import recorded_verdicts
 from assess.category_report import cell_categories, worst_prompts
 from assess.sidebyside import SIDE_BY_SIDE
 from assess.stats import CellComparison, Estimate, compare_cell
@@ -665,7 +666,8 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         runs, missing = _runs_in_index(index, sweep_paths)
         views, scope = _cell_views(index, runs)
         metric = _quality_metric(views, quality_metric)
-        verdict = sweep_verdict(index, views, verdict_rule(index, views, metric, band, alpha, test, price_per_gpu_hour))
+        verdict = sweep_verdict(index, views, verdict_rule(index, views, metric, band, alpha, test, price_per_gpu_hour),
+                                recorded_verdicts([r["path"] for r in runs]), band)
         _write_report(index, staging, out_dir, sweep_paths, runs, missing, views, scope, metric, band, alpha,
                       problems, notes, verdict)
     return out_dir / "index.html"

@@ -13,7 +13,7 @@ the cells' own runs, labelled timed apart (assess.stats.speed_against).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from assess.sidebyside import TIMED_APART
@@ -136,9 +136,35 @@ def differing(overrides: Sequence[Sequence[str]]) -> list[list[str]]:
     return out
 
 
-def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule) -> dict[str, Any]:
+def with_recorded(table: dict[str, Any], splits: Sequence[str | None], recorded: dict[str, dict[str, Any]],
+                  what_if_band: float | None) -> dict[str, Any]:
+    """One verdict: each row's recorded verdict (assess.verdicts, decided under its experiment's frozen rule, on the
+    split it was decided on) takes the verdict's place; a band given on the command line moves the table's own
+    verdicts beside it, labelled what if. Without a recorded verdict, the table is left as it is."""
+    from assess.verdicts import WHAT_IF, recorded_text
+
+    if not recorded:
+        return table
+    for r, split in zip(table["rows"], splits, strict=True):
+        mine = recorded.get(r["cell_key"])
+        if mine is not None and mine.get("split") not in (None, split):
+            mine = None
+        computed = r["verdict"]
+        r["what_if"] = computed if what_if_band is not None and not r["is_anchor"] else None
+        if mine is not None:
+            r["verdict"], r["recorded"] = str(mine["verdict"]), recorded_text(mine)
+            r["verdict_cls"] = r["verdict"].replace(" ", "-")
+        elif what_if_band is not None and not r["is_anchor"]:
+            r["verdict"], r["verdict_cls"] = "none recorded", "none-recorded"
+    table["what_if"] = WHAT_IF.format(band=what_if_band) if what_if_band is not None else None
+    return table
+
+
+def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule,
+                  recorded: dict[str, dict[str, Any]] | None = None, what_if_band: float | None = None
+                  ) -> dict[str, Any]:
     """The verdict table of a sweep report (assess.report.CellView rows, in leaderboard order), over each view's
-    own scope of (prompt, seed) pairs."""
+    own scope of (prompt, seed) pairs; `recorded` verdicts take their rows' place (with_recorded)."""
     from assess.metrics import SPECS
     from assess.stats import mean_interval, quality_deltas
 
@@ -165,17 +191,21 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule) -> dict[str, Any
             speed = Speed(speed.estimate, f"{speed.timed} ⚠ noisy", v.noisy)
         rows.append(row(v.mark, " ".join(label_of[v.cell_key]), v.cell_key, v.anchor_cell_key, rule,
                         [Quality(rule.metric, deltas, estimate)], speed, latency, status=v.status))
-    return context(rule, rows, anchors)
+    return with_recorded(context(rule, rows, anchors), [v.split for v in views], recorded or {}, what_if_band)
 
 
 def context(rule: Rule, rows: list[dict[str, Any]], anchors: list[dict[str, Any]]) -> dict[str, Any]:
     return {"rule": rule.text(), "band": rule.band, "price": rule.price_per_gpu_hour, "floor": floor_text(rule, rule.metric), "metrics": [rule.metric],
-            "rows": rows, "anchors": anchors}
+            "rows": rows, "anchors": anchors, "what_if": None}
 
 
-def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any) -> dict[str, Any]:
+def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_if_band: float | None = None
+                       ) -> dict[str, Any]:
     """The verdict table of an experiment report: the climb's cells on dev as it sees them now (each at its highest
-    scored rung, its verdict the climb's own under the rule in force), fastest first."""
+    scored rung, its verdict the climb's own under the rule in force), fastest first; with `what_if_band` (a band
+    given on the command line), each cell's verdict under it beside the rule's, labelled what if."""
+    from assess.verdicts import WHAT_IF
+
     from assess.floor import measure
     from assess.stats import speedup
 
@@ -197,9 +227,15 @@ def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any) -> di
         mark = ("*" if coords == decision.incumbent else "") + str(i + 1)
         rows.append(row(mark, " ".join(label) + f" (rung {e.rung})", key, anchor_key, rule,
                         [Quality(q.metric, {}, estimate)], speed_of(index, key, anchor_key, rendered), e.latency, decided=e.verdict))
+        if what_if_band is not None:  # the same rung's deltas under the command line's band
+            deltas = observed.cells[coords].deltas
+            guess = replace(rule, band=what_if_band).verdict([deltas[p] for p in exp.dev.ids[:e.rung] if p in deltas])
+            rows[-1]["what_if"] = str(guess) if guess is not None else "no data"
     anchors = [{"mark": "A", "cell_key": anchor_key,
                 "config": " ".join(f"{k}={v}" for k, v in exp.anchor.items()) + f" (model={exp.model})"}]
-    return context(rule, rows, anchors)
+    table = context(rule, rows, anchors)
+    table["what_if"] = WHAT_IF.format(band=what_if_band) if what_if_band is not None else None
+    return table
 
 
 def statistics_median(values: Sequence[float]) -> float | None:

@@ -4,7 +4,9 @@ The package ships its configs so they work from any folder. A `conf/` folder in 
 directory with the same group layout (`conf/model/my-flux.yaml`, `conf/experiment/<name>.yaml`,
 `conf/hydra/launcher/<name>.yaml`) is added to Hydra's search path by the hypergrid
 SearchPathPlugin (hydra_plugins/hypergrid/searchpath.py), after the package's: a user's option
-with the name of a shipped one is shadowed by the shipped one, so give yours new names.
+with the name of a shipped one would be shadowed by the shipped one. For an experiment that would
+climb under another decision rule than the user wrote, so it is refused, naming both files
+(`shadowing`): give yours a new name.
 """
 
 from __future__ import annotations
@@ -30,3 +32,17 @@ def conf_dirs() -> list[Path]:
 def group_options(group: str) -> list[str]:
     """The option names of a config group (e.g. "experiment", "model") across every config folder."""
     return sorted({p.stem for folder in conf_dirs() for p in (folder / group).glob("*.yaml")})
+
+
+def shadowing(group: str, name: str) -> tuple[Path, Path] | None:
+    """(the shipped file, the user's) when the user's `./conf/<group>/<name>.yaml` has the name of a shipped option:
+    Hydra reads the shipped one, the user's is never composed."""
+    user = user_conf_dir()
+    shipped, mine = PACKAGE_CONF / group / f"{name}.yaml", (user / group / f"{name}.yaml") if user else None
+    return (shipped, mine) if mine is not None and shipped.is_file() and mine.is_file() else None
+
+
+def shadowed_message(group: str, name: str, files: tuple[Path, Path]) -> str:
+    return (f"{group}={name}: your {files[1]} has the name of the shipped {files[0]}, which Hydra reads first: yours "
+            f"would never be used. Rename yours (e.g. conf/{group}/my-{name}.yaml, with {group}.name: my-{name} "
+            "where the file names itself), or remove it to use the shipped one")

@@ -221,12 +221,16 @@ def final_cells(exp: Experiment, commands_overrides: list[list[str]]) -> list[st
 def holdout_evidence(exp: Experiment, index: Index) -> str | None:
     """Why the holdout is no longer fresh (a claim in the index, or its samples already rendered), or None."""
     from render.laws import holdout_samples
+    from render.laws.holdout import spent_elsewhere
     from render.prompts import Prompt
 
     row = next(iter(index.query("SELECT claimed_at FROM finals WHERE experiment = ?", (exp.name,))), None)
     if row is not None:
         return f"the index records its final as claimed on {row['claimed_at']}"
     prompts = [Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)]
+    spent = spent_elsewhere(exp.ledger, prompts)
+    if spent:
+        return spent
     found = holdout_samples(exp.ledger.out_roots(), prompts)
     if found:
         return (f"the holdout is contaminated: {len(found)} run folder(s) already hold samples of its texts (e.g. "
@@ -255,7 +259,8 @@ def run_final(name: str, db: Path | None = None, out_root: Path | None = None, o
         return FinalResult.from_dict(done)
     if exp.rule_problem:
         raise FinalRefused(exp.rule_problem)
-    content = content_hash([Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)])
+    holdout = [Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)]
+    content = content_hash(holdout)
     first = open_claim(ledger, content) or final_record(ledger)
     with Index.open(db) as index:
         if first is not None:
@@ -287,9 +292,10 @@ def run_final(name: str, db: Path | None = None, out_root: Path | None = None, o
                 "words": [list(c.words) for c in commands],
             }
             try:
-                claim = claim_final(ledger, payload, content)
-            except FinalAlreadyClaimed:
-                raise FinalRefused(_already(exp, final_record(ledger) or {})) from None
+                claim = claim_final(ledger, payload, content, holdout)
+            except FinalAlreadyClaimed as error:
+                mine = final_record(ledger)
+                raise FinalRefused(_already(exp, mine) if mine else str(error)) from None
             log(f"claimed the final of {name}: {exp.label(inc)} on {exp.holdout.option}")
         sweeps, refused = run_and_score(commands, exp, db, log)
         if refused:

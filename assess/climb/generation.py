@@ -47,12 +47,18 @@ class Step:
     sweeps: list[Path] = field(default_factory=list)  # what --apply rendered and scored
 
 
-def budget_state(exp: Experiment) -> BudgetState:
-    """Spent across every out_root of the experiment's ledger, measured from the samples."""
-    from render.laws.budget import spent_gpu_seconds
+class StrangerRuns(AssessError):
+    """Runs name the experiment but compare with another anchor than its ledger's frozen one, and were not adopted."""
 
-    b = exp.budget
-    return BudgetState(spent_gpu_seconds(exp.ledger), b.limit_s, b.reserve_s, b.price_per_gpu_hour)
+
+def budget_state(exp: Experiment, observed: Observed | None = None) -> BudgetState:
+    """Spent across every out_root of the experiment's ledger (its spend log and its runs' samples) and, `observed`
+    given, every run of the experiment the index knows elsewhere (a shared index: a colleague's renders)."""
+    from render.laws.budget import History, spent_gpu_seconds
+
+    ledger, b = exp.ledger, exp.budget
+    history = History.scan(ledger.out_roots()).with_runs(observed.run_paths if observed else [])
+    return BudgetState(spent_gpu_seconds(ledger, history), b.limit_s, b.reserve_s, b.price_per_gpu_hour)
 
 
 def estimator(exp: Experiment, observed: Observed) -> Estimator | None:
@@ -127,6 +133,10 @@ def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decis
 def _observe(index: Index, exp: Experiment, db: Path | None, apply: bool, log: Log) -> Observed:
     sync_run_experiments(index)
     observed = observe(index, exp)
+    if observed.strangers:
+        from render.laws.evidence import strangers_message
+
+        raise StrangerRuns(strangers_message(exp.ledger, observed.strangers))
     if observed.to_score:
         paths = " ".join(str(p) for p in observed.to_score)
         if not apply:
@@ -164,7 +174,7 @@ def replay(exp: Experiment, observed: Observed) -> Replay:
     history = read_generations(exp.out_root, exp.name)
     recorded = bool(history) and history[-1]["state"] == state_fingerprint(plan, observed.cells)
     prior = history[:-1] if recorded else history
-    decision = decide(plan, observed.cells, prior, budget_state(exp), estimator(exp, observed),
+    decision = decide(plan, observed.cells, prior, budget_state(exp, observed), estimator(exp, observed),
                       observed.anchor_rendered)
     return Replay(plan, history, prior, decision)
 
@@ -212,7 +222,7 @@ def one_generation(exp: Experiment, index: Index, db: Path | None, apply: bool, 
     if apply and again.decision.untimed and time_rivals(exp, index, db, observed, again.decision, log):
         observed = _observe(index, exp, db, apply, log)
         again = replay(exp, observed)
-    plan, history, budget = again.plan, again.history, budget_state(exp)
+    plan, history, budget = again.plan, again.history, budget_state(exp, observed)
     if again.recorded and _same_outcome(again.decision, history[-1], plan):
         decision, record = again.decision, history[-1]
         commands = generation_commands(exp, plan, decision.proposals)
@@ -226,6 +236,29 @@ def one_generation(exp: Experiment, index: Index, db: Path | None, apply: bool, 
     path = write_generation(exp.out_root, exp.name, record)
     sync_index(index, exp.name, [*history, {**record, "record": str(path)}], None, None)
     return Step(exp, plan, observed, decision, decision.budget or budget, commands, record, path, True)
+
+
+def adopt_strangers(name: str, reason: str, db: Path | None = None, out_root: Path | None = None,
+                    overrides: Sequence[str] = ()) -> list[Any]:
+    """Record, with its reason, the adoption of the experiment's runs that compare with another anchor than its frozen
+    one (render.laws.evidence): listed from then on, counted in the budget, never ranked. Returns what was adopted."""
+    from render.errors import RenderError
+    from render.laws.budget import History
+    from render.laws.evidence import adopt, runs_naming, strangers
+
+    exp = load_experiment(name, overrides, out_root, strict=False)
+    with Index.open(db) as index:
+        sync_run_experiments(index)
+        found = observe(index, exp).strangers
+    on_disk = runs_naming(exp.ledger, History.scan(exp.ledger.out_roots()))  # also those the index never saw
+    known = {s.path for s in found}
+    found += [s for s in strangers(exp.ledger, [(str(r.path), r.cell_key, r.anchor_cell_key) for r in on_disk])
+              if s.path not in known]
+    try:
+        adopt(exp.ledger, found, reason)
+    except RenderError as error:
+        raise AssessError(str(error)) from None
+    return found
 
 
 def climb(name: str, db: Path | None = None, out_root: Path | None = None, apply: bool = False,

@@ -21,6 +21,7 @@ from assess.experiment import Experiment
 from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.stats import per_prompt_deltas, reference_drift
+from render.laws.anchor import frozen_anchor
 
 TRANSIENT = ("cancelled", "timeout")  # a run that ended so can be proposed again
 
@@ -39,6 +40,8 @@ class Observed:
     height: int | None
     width: int | None
     notes: list[str] = field(default_factory=list)
+    strangers: list[Any] = field(default_factory=list)  # runs compared with another anchor, not adopted (refused)
+    run_paths: list[str] = field(default_factory=list)  # every run of the experiment the index knows (the budget's)
 
 
 def _experiment_of(run_json: dict[str, Any]) -> tuple[str | None, bool]:
@@ -234,10 +237,11 @@ def _failures(runs: list[dict[str, Any]]) -> tuple[str | None, int | None]:
 def observe(index: Index, exp: Experiment) -> Observed:
     """The experiment's cells on its dev split, from the index (sync_run_experiments first)."""
     runs = experiment_runs(index, exp.name)
+    runs, strangers, adopted_notes = _accountable(exp, runs)
     dev_runs = [r for r in runs if r["prompts_name"] == exp.dev.option and r["split"] == exp.dev.split]
     holdout = [r["path"] for r in runs if r["split"] == exp.holdout.split]
     by_coords: dict[Coords, list[dict[str, Any]]] = defaultdict(list)
-    ignored = []
+    ignored = list(adopted_notes)
     for run in dev_runs:
         cell = json.loads(run["cell"])
         coords = exp.coords_of_cell(cell)
@@ -248,9 +252,10 @@ def observe(index: Index, exp: Experiment) -> Observed:
         else:
             by_coords[coords].append(run)
     anchors = Counter(r["anchor_cell_key"] for r in dev_runs)
-    anchor_key = anchors.most_common(1)[0][0] if anchors else None
+    frozen = frozen_anchor(exp.ledger)  # the reference is the ledger's, never the runs' majority
+    anchor_key = frozen["cell_key"] if frozen else anchors.most_common(1)[0][0] if anchors else None
     notes = []
-    if len(anchors) > 1:
+    if len(anchors) > 1 and not frozen:
         notes.append(f"runs compare with {len(anchors)} anchors (device kinds?); using {anchor_key}")
     cells: dict[Coords, CellData] = {}
     keys: dict[Coords, str] = {}
@@ -279,4 +284,22 @@ def observe(index: Index, exp: Experiment) -> Observed:
     to_score |= set(unindexed_runs(index, exp))
     return Observed(cells, keys, anchor_key, anchor_rendered, anchor_latencies, sorted(to_score), ignored, holdout,
                     latest["device_kind"] if latest else None, latest["height"] if latest else None,
-                    latest["width"] if latest else None, notes)
+                    latest["width"] if latest else None, notes, strangers, [r["path"] for r in experiment_runs(index, exp.name)])
+
+
+def _accountable(exp: Experiment, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
+    """(the runs the ledger accounts for, the strangers it does not, a line per adopted one): a run compared with
+    another anchor than the frozen one (render.laws.evidence) never reaches the ranking; adopted, it is listed."""
+    from render.laws.evidence import adopted, strangers
+
+    ledger = exp.ledger
+    every = strangers(ledger, [(r["path"], r["cell_key"], r["anchor_cell_key"]) for r in runs], include_adopted=True)
+    if not every:
+        return runs, [], []
+    taken = adopted(ledger)
+    out = {s.path for s in every}
+    notes = [f"{s.path}: adopted on {taken[(s.path, s.cell_key)].get('at', '?')} "
+             f"({taken[(s.path, s.cell_key)].get('reason')}): {s.why}; counted in the budget, never ranked"
+             for s in every if (s.path, s.cell_key) in taken]
+    kept = [r for r in runs if str(Path(r["path"]).resolve()) not in out]
+    return kept, [s for s in every if (s.path, s.cell_key) not in taken], notes

@@ -157,16 +157,18 @@ def recorded_final(exp: Any, index: Index, final: dict[str, Any] | None) -> Fina
 
 
 def write_experiment_report(name: str, db: Path | None = None, out_root: Path | None = None,
-                            overrides: tuple[str, ...] = (), out: Path | None = None) -> Path:
-    """Write the experiment's report folder and return the path of its index.html."""
+                            overrides: tuple[str, ...] = (), out: Path | None = None,
+                            what_if_band: float | None = None) -> Path:
+    """Write the experiment's report folder and return the path of its index.html. The verdicts are the rule in
+    force's; `what_if_band` (a --band on the command line) adds each cell's verdict under it, labelled what if."""
     exp = load_experiment(name, overrides, out_root, strict=False)  # a changed config is shown, not a reason to hide
     out_dir = Path(out).resolve() if out else experiment_dir(exp.out_root, name).resolve() / "report"
     with staged(out_dir) as staging:  # a new folder or one of its own reports, replaced whole (assess.outdir)
-        _experiment_page(name, exp, db, staging)
+        _experiment_page(name, exp, db, staging, what_if_band)
     return out_dir / "index.html"
 
 
-def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path) -> None:
+def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path, what_if_band: float | None = None) -> None:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     final = final_claimed(exp)
@@ -174,7 +176,7 @@ def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path) -> Non
         observed, decision, history = _current_decision(index, exp)
         sync_index(index, name, history, final, exp.ledger.state_copy)
         result = recorded_final(exp, index, final)
-        verdict = experiment_verdict(index, exp, decision, observed)
+        verdict = experiment_verdict(index, exp, decision, observed, what_if_band)
         index_path = str(Path(index.path).resolve())
     import statistics
 
@@ -186,7 +188,8 @@ def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path) -> Non
         "index_path": index_path,
         "exp": exp,
         "axes": {a: ", ".join(v) for a, v in exp.axes.items()},
-        "budget": budget_line(budget_state(exp)),
+        "budget": budget_line(budget_state(exp, observed)),
+        "strangers": [f"{r.path}: {r.why}" for r in observed.strangers],
         "rule_problem": exp.rule_problem,
         "amendments": amendment_lines(exp),
         "final": _final_context(result, exp.model),

@@ -121,7 +121,17 @@ def param_name(key: str) -> str:
     return re.sub(r"[^\w\-. /]", "_", key)
 
 
-def _cell_run(view: Any, scope: str, parent: str, runs: list[dict[str, Any]], sheet: Path | None) -> TrackedRun:
+def _verdict_tags(recorded: dict[str, Any] | None) -> dict[str, str]:
+    """A cell's recorded verdict (its experiment's frozen rule, assess.verdicts): the one verdict a tracker shows."""
+    if recorded is None:
+        return {}
+    from assess.verdicts import recorded_text
+
+    return {"hypergrid.verdict": str(recorded["verdict"]), "hypergrid.verdict_source": recorded_text(recorded)}
+
+
+def _cell_run(view: Any, scope: str, parent: str, runs: list[dict[str, Any]], sheet: Path | None,
+              recorded: dict[str, Any] | None = None) -> TrackedRun:
     metrics = cell_metrics(view)
     versions = metric_versions(list(view.values))
     params = {**{param_name(k): str(v) for k, v in view.axes.items()}, "cell_key": view.cell_key, "split": view.split,
@@ -132,7 +142,8 @@ def _cell_run(view: Any, scope: str, parent: str, runs: list[dict[str, Any]], sh
             **({"hypergrid.speedup_timed": view.comparison.speedup.note or ""}
                if view.comparison and view.comparison.speedup else {}),
             "hypergrid.status": view.status, "hypergrid.is_anchor": str(view.is_anchor).lower(),
-            "hypergrid.command": view.command, "hypergrid.label": view.label}
+            "hypergrid.command": view.command, "hypergrid.label": view.label,
+            **_verdict_tags(recorded if recorded and recorded.get("split") == view.split else None)}
     mine = [r for r in runs if r["cell_key"] == view.cell_key and r["split"] == view.split]
     stamp = max((r["finished_at"] or r["started_at"] or "" for r in mine), default="")
     return TrackedRun(key=_hash(["cell", scope, view.cell_key, view.split, versions]), name=view.label,
@@ -144,6 +155,7 @@ def sweep_runs(sweep: Path, db: Path | None, work: Path) -> list[TrackedRun]:
     """The sweep's parent run and its cells' runs; the report and the contact sheets are written under `work`."""
     from assess.index import Index
     from assess.report import sweep_cells, write_report
+    from assess.verdicts import recorded_verdicts
 
     sweep = sweep.resolve()
     scope = str(sweep)
@@ -151,13 +163,14 @@ def sweep_runs(sweep: Path, db: Path | None, work: Path) -> list[TrackedRun]:
     parent = _hash(["sweep", scope])
     with Index.open(db, create=False) as index:
         views, rows = sweep_cells(index, [sweep])
+        recorded = recorded_verdicts([r["path"] for r in rows])
         anchors = {(v.cell_key, v.split): v for v in views if v.is_anchor}
         cells = []
         for view in views:
             anchor = anchors.get((view.anchor_cell_key, view.split))
             columns = [view] if view.is_anchor or anchor is None else [anchor, view]
             sheet = contact_sheet_png(index, columns, work / "sheets" / view.cell_key)
-            cells.append(_cell_run(view, scope, parent, rows, sheet))
+            cells.append(_cell_run(view, scope, parent, rows, sheet, recorded.get(view.cell_key)))
     statuses = [r["status"] for r in rows]
     metrics = {"cells": float(len(views)), "runs/done": float(statuses.count("done")),
                "runs/failed": float(statuses.count("failed")), "runs/incomplete": float(statuses.count("incomplete")),
@@ -243,10 +256,9 @@ def _final_metrics(result: Any) -> dict[str, float]:
 
 def experiment_runs(name: str, db: Path | None, out_root: Path | None, work: Path) -> list[TrackedRun]:
     """The experiment's parent run and one nested run per generation, from its records and the index."""
-    from assess.climb.final import final_result
     from assess.climb.generation import budget_state, final_claimed
     from assess.climb.records import read_generations
-    from assess.climb.report import write_experiment_report
+    from assess.climb.report import recorded_final, write_experiment_report
     from assess.experiment import load_experiment
     from assess.index import Index
 
@@ -261,9 +273,11 @@ def experiment_runs(name: str, db: Path | None, out_root: Path | None, work: Pat
                "budget/limit_s": budget.limit_s, "budget/reserve_s": budget.reserve_s}
     tags = {KIND_TAG: "experiment", "hypergrid.experiment": name, "hypergrid.out_root": str(exp.out_root),
             "hypergrid.stop": (generations[-1].get("stop") or "") if generations else ""}
+    result = None
     if final:
         with Index.open(db, create=False) as index:
-            result = final_result(index, exp, final)
+            result = recorded_final(exp, index, final)  # the ledger's recorded result, once the final completed
+    if result is not None:
         metrics |= _final_metrics(result)
         tags |= {"hypergrid.final.incumbent": result.incumbent_line, "hypergrid.final.parity": str(result.parity)}
     params = {"model": exp.model, "quality.metric": exp.quality.metric, "quality.band": str(exp.quality.band),

@@ -21,6 +21,7 @@ from render.laws.holdout import (HoldoutLocked, check_holdout, content_hash, hol
                                  option_prompts, register_holdout, reserved, token_spent)
 from render.laws.ledger import Ledger, all_ledgers, experiment_dir, user_state_dir
 from render.laws.rule import RuleChanged, amend_rule, canon, check_rule, freeze_rule, rule_in_force, rule_of
+from render.confpath import shadowed_message, shadowing
 from render.rundir import check_name, shared_texts
 from render.suites._base import shown
 
@@ -40,6 +41,9 @@ def check_experiment(cfg: Any, overrides: Sequence[str], job: Any) -> None:
     if experiment is None:
         return
     name = check_name(experiment.name, "experiment.name")
+    files = shadowing("experiment", name)
+    if files is not None:  # a user's experiment of a shipped name would climb under the shipped rule
+        raise ExperimentGuard(shadowed_message("experiment", name, files))
     anchored = [o for o in overrides if o.lstrip("+~").startswith("model.anchor")]
     if anchored:
         raise ExperimentGuard(f"experiment {name}: the anchor is frozen; remove {' '.join(anchored)} "

@@ -53,6 +53,16 @@ class History:
                     runs.setdefault(run.path.resolve(), run)
         return cls(list(runs.values()))
 
+    def with_runs(self, paths: Iterable[Path | str]) -> History:
+        """This history and the run directories at `paths` that it lacks (runs an index knows outside the out_roots:
+        a colleague's renders scored into a shared index are spent from the same budget)."""
+        from render.rundir import RUN_JSON, load_runs
+
+        known = {run.path.resolve() for run in self.runs}
+        extra = sorted({Path(p).resolve() for p in paths} - known)
+        extra = [p for p in extra if (p / RUN_JSON).is_file()]
+        return History([*self.runs, *load_runs(extra, problems=[])]) if extra else self
+
     def samples(self, match: Any) -> Iterable[dict[str, Any]]:
         """The rendered (not linked) samples of the runs whose run.json `match` accepts."""
         for run in self.runs:

@@ -4,10 +4,11 @@ result recorded there, so `--final` from any folder that shares the user's state
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, Sequence
 
 from render.errors import RenderError
 from render.laws.ledger import Ledger
+from render.prompts import Prompt
 
 
 class FinalAlreadyClaimed(RenderError, RuntimeError):
@@ -25,14 +26,21 @@ def final_result(ledger: Ledger) -> dict[str, Any] | None:
     return None if entry is None else entry["result"]
 
 
-def claim_final(ledger: Ledger, payload: dict[str, Any], holdout_content: str | None = None) -> dict[str, Any]:
-    """Claim the final exactly once, under the ledger's lock: refused when any copy of the ledger holds a claim;
-    returns the claim with the token its commands must carry."""
+def claim_final(ledger: Ledger, payload: dict[str, Any], holdout_content: str | None = None,
+                holdout: Sequence[Prompt] = ()) -> dict[str, Any]:
+    """Claim the final exactly once, under the ledger's lock: refused when any copy of the ledger holds a claim, or
+    when another experiment's final claimed texts of `holdout` (spent per content); returns the claim with the
+    token its commands must carry."""
+    from render.laws.holdout import spent_elsewhere
+
     with ledger.lock():
         first = final_record(ledger)
         if first is not None:
             raise FinalAlreadyClaimed(f"experiment {ledger.name}: the final holdout run was already claimed on "
                                       f"{first.get('at', '?')}; the holdout is spent and cannot be rendered again")
+        spent = spent_elsewhere(ledger, holdout)
+        if spent:
+            raise FinalAlreadyClaimed(f"experiment {ledger.name}: the holdout is spent: {spent}")
         return ledger.append("claim", holdout_content=holdout_content, **{"token": secrets.token_hex(8), **payload})
 
 

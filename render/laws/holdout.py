@@ -129,6 +129,31 @@ def holdout_samples(out_roots: Iterable[Path], prompts: list[Prompt]) -> list[st
     return sorted(found)
 
 
+def spent_elsewhere(ledger: Ledger, prompts: Iterable[Prompt]) -> str | None:
+    """Whose final already spent these holdout texts, or None: the holdout is spent per content, whatever the
+    experiment is called. Every other experiment with a ledger in the user's state folder or under one of this
+    experiment's out_roots is read; a claim spends the texts of the holdout it was claimed on (by holdout identity,
+    or by the folded hash of a ledger entry of an older version)."""
+    texts = list(prompts)
+    identities, shas = {holdout_identity(p.text) for p in texts}, {text_hash(p.text) for p in texts}
+    seen = {ledger.name}
+    for out_root in ledger.out_roots():
+        for other in all_ledgers(out_root):
+            if other.name in seen:
+                continue
+            seen.add(other.name)
+            for claim in other.entries("claim"):
+                holdouts = [e for e in other.entries("holdout")
+                            if claim.get("holdout_content") in (None, e.get("content"))]
+                shared = (identities & {i for e in holdouts for i in e.get("identities", [])}
+                          or shas & {h for e in holdouts for h in e.get("sha", [])})
+                if shared:
+                    return (f"experiment {other.name}'s final claimed {len(shared)} of its texts on "
+                            f"{claim.get('at', '?')}: the holdout is spent per content, whatever the experiment is "
+                            "called. Give this experiment a fresh holdout manifest")
+    return None
+
+
 def open_claim(ledger: Ledger, content: str) -> dict[str, Any] | None:
     """The experiment's claim of its final on this holdout, whichever copy of the ledger keeps it."""
     return next((c for c in ledger.entries("claim") if c.get("holdout_content") in (None, content)), None)

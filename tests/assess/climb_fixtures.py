@@ -89,15 +89,18 @@ class DemoRuns:
     def run(self, parent: Path, cell: dict[str, Any], prompts: list[str], *, perturb: Perturb = identity,
             latency: float = 0.1, split: str = "dev", final: bool = False, is_anchor: bool = False,
             failed: str | None = None, name: str | None = None, ref_s: float | None = None,
-            drift: float | None = None) -> Path:
-        """`ref_s`: the reference workload its job timed (render.timing); `drift`: that reference's drift over it."""
+            drift: float | None = None, anchor_cell: dict[str, Any] | None = None) -> Path:
+        """`ref_s`: the reference workload its job timed (render.timing); `drift`: that reference's drift over it;
+        `anchor_cell`: the anchor this run compares with (the demo's by default)."""
         key = cell_key_of(cell)
+        anchor_cell = anchor_cell or ANCHOR_CELL
+        anchor_key = cell_key_of(anchor_cell)
         path = parent / (name or f"{self.counter}_{key}")
         (path / "images").mkdir(parents=True, exist_ok=True)
         run = {
             "schema": rundir.CONTRACT_VERSION, "cell_key": key, "cell": cell, "describe": f"tiny {cell['steps']} steps",
-            "anchor": {"cell_key": ANCHOR_KEY, "cell": ANCHOR_CELL, "overrides": ANCHOR_OVERRIDES,
-                       "dir": f"anchors/tiny/{ANCHOR_KEY}"},
+            "anchor": {"cell_key": anchor_key, "cell": anchor_cell, "overrides": ANCHOR_OVERRIDES,
+                       "dir": f"anchors/tiny/{anchor_key}"},
             "is_anchor": is_anchor, "out_root": str(self.root),
             "prompts": {"name": split, "split": split, "file": f"{split}.jsonl", "ids": prompts},
             "seeds": [0], "overrides": [], "tag": "",
