@@ -18,7 +18,7 @@ WHAT_IF = "what if: band={band} given on the command line, not the experiment's 
 def recorded_verdicts(run_paths: list[str]) -> dict[str, dict[str, Any]]:
     """cell key -> the verdict recorded for it in its experiment's ledger (with the rule it was decided under)."""
     from render.laws import Ledger, final_result
-    from render.rundir import RUN_JSON
+    from render.rundir import RUN_JSON, experiment_of
 
     found: dict[str, dict[str, Any]] = {}
     seen: set[tuple[str, str]] = set()
@@ -27,11 +27,11 @@ def recorded_verdicts(run_paths: list[str]) -> dict[str, dict[str, Any]]:
             run = json.loads((Path(path) / RUN_JSON).read_text())
         except (OSError, ValueError):
             continue
-        config = run.get("config") or {}
-        name = (config.get("experiment") or {}).get("name")
-        out_root = config.get("out_root") or run.get("out_root")
-        if not name or not out_root or (name, str(out_root)) in seen:
+        experiment = experiment_of(run)
+        out_root = (run.get("config") or {}).get("out_root") or run.get("out_root")
+        if experiment is None or not out_root or (experiment.name, str(out_root)) in seen:
             continue
+        name = experiment.name
         seen.add((name, str(out_root)))
         try:
             result = final_result(Ledger(name, Path(out_root)))

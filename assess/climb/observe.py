@@ -22,6 +22,7 @@ from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.stats import per_prompt_deltas, reference_drift
 from render.laws.anchor import frozen_anchor
+from render.rundir import experiment_of
 
 TRANSIENT = ("cancelled", "timeout")  # a run that ended so can be proposed again
 
@@ -44,21 +45,17 @@ class Observed:
     run_paths: list[str] = field(default_factory=list)  # every run of the experiment the index knows (the budget's)
 
 
-def _experiment_of(run_json: dict[str, Any]) -> tuple[str | None, bool]:
-    experiment = (run_json.get("config") or {}).get("experiment") or {}
-    return experiment.get("name"), bool(experiment.get("final"))
-
-
 def sync_run_experiments(index: Index) -> None:
     """Learn, from their run.json, which experiment the runs not seen yet belong to."""
     rows = index.query("SELECT path FROM runs WHERE path NOT IN (SELECT path FROM run_experiments)")
     found = []
     for row in rows:
         try:
-            name, final = _experiment_of(json.loads((Path(row["path"]) / "run.json").read_text()))
+            experiment = experiment_of(json.loads((Path(row["path"]) / "run.json").read_text()))
         except (OSError, ValueError):
             continue  # moved or unreadable since it was indexed: `assess score` reports it
-        found.append((row["path"], name, int(final), now_iso()))
+        found.append((row["path"], experiment and experiment.name, int(bool(experiment and experiment.final)),
+                      now_iso()))
     if found:
         with index.write() as conn:
             conn.executemany("INSERT OR REPLACE INTO run_experiments (path, experiment, final, read_at) "
@@ -82,7 +79,7 @@ def unindexed_runs(index: Index, exp: Experiment) -> list[Path]:
             meta = json.loads((path / RUN_JSON).read_text())
         except (OSError, ValueError):
             continue
-        if _experiment_of(meta)[0] == exp.name and (meta.get("prompts") or {}).get("split") == exp.dev.split:
+        if (mine := experiment_of(meta)) is not None and mine.name == exp.name and (meta.get("prompts") or {}).get("split") == exp.dev.split:
             (anchors if meta.get("is_anchor") else found).add(path.parent if is_sweep_folder(path.parent) else path)
     return sorted(found or anchors)  # scoring a sweep scores the anchor runs it names
 

@@ -130,9 +130,9 @@ def _runs(path: Path) -> dict[str, Any]:
     for p in paths:
         run = load_run(p)
         gpu.append((str(run.sweep) if run.sweep else NO_SWEEP, run_gpu_s(run.samples)))
-        exp = (run.run.get("config") or {}).get("experiment") or {}
-        if exp.get("name"):
-            experiments.setdefault(exp["name"], (Path(run.run.get("out_root") or "outputs"), exp.get("budget") or {}))
+        if run.experiment:
+            experiments.setdefault(run.experiment.name, (Path(run.run.get("out_root") or "outputs"),
+                                                         run.experiment.budget))
     return {"gpu": gpu, "experiments": experiments}
 
 

@@ -81,7 +81,7 @@ def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
     cost: dict[tuple[str, str, int], float] = {}
     used: set[tuple[str, str, int]] = set()
     for run in history.runs:
-        mine = ((run.run.get("config") or {}).get("experiment") or {}).get("name") == ledger.name
+        mine = run.experiment is not None and run.experiment.name == ledger.name
         for record in run.samples:
             if record.reused_from is None:
                 cost.setdefault(record.identity, record.device_s + (record.load_s or 0.0))
@@ -222,6 +222,11 @@ def _join(ledger: Ledger, rid: str) -> None:
 _JOINED: set[tuple[str, str]] = set()
 
 
+def navigable_s(gpu_hours: float, reserve_gpu_hours: float, final: bool) -> float:
+    """The device seconds a launch may reach: the budget less the reserve, which only the final may spend."""
+    return (gpu_hours - (0.0 if final else reserve_gpu_hours)) * 3600
+
+
 def guard_for(job: Any) -> BudgetGuard | None:
     """The budget guard of an experiment's job: this process's reservation, or the one its launch passed down."""
     experiment = (job.config or {}).get("experiment")
@@ -239,8 +244,8 @@ def guard_for(job: Any) -> BudgetGuard | None:
     from render.laws.rule import budget_in_force
 
     budget = budget_in_force(ledger, experiment["budget"])
-    ceiling_h = budget["gpu_hours"] - (0.0 if experiment.get("final") else budget.get("reserve_gpu_hours") or 0.0)
-    return BudgetGuard(ledger, rid, ceiling_h * 3600)
+    final = bool(experiment.get("final"))
+    return BudgetGuard(ledger, rid, navigable_s(budget["gpu_hours"], budget.get("reserve_gpu_hours") or 0.0, final))
 
 
 # -- estimates ------------------------------------------------------------------------------
@@ -314,8 +319,7 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
 def check_budget(experiment: Any, spent_s: float, estimate: Estimate) -> None:
     """Refuse a sweep whose estimate does not fit: the reserve is only for the final."""
     budget = experiment.budget
-    ceiling_h = budget.gpu_hours - (0.0 if experiment.final else budget.reserve_gpu_hours)
-    left_s = ceiling_h * 3600 - spent_s
+    left_s = navigable_s(budget.gpu_hours, budget.reserve_gpu_hours, experiment.final) - spent_s
     if estimate.seconds > left_s:
         price = f" (${estimate.seconds / 3600 * budget.price_per_gpu_hour:.2f})" if budget.price_per_gpu_hour else ""
         reserve = "" if experiment.final else f", reserve {budget.reserve_gpu_hours:.4f} h kept for the final"

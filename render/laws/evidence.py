@@ -40,8 +40,7 @@ class Stranger:
 
 def runs_naming(ledger: Ledger, history: Any) -> list[Any]:
     """The runs of `history` whose run.json names the experiment."""
-    return [run for run in history.runs
-            if ((run.run.get("config") or {}).get("experiment") or {}).get("name") == ledger.name]
+    return [run for run in history.runs if run.experiment and run.experiment.name == ledger.name]
 
 
 def _anchor_cell(path: str) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from render.rundir.identity import (cell_key_of, contains, folder_digest, holdou
                                    sample_text_hash, shared_texts, text_hash, text_identity)
 from render.rundir.keys import check_name, image_name, inside
 from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
-from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, SampleRecord,
-                                   Terminal, is_sweep_folder, load_json, load_run, parse_override,
+from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, RunExperiment, SampleRecord,
+                                   Terminal, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
                                    parse_sample, parse_time, read_samples, read_terminal)
 from render.rundir.states import Category, CellState, category_of_job_state
 from render.rundir.store import ExistingSample, SampleStore, link_sample, sample_store, verify
@@ -50,6 +50,8 @@ __all__ = [
     "RUN_JSON",
     "Registry",
     "RunDir",
+    "RunExperiment",
+    "experiment_of",
     "RunDirError",
     "SAMPLES",
     "SAMPLE_FIELDS",

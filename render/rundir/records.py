@@ -108,6 +108,23 @@ class Terminal:
         return self.data.get("finished_at") or self.data.get("failed_at")
 
 
+@dataclass(frozen=True)
+class RunExperiment:
+    """The experiment a run was rendered for, as its run.json's config names it."""
+
+    name: str
+    final: bool  # rendered by the experiment's final (its holdout)
+    budget: dict[str, Any]  # the experiment's budget block as the run was launched with it
+
+
+def experiment_of(run: dict[str, Any]) -> RunExperiment | None:
+    """The one reading of "which experiment does this run belong to": None for a run outside any experiment."""
+    experiment = (run.get("config") or {}).get("experiment") or {}
+    if not isinstance(experiment, dict) or not experiment.get("name"):
+        return None
+    return RunExperiment(str(experiment["name"]), bool(experiment.get("final")), dict(experiment.get("budget") or {}))
+
+
 @dataclass
 class RunDir:
     """A parsed run directory."""
@@ -129,6 +146,10 @@ class RunDir:
     @property
     def anchor_cell_key(self) -> str:
         return self.run["anchor"]["cell_key"]
+
+    @property
+    def experiment(self) -> RunExperiment | None:
+        return experiment_of(self.run)
 
     @property
     def anchor_overrides(self) -> list[str]:
