@@ -22,9 +22,8 @@ from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.stats import per_prompt_deltas, reference_drift
 from render.laws.anchor import frozen_anchor
-from render.rundir import experiment_of
+from render.rundir import Category, CellState, experiment_of
 
-TRANSIENT = ("cancelled", "timeout")  # a run that ended so can be proposed again
 
 
 @dataclass
@@ -223,11 +222,12 @@ def idle_cache(index: Index, run: dict[str, Any], split: str) -> str | None:
 
 
 def _failures(runs: list[dict[str, Any]]) -> tuple[str | None, int | None]:
-    failed = [r for r in runs if r["status"] == "failed"]
+    failed = [r for r in runs if r["status"] == CellState.FAILED]
     if not failed:
         return None, None
     last = failed[-1]
-    lasting = [len(json.loads(r["prompt_ids"])) for r in failed if r["category"] not in TRANSIENT]
+    # a transient failure (cancelled, out of time) is proposed again: it says nothing of the cell
+    lasting = [len(json.loads(r["prompt_ids"])) for r in failed if not Category.is_transient(r["category"])]
     return f"{last['category']}: {last['message']}", (min(lasting) if lasting else None)
 
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from render.errors import RenderError
-from render.laws.ledger import Ledger
+from render.laws.ledger import Kind, Ledger
 
 
 class ExperimentGuard(RenderError, ValueError):
@@ -16,7 +16,7 @@ class ExperimentGuard(RenderError, ValueError):
 
 def frozen_anchor(ledger: Ledger) -> dict[str, Any] | None:
     """The anchor cell recorded at the experiment's first launch (its ledger's first `anchor` entry)."""
-    return ledger.first("anchor")
+    return ledger.first(Kind.ANCHOR)
 
 
 def check_anchor(ledger: Ledger, anchor: Any) -> None:
@@ -33,4 +33,4 @@ def check_anchor(ledger: Ledger, anchor: Any) -> None:
 
 def record_anchor(ledger: Ledger, anchor: Any) -> None:
     if frozen_anchor(ledger) is None:
-        ledger.append("anchor", cell_key=anchor.key, cell=anchor.canonical())
+        ledger.append(Kind.ANCHOR, cell_key=anchor.key, cell=anchor.canonical())

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from render.errors import RenderError
-from render.laws.ledger import Ledger
+from render.laws.ledger import Kind, Ledger
 from render.laws.spend import (RESERVATION_ENV, Purpose, hold, live_holders, logged_samples, logged_seconds,
                                record_spend, spend_lines)
 from render.rundir import RunDir, host_identity, now_iso, scan_runs, slurm_state, writer_state
@@ -122,13 +122,13 @@ def reservations(ledger: Ledger) -> list[Reservation]:
     found: dict[str, Reservation] = {}
     for entry in ledger.entries():
         kind, rid = entry["kind"], entry.get("rid")
-        if kind == "reservation":
+        if kind == Kind.RESERVATION:
             found[entry["rid"]] = Reservation(entry["rid"], float(entry["seconds"]), entry, [], False)
-        elif rid in found and kind == "extend":
+        elif rid in found and kind == Kind.EXTEND:
             found[rid].seconds = float(entry["seconds"])
-        elif rid in found and kind == "hold":
+        elif rid in found and kind == Kind.HOLD:
             found[rid].slurm_jobs += [str(j) for j in entry.get("slurm_jobs", [])]
-        elif rid in found and kind == "release":
+        elif rid in found and kind == Kind.RELEASE:
             found[rid].released = True
     return list(found.values())
 
@@ -150,14 +150,14 @@ def reserve(ledger: Ledger, seconds: float) -> str:
     import secrets
 
     rid = secrets.token_hex(6)
-    ledger.append("reservation", rid=rid, seconds=seconds, **host_identity(), started_at=now_iso())
+    ledger.append(Kind.RESERVATION, rid=rid, seconds=seconds, **host_identity(), started_at=now_iso())
     _MINE[ledger.name] = (ledger, rid)
     os.environ[RESERVATION_ENV] = f"{ledger.name}:{rid}"  # inherited by the launch's workers (gpus, SLURM)
 
     def release() -> None:  # the last process of the launch releases it (a worker may outlive the launcher)
         held = any(r.rid == rid and r.slurm_jobs for r in reservations(ledger))
         if not held and not live_holders(ledger, rid, exclude_self=True):
-            ledger.append("release", rid=rid)
+            ledger.append(Kind.RELEASE, rid=rid)
 
     atexit.register(release)
     return rid
@@ -166,7 +166,7 @@ def reserve(ledger: Ledger, seconds: float) -> str:
 def hold_for_jobs(job_ids: Sequence[str]) -> None:
     """A detached submission: this process's reservations stay live until these scheduler jobs end."""
     for ledger, rid in _MINE.values():
-        ledger.append("hold", rid=rid, slurm_jobs=[str(j) for j in job_ids])
+        ledger.append(Kind.HOLD, rid=rid, slurm_jobs=[str(j) for j in job_ids])
 
 
 # -- the guard of a running sweep -----------------------------------------------------------
@@ -196,7 +196,7 @@ class BudgetGuard:
                     f"{others / 3600:.4f}) of its navigable {self.ceiling_s / 3600:.4f}; the remaining samples are not "
                     "rendered, the reserve is kept for the final")
             grant = min(free, max(4 * next_s, 0.25 * reserved))
-            self.ledger.append("extend", rid=self.rid, seconds=reserved + grant)
+            self.ledger.append(Kind.EXTEND, rid=self.rid, seconds=reserved + grant)
 
     def spent(self, seconds: float) -> None:
         """Device work of this launch outside the renderer's own accounting (recorded in the spend log)."""
@@ -214,7 +214,7 @@ def _join(ledger: Ledger, rid: str) -> None:
         holder.unlink(missing_ok=True)
         mine = next((r for r in reservations(ledger) if r.rid == rid), None)
         if mine is not None and not mine.released and not mine.slurm_jobs and not mine.live(ledger):
-            ledger.append("release", rid=rid)
+            ledger.append(Kind.RELEASE, rid=rid)
 
     atexit.register(leave)
 

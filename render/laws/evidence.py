@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from render.laws.anchor import ExperimentGuard, frozen_anchor
-from render.laws.ledger import Ledger
+from render.laws.ledger import Kind, Ledger
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,10 @@ def runs_naming(ledger: Ledger, history: Any) -> list[Any]:
 
 
 def _anchor_cell(path: str) -> dict[str, Any]:
+    from render.rundir import RUN_JSON
+
     try:
-        return dict((json.loads((Path(path) / "run.json").read_text()).get("anchor") or {}).get("cell") or {})
+        return dict((json.loads((Path(path) / RUN_JSON).read_text()).get("anchor") or {}).get("cell") or {})
     except (OSError, ValueError):
         return {}
 
@@ -71,7 +73,7 @@ def _resolved(path: Any) -> str:
 def adopted(ledger: Ledger) -> dict[tuple[str, str], dict[str, Any]]:
     """(path, cell key) -> the `adopt` entry that took the run in."""
     return {(_resolved(run["path"]), str(run["cell_key"])): entry
-            for entry in ledger.entries("adopt") for run in entry.get("runs", [])}
+            for entry in ledger.entries(Kind.ADOPT) for run in entry.get("runs", [])}
 
 
 def strangers(ledger: Ledger, runs: Iterable[tuple[str, str, str]], *, include_adopted: bool = False
@@ -104,7 +106,7 @@ def adopt(ledger: Ledger, found: list[Stranger], reason: str) -> dict[str, Any] 
     if not reason.strip():
         raise ExperimentGuard(f"experiment {ledger.name}: an adoption needs its reason: --adopt \"<why>\"")
     with ledger.lock():
-        return ledger.append("adopt", runs=[s.as_entry() for s in found], reason=reason)
+        return ledger.append(Kind.ADOPT, runs=[s.as_entry() for s in found], reason=reason)
 
 
 def check_evidence(ledger: Ledger, history: Any) -> None:
@@ -113,7 +115,7 @@ def check_evidence(ledger: Ledger, history: Any) -> None:
     runs = runs_naming(ledger, history)
     if not runs:
         return
-    if ledger.first("rule") is None:
+    if ledger.first(Kind.RULE) is None:
         copies = ", ".join(str(p) for p in ledger.copies())
         raise ExperimentGuard(
             f"experiment {ledger.name}: {len(runs)} run(s) name it (e.g. {runs[0].path}), but no copy of its ledger has "

@@ -7,7 +7,7 @@ import secrets
 from typing import Any, Sequence
 
 from render.errors import RenderError
-from render.laws.ledger import Ledger
+from render.laws.ledger import Kind, Ledger
 from render.prompts import Prompt
 
 
@@ -17,12 +17,12 @@ class FinalAlreadyClaimed(RenderError, RuntimeError):
 
 def final_record(ledger: Ledger) -> dict[str, Any] | None:
     """The experiment's claim of its final, from whichever copy of its ledger keeps it."""
-    return ledger.first("claim")
+    return ledger.first(Kind.CLAIM)
 
 
 def final_result(ledger: Ledger) -> dict[str, Any] | None:
     """The finished final's result (the comparison under the rule in force at its claim), or None."""
-    entry = ledger.latest("final-result")
+    entry = ledger.latest(Kind.FINAL_RESULT)
     return None if entry is None else entry["result"]
 
 
@@ -41,13 +41,13 @@ def claim_final(ledger: Ledger, payload: dict[str, Any], holdout_content: str | 
         spent = spent_elsewhere(ledger, holdout)
         if spent:
             raise FinalAlreadyClaimed(f"experiment {ledger.name}: the holdout is spent: {spent}")
-        return ledger.append("claim", holdout_content=holdout_content, **{"token": secrets.token_hex(8), **payload})
+        return ledger.append(Kind.CLAIM, holdout_content=holdout_content, **{"token": secrets.token_hex(8), **payload})
 
 
 def complete_final(ledger: Ledger, claim: dict[str, Any], result: dict[str, Any]) -> None:
     """The final is done: its result is recorded and its token spent (it opens no holdout sample any more)."""
     with ledger.lock():
         if final_result(ledger) is None:
-            ledger.append("final-result", result=result, token=claim.get("token"))
-        if not any(e.get("token") == claim.get("token") for e in ledger.entries("token-spent")):
-            ledger.append("token-spent", token=claim.get("token"))
+            ledger.append(Kind.FINAL_RESULT, result=result, token=claim.get("token"))
+        if not any(e.get("token") == claim.get("token") for e in ledger.entries(Kind.TOKEN_SPENT)):
+            ledger.append(Kind.TOKEN_SPENT, token=claim.get("token"))

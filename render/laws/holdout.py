@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from omegaconf import DictConfig, OmegaConf
 
 from render.errors import RenderError
-from render.laws.ledger import Ledger, all_ledgers
+from render.laws.ledger import Kind, Ledger, all_ledgers
 from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
 from render.rundir import holdout_identity, scan_runs, text_hash
 
@@ -60,8 +60,8 @@ def register_holdout(ledger: Ledger, option: str) -> None:
     """Reserve an experiment's holdout texts in its ledger (idempotent, by content)."""
     file, prompts = option_prompts(option)
     content = content_hash(prompts)
-    if not any(e.get("content") == content for e in ledger.entries("holdout")):
-        ledger.append("holdout", option=option, file=file, content=content,
+    if not any(e.get("content") == content for e in ledger.entries(Kind.HOLDOUT)):
+        ledger.append(Kind.HOLDOUT, option=option, file=file, content=content,
                       sha=sorted({text_hash(p.text) for p in prompts}),
                       identities=sorted({holdout_identity(p.text) for p in prompts}))
 
@@ -110,7 +110,7 @@ def reserved(out_root: Path) -> Reserved:
         owners.add(f"the shipped holdout manifest {manifest.name}",
                    identities=[holdout_identity(p.text) for p in load_prompts(str(manifest))])
     for ledger in all_ledgers(out_root):
-        for entry in ledger.entries("holdout"):
+        for entry in ledger.entries(Kind.HOLDOUT):
             owners.add(f"experiment {ledger.name}'s holdout ({entry.get('option')})", sha=entry.get("sha", []),
                        identities=entry.get("identities", []))
     return owners
@@ -142,8 +142,8 @@ def spent_elsewhere(ledger: Ledger, prompts: Iterable[Prompt]) -> str | None:
             if other.name in seen:
                 continue
             seen.add(other.name)
-            for claim in other.entries("claim"):
-                holdouts = [e for e in other.entries("holdout")
+            for claim in other.entries(Kind.CLAIM):
+                holdouts = [e for e in other.entries(Kind.HOLDOUT)
                             if claim.get("holdout_content") in (None, e.get("content"))]
                 shared = (identities & {i for e in holdouts for i in e.get("identities", [])}
                           or shas & {h for e in holdouts for h in e.get("sha", [])})
@@ -156,12 +156,12 @@ def spent_elsewhere(ledger: Ledger, prompts: Iterable[Prompt]) -> str | None:
 
 def open_claim(ledger: Ledger, content: str) -> dict[str, Any] | None:
     """The experiment's claim of its final on this holdout, whichever copy of the ledger keeps it."""
-    return next((c for c in ledger.entries("claim") if c.get("holdout_content") in (None, content)), None)
+    return next((c for c in ledger.entries(Kind.CLAIM) if c.get("holdout_content") in (None, content)), None)
 
 
 def token_spent(ledger: Ledger, token: str | None) -> bool:
     """A claim's token opens the final's samples until the final completes; then it is spent."""
-    return token is not None and any(e.get("token") == token for e in ledger.entries("token-spent"))
+    return token is not None and any(e.get("token") == token for e in ledger.entries(Kind.TOKEN_SPENT))
 
 
 def check_holdout(job: Any, cfg: Any) -> None:

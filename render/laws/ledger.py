@@ -36,15 +36,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from render.rundir.states import Name
 from render.rundir import STATE_DIR, atomic_write_bytes, append_record, check_name, exclusive, now_iso, read_lines
 
 log = logging.getLogger("render")
 
+
+class Kind(Name):
+    """A ledger entry's `kind`: what it records."""
+
+    RULE = "rule"  # the frozen decision rule
+    AMENDMENT = "amendment"  # a later version of the rule
+    ANCHOR = "anchor"  # the frozen anchor cell
+    HOLDOUT = "holdout"  # a reserved holdout split (by content)
+    CLAIM = "claim"  # the final's claim of the holdout (a one-time token)
+    FINAL_RESULT = "final-result"
+    TOKEN_SPENT = "token-spent"
+    RESERVATION = "reservation"  # budget held by a launch
+    EXTEND = "extend"  # a reservation grown while its launch runs
+    HOLD = "hold"  # a reservation kept alive by scheduler jobs
+    RELEASE = "release"
+    ADOPT = "adopt"  # runs of another state folder taken in: counted, never ranked
+    OUT_ROOT = "out_root"  # an output root that holds a copy
+
+
 LEDGER = "ledger.jsonl"
 EXPERIMENTS = "experiments"
 # the registries and records of contract versions before the ledger (read only)
-LEGACY_REGISTRIES = {"holdouts.jsonl": "holdout", "finals.jsonl": "claim", "anchors.jsonl": "anchor"}
-LEGACY_FILES = {"FINAL.json": "claim", "ANCHOR.json": "anchor", "final-result.json": "final-result"}
+LEGACY_REGISTRIES = {"holdouts.jsonl": Kind.HOLDOUT, "finals.jsonl": Kind.CLAIM, "anchors.jsonl": Kind.ANCHOR}
+LEGACY_FILES = {"FINAL.json": Kind.CLAIM, "ANCHOR.json": Kind.ANCHOR, "final-result.json": Kind.FINAL_RESULT}
 
 
 def user_state_dir() -> Path:
@@ -78,7 +98,7 @@ def _legacy(name: str, folders: list[Path], experiment_dirs: list[Path]) -> list
             except (OSError, ValueError):
                 continue
             if isinstance(entry, dict) and "kind" not in entry:
-                body = {"result": entry} if kind == "final-result" else entry
+                body = {"result": entry} if kind == Kind.FINAL_RESULT else entry
                 at = entry.get("claimed_at") or entry.get("recorded_at") or ""
                 entries.append({**body, "experiment": name, "id": _legacy_id(kind, body), "kind": kind, "at": at})
     return entries
@@ -152,7 +172,7 @@ def verify_chain(name: str, lines: list[dict[str, Any]], path: Path) -> Verified
             break
         chain.append(entry)
         prev = entry["hash"]
-        if entry["kind"] == "rule" and bound is None:
+        if entry["kind"] == Kind.RULE and bound is None:
             bound = str(entry.get("digest"))
     if chain and unchained:
         problems.append(f"{path}: {len(unchained)} unchained line(s) next to the chain (the old layout is migrated "
@@ -237,7 +257,7 @@ class Ledger:
         """Every output root the experiment launched from (recorded in the ledger), this one first."""
         seen = [self.out_root]
         for entry in self._near().chain if entries is None else entries:
-            if entry.get("kind") == "out_root" and Path(entry["path"]) not in seen:
+            if entry.get("kind") == Kind.OUT_ROOT and Path(entry["path"]) not in seen:
                 seen.append(Path(entry["path"]))
         return seen
 
@@ -287,25 +307,25 @@ class Ledger:
         """What verification and reconciliation found wrong with the copies (each reported once per process)."""
         return self.reconciled().problems
 
-    def entries(self, kind: str | None = None) -> list[dict[str, Any]]:
+    def entries(self, kind: Kind | None = None) -> list[dict[str, Any]]:
         """The verified chain (the longest valid one across the copies), oldest first; before its migration, the
         old layout's entries (unchained ledger lines, registries, FINAL.json / ANCHOR.json) as they were."""
         found = self.reconciled()
         ordered = found.legacy + found.chain
         return [e for e in ordered if kind is None or e["kind"] == kind]
 
-    def latest(self, kind: str) -> dict[str, Any] | None:
+    def latest(self, kind: Kind) -> dict[str, Any] | None:
         found = self.entries(kind)
         return found[-1] if found else None
 
-    def first(self, kind: str) -> dict[str, Any] | None:
+    def first(self, kind: Kind) -> dict[str, Any] | None:
         found = self.entries(kind)
         return found[0] if found else None
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _chained(self, chain: list[dict[str, Any]], kind: str, data: dict[str, Any]) -> dict[str, Any]:
-        rule = next((e for e in chain if e["kind"] == "rule"), None)
+    def _chained(self, chain: list[dict[str, Any]], kind: Kind, data: dict[str, Any]) -> dict[str, Any]:
+        rule = next((e for e in chain if e["kind"] == Kind.RULE), None)
         entry = {"id": secrets.token_hex(8), "kind": kind, "at": now_iso(), "t": time.time_ns(),
                  **data, "experiment": self.name, "prev": chain[-1]["hash"] if chain else genesis(self.name)}
         if rule is not None:
@@ -344,18 +364,18 @@ class Ledger:
         if found.chain or not found.legacy:
             return found.chain
         chain: list[dict[str, Any]] = []
-        tokens = {e.get("token") for e in found.legacy if e["kind"] == "token-spent"}
-        results = [e for e in found.legacy if e["kind"] == "final-result"]
+        tokens = {e.get("token") for e in found.legacy if e["kind"] == Kind.TOKEN_SPENT}
+        results = [e for e in found.legacy if e["kind"] == Kind.FINAL_RESULT]
         for old in found.legacy:
             data = {k: v for k, v in old.items() if k not in ("id", "kind", "experiment", "prev", "hash", "bound")}
             chain.append(self._chained(chain, old["kind"], {**data, "migrated": old["id"]}))
-        for claim in (e for e in found.legacy if e["kind"] == "claim"):
+        for claim in (e for e in found.legacy if e["kind"] == Kind.CLAIM):
             if results and claim.get("token") not in tokens:
-                chain.append(self._chained(chain, "token-spent", {"token": claim.get("token"), "migrated": "spent"}))
+                chain.append(self._chained(chain, Kind.TOKEN_SPENT, {"token": claim.get("token"), "migrated": "spent"}))
         log.info("experiment %s: %d entries of the old layout migrated into its ledger's chain", self.name, len(chain))
         return chain
 
-    def append(self, kind: str, **data: Any) -> dict[str, Any]:
+    def append(self, kind: Kind, **data: Any) -> dict[str, Any]:
         """Record an entry at the head of the verified chain, in every copy (under the lock). The state folder's
         copy and this out_root's must take it; an out_root that is gone is skipped with a warning."""
         with self.lock():
@@ -372,8 +392,8 @@ class Ledger:
             found = self.reconciled()
             chain = self._migrate(found)
             new = []
-            if not any(e["kind"] == "out_root" and Path(e["path"]) == self.out_root for e in chain):
-                new.append(self._chained(chain, "out_root", {"path": str(self.out_root)}))
+            if not any(e["kind"] == Kind.OUT_ROOT and Path(e["path"]) == self.out_root for e in chain):
+                new.append(self._chained(chain, Kind.OUT_ROOT, {"path": str(self.out_root)}))
             self._write(chain, new)
 
     def _lock_files(self) -> list[Path]:

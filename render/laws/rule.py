@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from render.errors import RenderError
-from render.laws.ledger import Ledger
+from render.laws.ledger import Kind, Ledger
 
 
 class RuleChanged(RenderError, ValueError):
@@ -154,8 +154,8 @@ def rule_digest(rule: dict[str, Any]) -> str:
 
 def rule_in_force(ledger: Ledger) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(the rule in force, the amendments in order): the frozen rule with its latest amendment applied."""
-    frozen = ledger.first("rule")
-    amendments = ledger.entries("amendment")
+    frozen = ledger.first(Kind.RULE)
+    amendments = ledger.entries(Kind.AMENDMENT)
     if frozen is None:
         return None, amendments
     return (amendments[-1]["rule"] if amendments else frozen["rule"]), amendments
@@ -175,8 +175,8 @@ def differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> l
 
 def recorded_rules(ledger: Ledger) -> list[dict[str, Any]]:
     """Every version of the rule the ledger holds: the frozen one, then each amendment's."""
-    frozen = ledger.first("rule")
-    return [] if frozen is None else [frozen["rule"], *(a["rule"] for a in ledger.entries("amendment"))]
+    frozen = ledger.first(Kind.RULE)
+    return [] if frozen is None else [frozen["rule"], *(a["rule"] for a in ledger.entries(Kind.AMENDMENT))]
 
 
 def check_rule(ledger: Ledger, rule: dict[str, Any]) -> None:
@@ -205,8 +205,8 @@ def budget_in_force(ledger: Ledger, composed: Any) -> dict[str, Any]:
 
 def freeze_rule(ledger: Ledger, rule: dict[str, Any]) -> None:
     """At the first launch: record the rule (idempotent)."""
-    if ledger.first("rule") is None:
-        ledger.append("rule", rule=rule, digest=rule_digest(rule))
+    if ledger.first(Kind.RULE) is None:
+        ledger.append(Kind.RULE, rule=rule, digest=rule_digest(rule))
 
 
 def amend_rule(ledger: Ledger, rule: dict[str, Any], reason: str) -> dict[str, Any] | None:
@@ -217,10 +217,10 @@ def amend_rule(ledger: Ledger, rule: dict[str, Any], reason: str) -> dict[str, A
         return None
     if current == rule:
         return None
-    if ledger.first("claim") is not None:
+    if ledger.first(Kind.CLAIM) is not None:
         raise RuleChanged(f"experiment {ledger.name}: the final was claimed under the rule in force; the rule cannot be "
                           "amended any more (a new rule needs a new experiment)")
     if not reason.strip():
         raise RuleChanged(f"experiment {ledger.name}: an amendment needs its reason: --amend \"<why>\"")
-    return ledger.append("amendment", rule=rule, digest=rule_digest(rule), previous=rule_digest(current),
+    return ledger.append(Kind.AMENDMENT, rule=rule, digest=rule_digest(rule), previous=rule_digest(current),
                          changes=differences(current, rule), reason=reason)

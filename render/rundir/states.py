@@ -51,6 +51,11 @@ class Category(Name):
         """The cell did not fail on its own account (stopped, out of time): a requeue or a new launch takes it up again."""
         return self in (Category.CANCELLED, Category.TIMEOUT)
 
+    @classmethod
+    def is_transient(cls, value: str | None) -> bool:
+        """`transient` of a recorded category (an index row, a record): an unknown value or none is not."""
+        return value in {c.value for c in cls if c.transient}
+
 
 # A scheduler's final job state (SLURM's, as submitit reports it) -> the category of the cells it left unfinished.
 _JOB_STATES = (("CANCEL", Category.CANCELLED), ("TIMEOUT", Category.TIMEOUT),
