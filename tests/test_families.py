@@ -93,6 +93,14 @@ def test_every_scheduler_of_the_family_renders_on_its_twin(model: str, scheduler
         assert np.array_equal(image, default)
 
 
+@pytest.mark.parametrize("model", sorted(NEW_TWINS))
+def test_the_guidance_knob_reaches_each_twins_pipeline(model: str, twin_cache: Path, tmp_path: Path) -> None:
+    """guidance_scale for FLUX.2 (its guidance embedding) and Z-Image (CFG), true_cfg_scale for Qwen-Image."""
+    low = render_one(tmp_path / "low", model, "guidance=1.0")
+    high = render_one(tmp_path / "high", model, "guidance=6.0")
+    assert np.abs(low - high).mean() > 0.01
+
+
 @pytest.mark.parametrize("model,backend", [(m, b) for m in sorted(NEW_TWINS) for b in CPU_BACKENDS])
 def test_every_cpu_attention_backend_renders_on_the_twins(model: str, backend: str, twin_cache: Path, tmp_path: Path) -> None:
     image = render_one(tmp_path, model, f"attention={backend}")
