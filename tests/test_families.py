@@ -41,15 +41,20 @@ def caches(family_name: str) -> list[str]:
     return caches_taken(family(family_name).pipelines[0], family_name)
 
 
-def render_one(tmp_path: Path, model: str, *overrides: str, prompt: int = 1) -> np.ndarray:
-    """The `prompt`-th smoke prompt's image of one cell, rendered in-process through the runner."""
+def render_sample(tmp_path: Path, model: str, *overrides: str, prompt: int = 1) -> tuple[np.ndarray, dict]:
+    """The `prompt`-th smoke prompt's image and sample record of one cell (3 steps unless overridden), rendered
+    in-process through the runner."""
     cfg = compose_cfg(f"model={model}", "device=cpu", f"prompts.limit={prompt}", "steps=3", "render_anchor=false",
                       *overrides, out_root=tmp_path)
     run_dir = tmp_path / "run"
     (result,) = run_job(build_job(cfg), run_dir, store=SampleStore(tmp_path), pipelines=PIPELINES, overrides=list(overrides))
     assert result.status == "done", result.message
     record = json.loads((run_dir / "samples.jsonl").read_text().splitlines()[prompt - 1])
-    return np.asarray(Image.open(run_dir / record["image"]), dtype=np.float32)
+    return np.asarray(Image.open(run_dir / record["image"]), dtype=np.float32), record
+
+
+def render_one(tmp_path: Path, model: str, *overrides: str) -> np.ndarray:
+    return render_sample(tmp_path, model, *overrides)[0]
 
 
 def test_every_family_is_a_module_and_every_model_yaml_names_one() -> None:
@@ -110,8 +115,9 @@ def test_every_cpu_attention_backend_renders_on_the_twins(model: str, backend: s
 
 @pytest.mark.parametrize("model,cache", [(m, c) for m, f in sorted(NEW_TWINS.items()) for c in caches(f) if c != "none"])
 def test_every_cache_the_family_takes_renders_on_its_twin(model: str, cache: str, twin_cache: Path, tmp_path: Path) -> None:
-    image = render_one(tmp_path, model, f"cache={cache}")
+    image, record = render_sample(tmp_path, model, f"cache={cache}", "steps=8")  # the twin's default steps: the cache engages
     assert np.isfinite(image).all() and image.std() > 1
+    assert record["blocks_reused"] > 0 and record["steps_reused"] > 0, record
 
 
 def test_the_families_take_what_diffusers_hooks() -> None:
