@@ -24,7 +24,7 @@ from render.runner import run_job
 from tests.conftest import compose_cfg, run_render
 
 CONF_MODELS = Path(__file__).resolve().parents[1] / "render" / "conf" / "model"
-NEW_TWINS = {"tiny-flux2": "flux2", "tiny-qwen-image": "qwen-image", "tiny-z-image": "z-image"}  # model -> family
+NEW_TWINS = {"tiny-flux2": "flux2", "tiny-qwen-image": "qwen-image", "tiny-z-image": "z-image", "tiny-wan": "wan"}  # model -> family
 CPU_BACKENDS = [name for name, spec in ATTENTION.items() if not spec.needs_cuda]
 
 
@@ -58,7 +58,7 @@ def render_one(tmp_path: Path, model: str, *overrides: str) -> np.ndarray:
 
 
 def test_every_family_is_a_module_and_every_model_yaml_names_one() -> None:
-    assert {"flux", "sd3", "sdxl", "flux2", "qwen-image", "z-image"} <= set(families())
+    assert {"flux", "sd3", "sdxl", "flux2", "qwen-image", "z-image", "wan"} <= set(families())
     assert {f.name: f.twin.name for f in families().values() if f.twin} == {"flux": "tiny", **{v: k for k, v in NEW_TWINS.items()}}
     for path in sorted(CONF_MODELS.glob("*.yaml")):
         m = compose_cfg(f"model={path.stem}").model
@@ -94,7 +94,9 @@ def test_every_scheduler_of_the_family_renders_on_its_twin(model: str, scheduler
     image = render_one(tmp_path, model, f"scheduler={scheduler}")
     default = render_one(tmp_path / "default", model, "scheduler=default")
     assert np.isfinite(image).all() and image.std() > 1
-    if scheduler == "euler":  # every twin's own scheduler is the flow-match Euler one: the same image
+    own = json.loads((twins()[model].folder() / "scheduler" / "scheduler_config.json").read_text())["_class_name"]
+    spec = family(NEW_TWINS[model]).schedulers[scheduler]
+    if spec.cls == own and not spec.kwargs:  # the twin's own scheduler, rebuilt from its config: the same image
         assert np.array_equal(image, default)
 
 
@@ -120,10 +122,20 @@ def test_every_cache_the_family_takes_renders_on_its_twin(model: str, cache: str
     assert record["blocks_reused"] > 0 and record["steps_reused"] > 0, record
 
 
+def test_a_clip_family_writes_each_sample_as_an_animated_png(twin_cache: Path, tmp_path: Path) -> None:
+    image, record = render_sample(tmp_path, "tiny-wan")
+    with Image.open(tmp_path / "run" / record["image"]) as clip:
+        assert clip.format == "PNG" and clip.n_frames == 81 and clip.size == (32, 32)  # WanPipeline's default frame count
+        clip.seek(40)
+        middle = np.asarray(clip.convert("RGB"), dtype=np.float32)
+    assert np.isfinite(middle).all() and np.abs(middle - image).mean() > 0.01  # the frames differ: a clip, not a still
+
+
 def test_the_families_take_what_diffusers_hooks() -> None:
     assert caches("flux2") == ["none", "fastercache", "magcache", "pab"]  # no cache_context in Flux2Pipeline
     assert caches("qwen-image") == ["none", "fbcache", "magcache", "taylorseer"]
     assert caches("z-image") == ["none"]  # ZImageTransformer2DModel is no CacheMixin
+    assert caches("wan") == ["none", "fbcache", "magcache", "pab"]
 
 
 BAD_PAIRINGS = [
@@ -141,7 +153,7 @@ BAD_PAIRINGS = [
     (["model=tiny-flux2", "model.pipeline=FluxPipeline"], "model.pipeline=FluxPipeline is a pipeline of the flux model "
                                                           "family, not flux2; valid: Flux2Pipeline (or model.family=flux)"),
     (["model=tiny", "model.family=flux3"], "model.family=flux3: no such model family; valid: flux, flux2, qwen-image, sd3, "
-                                           "sdxl, z-image"),
+                                           "sdxl, wan, z-image"),
 ]
 
 
@@ -163,11 +175,14 @@ def test_a_bad_pairing_exits_2_through_the_cli_before_anything_is_written(tmp_pa
 
 def _doc_row(family_name: str) -> str:
     """The family's row of docs/models.md's table, from the code."""
-    from render.introspect import pipeline_info
+    from render.introspect import UNKNOWN, pipeline_info
 
     known = family(family_name)
     info = pipeline_info(known.pipelines[0])
-    blocks = (getattr(info.transformer, "_repeated_blocks", None) or []) if info.transformer else []
+    if info.transformer is UNKNOWN:  # a pipeline whose transformer is typed as a union: checked on the loaded one
+        blocks = ["(checked at load)"]
+    else:
+        blocks = (getattr(info.transformer, "_repeated_blocks", None) or []) if info.transformer else []
     models = [p.stem for p in sorted(CONF_MODELS.glob("*.yaml")) if compose_cfg(f"model={p.stem}").model.family == family_name]
     cells = [f"`{known.name}`", ", ".join(known.pipelines), ", ".join(["default", *known.schedulers]),
              ", ".join(caches(family_name)), ", ".join(blocks) or "— (`compile=full`)", ", ".join(f"`{m}`" for m in models)]

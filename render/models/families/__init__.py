@@ -42,6 +42,7 @@ class Family:
     pipelines: tuple[str, ...]  # diffusers pipeline classes of the family (render.models.families.check_pipeline)
     schedulers: Mapping[str, SchedulerSpec]  # scheduler option name -> class and settings ("default" is implicit)
     guidance: Callable[[float], Dict[str, Any]] = guidance_scale  # the guidance knob -> pipeline call arguments
+    clips: bool = False  # the pipeline returns clips (`.frames`), not images: each sample is an animated PNG
     # cache methods diffusers can hook into the family's transformer but its pipeline cannot run, each with why
     refused_caches: Mapping[str, str] = field(default_factory=dict)
     twin: Optional[Twin] = None  # the random-weight twin the tests render (model=<twin.name>)
