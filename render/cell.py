@@ -19,6 +19,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from render import axes
 from render.errors import ConfigError
 from render.limits import SEED_MAX, LimitError, check_image_size
+from render.models.families import FamilyUnavailable, check_pipeline
 from render.prompts import Prompt, load_split
 from render.rundir import check_name
 from render.spec import Cell, ModelSpec
@@ -182,6 +183,10 @@ def build_job(cfg: DictConfig) -> Job:
     m = cfg.model
     for what, value in (("model.name", m.name), ("prompts.name", cfg.prompts.name)):
         check_name(value, what)  # each can reach a folder name: refused before anything is written (the axes check theirs)
+    try:
+        check_pipeline(m.family, m.pipeline)  # the family's module says what it takes: it must exist and own the pipeline
+    except FamilyUnavailable as error:
+        raise ConfigError(str(error)) from None
     device, device_kind = resolve_device(cfg.device)
     dtype = cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype)
     if dtype not in DTYPES:

@@ -98,8 +98,8 @@ def safetensors_problem(path: Path) -> str | None:
 
 
 def check_builtin_model(name: str) -> None:
-    """A built-in model must be loadable: the shipped shapes pipeline complete, the tiny model complete in the
-    project's cache ($HYPERGRID_CACHE, else ~/.cache/hypergrid) or that cache writable to build it once."""
+    """A built-in model must be loadable: the shipped shapes pipeline complete, a tiny twin (model=tiny,
+    tiny-flux2, ...) complete in the project's cache ($HYPERGRID_CACHE, else ~/.cache/hypergrid) or that cache writable to build it once."""
     if name == "shapes":
         from render.models.shapes import shapes_model_dir
 
@@ -108,14 +108,16 @@ def check_builtin_model(name: str) -> None:
         except FileNotFoundError as error:
             raise ConfigError(f"model.id=hypergrid:shapes: {error}") from None
         check_model_folder(folder, f"hypergrid:shapes (shipped in {folder})")
-    if name == "tiny":
-        from render.models.tiny import default_cache_root, tiny_model_dir
+    from render.models.families import twins
+    from render.models.twins import default_cache_root, is_complete
 
-        folder = tiny_model_dir()
-        if (folder / "model_index.json").is_file():
-            check_model_folder(folder, f"hypergrid:tiny (built in {folder}; delete that folder to build it again)")
+    twin = twins().get(name)
+    if twin is not None:
+        folder = twin.folder()
+        if is_complete(folder):
+            check_model_folder(folder, f"hypergrid:{name} (built in {folder}; delete that folder to build it again)")
         else:
-            check_writable_folder(default_cache_root(), "HYPERGRID_CACHE (the tiny model is built there once)")
+            check_writable_folder(default_cache_root(), f"HYPERGRID_CACHE (the {name} model is built there once)")
 
 
 def check_hub_model(model: Any) -> None:

@@ -29,11 +29,12 @@ class ModelUnavailable(RenderError, ValueError):
 
 
 def builtin_models() -> dict[str, Any]:
-    """Models the project builds itself: name -> function returning the saved folder."""
+    """Models the project builds itself: name -> function returning the saved folder (the shipped shapes
+    model, and each family's tiny twin, built on first use)."""
+    from render.models.families import twins
     from render.models.shapes import shapes_model_dir
-    from render.models.tiny import ensure_tiny
 
-    return {"tiny": ensure_tiny, "shapes": shapes_model_dir}
+    return {**{name: twin.ensure for name, twin in twins().items()}, "shapes": shapes_model_dir}
 
 
 def builtin_folder(model_id: str) -> Path:
@@ -143,10 +144,12 @@ def call_kwargs(cell: Cell, prompt: str, seed: int) -> dict[str, Any]:
     """The pipeline call for one sample: the same arguments a bare diffusers script would pass."""
     import torch
 
+    from render.models.families import family
+
     kwargs: dict[str, Any] = {
         "prompt": prompt,
         "num_inference_steps": cell.steps,
-        "guidance_scale": cell.guidance,
+        **family(cell.model.family).guidance(cell.guidance),  # guidance_scale, or the family's own way (Qwen-Image: true CFG)
         "height": cell.height,
         "width": cell.width,
         "generator": torch.Generator("cpu").manual_seed(seed),

@@ -132,26 +132,39 @@ def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, see
     seconds. The render and the side-by-side timing (render.retime) time exactly this."""
     import torch
 
+    from render.models.families import family
+
+    clips = family(cell.model.family).clips  # a video pipeline returns `.frames`
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
     with torch.inference_mode():
-        pixels = loaded.pipe(**call_kwargs(cell, prompt, seed)).images[0]
+        output = loaded.pipe(**call_kwargs(cell, prompt, seed))
+    pixels = output.frames[0] if clips else output.images[0]
     if cuda:
         torch.cuda.synchronize(device)
     return pixels, time.perf_counter() - start
 
 
+CLIP_FPS = 16  # a clip sample's playback rate (Wan 2.1's)
+
+
 def png_bytes(pixels: Any, what: str) -> bytes:
-    """The sample's image file: 8-bit PNG of the pipeline's [0, 1] pixels (NonFiniteOutput names `what`)."""
+    """The sample's image file: 8-bit PNG of the pipeline's [0, 1] pixels (NonFiniteOutput names `what`); a clip
+    (frames x height x width x 3) is an animated PNG, whose first frame is what an image reader sees."""
     import numpy as np
     from PIL import Image
 
     if not np.isfinite(pixels).all():
         raise NonFiniteOutput(f"{what} has non-finite pixels ({int((~np.isfinite(pixels)).sum())} values)")
+    data = (np.clip(pixels, 0, 1) * 255).round().astype("uint8")
     buffer = io.BytesIO()
-    Image.fromarray((np.clip(pixels, 0, 1) * 255).round().astype("uint8")).save(buffer, format="PNG")
+    if data.ndim == 3:
+        Image.fromarray(data).save(buffer, format="PNG")
+    else:
+        first, *rest = (Image.fromarray(frame) for frame in data)
+        first.save(buffer, format="PNG", save_all=True, append_images=rest, duration=1000 / CLIP_FPS, loop=0)
     return buffer.getvalue()
 
 

@@ -39,7 +39,7 @@ class ModelConf:
     id: str = MISSING  # hub id, local folder, or "hypergrid:<name>" for a model the project builds
     revision: Optional[str] = None  # hub revision (commit or tag); pin it for reproducible cells
     pipeline: str = MISSING  # diffusers pipeline class, e.g. FluxPipeline
-    family: str = MISSING  # flux | sd3 | sdxl: decides scheduler and cache compatibility
+    family: str = MISSING  # a module of render/models/families/ (flux, flux2, qwen-image, ...): the schedulers it takes
     dtype: str = "bfloat16"  # weights dtype: float32 | float16 | bfloat16
     steps: int = MISSING  # default number of inference steps
     guidance: float = MISSING  # default guidance scale

@@ -16,7 +16,7 @@ from render.cell import build_job
 from render.preflight import PreflightError, preflight_config
 from render.rundir import SampleStore
 from render.runner import run_job
-from render.axes.scheduler import SCHEDULERS
+from render.models.families import family
 from tests.conftest import compose_cfg
 
 CPU_BACKENDS = [name for name, spec in ATTENTION.items() if not spec.needs_cuda]
@@ -46,7 +46,7 @@ def test_gpu_only_backends_fail_in_preflight(backend: str) -> None:
         preflight_config(compose_cfg("model=tiny", "device=cpu", f"attention={backend}"))
 
 
-@pytest.mark.parametrize("scheduler", sorted(SCHEDULERS["flux"]))
+@pytest.mark.parametrize("scheduler", sorted(family("flux").schedulers))
 def test_flux_schedulers_render_and_change_the_image(scheduler: str, tiny_cache: Path, tmp_path: Path) -> None:
     image = render_one(tmp_path, f"scheduler={scheduler}")
     default = render_one(tmp_path / "default", "scheduler=default")

@@ -19,7 +19,7 @@ from assess.metrics.shapes_eval import as_loaded, compose_job, load_shipped, ren
 from render.models.shapes.pipeline import ShapesPipeline, patchify, unpatchify
 from render.pipeline import call_kwargs, configure
 from render.runner import render_sample
-from render.axes.scheduler import SCHEDULERS
+from render.models.families import family
 
 SMOKE = ["prompts=smoke", "seed=0"]
 STEPS = 16
@@ -95,12 +95,12 @@ def test_guidance_runs_both_branches_in_their_cache_contexts(loaded, monkeypatch
     assert contexts == ["cond"] * 3  # no guidance: no unconditional branch
 
 
-@pytest.mark.parametrize("scheduler", ["default", *SCHEDULERS["flux"]])
+@pytest.mark.parametrize("scheduler", ["default", *family("flux").schedulers])
 def test_every_flux_scheduler_renders_the_prompt(loaded, scheduler: str) -> None:
     job = compose_job(*SMOKE, f"steps={STEPS}", f"scheduler={scheduler}")
     samples = render_job(loaded, job)
     assert type(loaded.pipe.scheduler).__name__ == (
-        "FlowMatchEulerDiscreteScheduler" if scheduler == "default" else SCHEDULERS["flux"][scheduler].cls)
+        "FlowMatchEulerDiscreteScheduler" if scheduler == "default" else family("flux").schedulers[scheduler].cls)
     assert float(loaded.pipe.scheduler.sigmas[0]) == pytest.approx(1.0, abs=2e-3)  # starts from pure noise
     verdicts = [check(s.image, s.prompt) for s in samples]
     assert all(v.colour for v in verdicts), [v.detail() for v in verdicts]

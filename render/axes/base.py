@@ -31,7 +31,7 @@ class Target:
     device: str
     steps: int = 0
     calibrate: Optional[Callable[[], None]] = None  # renders once with the cell's settings, output discarded (MagCache)
-    family: str = ""  # the model family (flux, sd3, sdxl): which schedulers it has
+    family: str = ""  # the model family (render/models/families/): which schedulers it has
     scheduler_config: Optional[Dict[str, Any]] = None  # the pipeline's scheduler config as loaded
 
 

@@ -1,55 +1,27 @@
-"""The scheduler axis: option name -> scheduler class and settings, per model family.
+"""The scheduler axis: option name -> scheduler class and settings, as each model family declares them
+(`Family.schedulers`, render/models/families/).
 
 `default` keeps the scheduler the pipeline was saved with. The others are rebuilt from the
 pipeline's original scheduler config each time, so cells never inherit a previous cell's scheduler.
-A new scheduler is one entry per family in `SCHEDULERS` and one option file
+A new scheduler is one entry in the schedulers of each family that takes it and one option file
 `render/conf/scheduler/<name>.yaml`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import MISSING
 
 from render.axes.base import NamedAxis, Record, Target, Where
 from render.errors import RenderError
+from render.models.families import family as model_family
 from render.spec import Cell
 
 
 class SchedulerUnavailable(RenderError, ValueError):
     """A scheduler option the model family does not have."""
-
-
-@dataclass(frozen=True)
-class SchedulerSpec:
-    cls: str  # diffusers scheduler class name
-    kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the pipeline's scheduler config
-
-
-_FLOW_SIGMAS = {"use_flow_sigmas": True, "prediction_type": "flow_prediction"}
-# FlowMatchHeunDiscreteScheduler is missing on purpose: it refuses the custom sigmas Flux/SD3 pipelines pass.
-_FLOW = {
-    "euler": SchedulerSpec("FlowMatchEulerDiscreteScheduler"),
-    "euler-karras": SchedulerSpec("FlowMatchEulerDiscreteScheduler", {"use_karras_sigmas": True}),
-    "dpmpp-2m": SchedulerSpec("DPMSolverMultistepScheduler", {**_FLOW_SIGMAS, "algorithm_type": "dpmsolver++", "solver_order": 2}),
-    "unipc": SchedulerSpec("UniPCMultistepScheduler", _FLOW_SIGMAS),
-    "deis": SchedulerSpec("DEISMultistepScheduler", _FLOW_SIGMAS),
-}
-
-SCHEDULERS: dict[str, dict[str, SchedulerSpec]] = {
-    "flux": _FLOW,
-    "sd3": _FLOW,
-    "sdxl": {
-        "euler": SchedulerSpec("EulerDiscreteScheduler"),
-        "euler-karras": SchedulerSpec("EulerDiscreteScheduler", {"use_karras_sigmas": True}),
-        "heun": SchedulerSpec("HeunDiscreteScheduler"),
-        "deis": SchedulerSpec("DEISMultistepScheduler"),
-        "dpmpp-2m": SchedulerSpec("DPMSolverMultistepScheduler", {"algorithm_type": "dpmsolver++", "solver_order": 2}),
-        "unipc": SchedulerSpec("UniPCMultistepScheduler"),
-    },
-}
 
 
 @dataclass
@@ -60,7 +32,7 @@ class SchedulerConf:
 def check_scheduler_supported(name: str, family: str) -> None:
     if name == "default":
         return
-    options = SCHEDULERS.get(family, {})
+    options = model_family(family).schedulers
     if name not in options:
         valid = ", ".join(["default", *options])
         raise SchedulerUnavailable(f"scheduler={name} is not available for the {family} model family; valid: {valid}")
@@ -73,7 +45,7 @@ def apply_scheduler(pipe: Any, name: str, family: str, original_config: Any) -> 
     if name == "default":
         cls, kwargs = diffusers.__dict__[original_config["_class_name"]], {}
     else:
-        spec = SCHEDULERS[family][name]
+        spec = model_family(family).schedulers[name]
         cls, kwargs = getattr(diffusers, spec.cls), spec.kwargs
     pipe.scheduler = cls.from_config(original_config, **kwargs)
 

@@ -6,17 +6,18 @@ at toy sizes, so every code path of a sweep runs on a laptop CPU in well under a
 Its images are noise-like (the weights are random), but they are deterministic and they change
 when any axis of a cell changes, which is all a test or a smoke sweep needs.
 
-The pipeline is built once into `tiny_model_dir()` and always loaded back with
-`FluxPipeline.from_pretrained(folder)`, the same path a hub model takes.
+It is the flux family's tiny twin (render.models.families.flux): built once into `tiny_model_dir()`
+and always loaded back with `FluxPipeline.from_pretrained(folder)`, the same path a hub model takes.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from render.models.twins import Twin, default_cache_root
+
+__all__ = ["TINY_CALL_KWARGS", "TINY_VERSION", "TWIN", "build_tiny_pipeline", "default_cache_root", "ensure_tiny", "tiny_model_dir"]
 
 TINY_VERSION = "v1"  # bump when the architecture or the weights change
 
@@ -40,49 +41,18 @@ TINY_CLIP_MAX_LENGTH = 77  # CLIP tokenizer's model_max_length (the real CLIP's)
 _CHARS = "abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()/&+"  # CLIP lowercases its input
 _CHARS_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # T5 does not
 
+# The flux family's twin (`model=tiny`); the builder is looked up at call time, so a test may replace it.
+TWIN = Twin("tiny", TINY_VERSION, lambda: build_tiny_pipeline())
+
 
 def tiny_model_dir(cache_root: Path | None = None) -> Path:
-    """The tiny model's folder: `<cache root>/models/tiny-<version>`.
-
-    The cache root is `cache_root`, else `$HYPERGRID_CACHE`, else `~/.cache/hypergrid`.
-    """
-    return Path(cache_root or default_cache_root()).expanduser() / "models" / f"tiny-{TINY_VERSION}"
-
-
-def default_cache_root() -> Path:
-    """The project's cache folder: `$HYPERGRID_CACHE`, else `~/.cache/hypergrid`."""
-    env = os.environ.get("HYPERGRID_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "hypergrid"
+    """The tiny model's folder: `<cache root>/models/tiny-<version>` (render.models.twins)."""
+    return TWIN.folder(cache_root)
 
 
 def ensure_tiny(cache_root: Path | None = None) -> Path:
-    """Build the tiny pipeline once and `save_pretrained` it; return its folder.
-
-    The pipeline is written into a temporary sibling folder, fsynced, then renamed into place, so a
-    killed build leaves no half folder, and of two concurrent builders the loser of the rename
-    simply uses the winner's folder.
-    """
-    final = tiny_model_dir(cache_root)
-    if _is_complete(final):
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
-    try:
-        build_tiny_pipeline().save_pretrained(tmp)
-        _fsync_tree(tmp)
-        try:
-            os.rename(tmp, final)  # atomic; fails when another builder's folder is already there
-        except OSError:
-            if not _is_complete(final):
-                raise RuntimeError(
-                    f"{final} exists but holds no complete pipeline (no model_index.json); "
-                    f"delete it and run again to rebuild the tiny model"
-                ) from None
-        else:
-            _fsync_dir(final.parent)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone already when the rename succeeded
-    return final
+    """Build the tiny pipeline once and `save_pretrained` it; return its folder (render.models.twins.ensure_built)."""
+    return TWIN.ensure(cache_root)
 
 
 def build_tiny_pipeline():
@@ -109,26 +79,6 @@ def build_tiny_pipeline():
         tokenizer_2=_t5_tokenizer(),
         transformer=transformer,
     )
-
-
-def _is_complete(folder: Path) -> bool:
-    return (folder / "model_index.json").is_file()
-
-
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            with open(os.path.join(dirpath, name), "rb") as f:
-                os.fsync(f.fileno())
-        _fsync_dir(Path(dirpath))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _clip_tokenizer():

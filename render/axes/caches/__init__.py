@@ -186,6 +186,31 @@ def check_cache_supported(pipeline: str, conf: Any) -> None:
         _check_pipeline(name, pipeline_info(pipeline))
 
 
+def check_family_takes(name: str, family_name: str) -> None:
+    """CacheConfigError when the model family's module refuses cache `name` (one diffusers can hook, but its
+    pipeline cannot run: Family.refused_caches says why)."""
+    from render.models.families import family
+
+    refused = family(family_name).refused_caches
+    if name in refused:
+        valid = ", ".join(c for c in CACHES if c not in refused)
+        raise CacheConfigError(f"cache {name}: the {family_name} model family does not take it ({refused[name]}); valid: {valid}")
+
+
+def caches_taken(pipeline: str, family_name: str) -> list[str]:
+    """The cache options a cell of this pipeline class and family passes preflight with (docs/models.md's table)."""
+    taken = []
+    for name in CACHES:
+        try:
+            if name != "none":
+                check_family_takes(name, family_name)
+            check_cache_supported(pipeline, {"name": name})
+        except CacheConfigError:
+            continue
+        taken.append(name)
+    return taken
+
+
 def _check_pipeline(name: str, info: Any) -> None:
     from render.introspect import UNKNOWN
 
@@ -229,6 +254,7 @@ class CacheAxis(Axis):
 
     def check(self, value: Any, cell: Cell, where: Where) -> None:
         if value["name"] != "none":
+            check_family_takes(value["name"], cell.model.family)
             _check_pipeline(value["name"], where.pipeline)
 
     def apply(self, value: Any, target: Target) -> Record:

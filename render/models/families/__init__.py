@@ -1,0 +1,86 @@
+"""Model families: one module each (`render/models/families/<family>.py`, exporting `FAMILY`).
+
+A family says what its models take: the diffusers pipeline classes, the schedulers of the scheduler
+axis, the caches its pipeline cannot run although diffusers can hook them, how the guidance knob enters
+a pipeline call, and its tiny twin (render.models.twins). The axes and preflight read these from here;
+what else a denoiser takes of the cache and compile axes is read from its diffusers classes
+(render.axes.caches, render.axes.compile), so it cannot drift from them.
+Adding a family is one module here plus its model YAMLs in render/conf/model/ (docs/models.md).
+Imports no torch: a family module imports its diffusers classes only when its twin is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from render.errors import RenderError
+from render.models.twins import Twin
+
+
+class FamilyUnavailable(RenderError, ValueError):
+    """A model family no module declares, or a pipeline class its family does not have."""
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    cls: str  # diffusers scheduler class name
+    kwargs: Dict[str, Any] = field(default_factory=dict)  # overrides of the pipeline's scheduler config
+
+
+def guidance_scale(guidance: float) -> Dict[str, Any]:
+    """The usual way a pipeline takes the guidance knob: `guidance_scale` (CFG, or the distilled guidance embedding)."""
+    return {"guidance_scale": guidance}
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # the `model.family` value
+    pipelines: tuple[str, ...]  # diffusers pipeline classes of the family (render.models.families.check_pipeline)
+    schedulers: Mapping[str, SchedulerSpec]  # scheduler option name -> class and settings ("default" is implicit)
+    guidance: Callable[[float], Dict[str, Any]] = guidance_scale  # the guidance knob -> pipeline call arguments
+    clips: bool = False  # the pipeline returns clips (`.frames`), not images: each sample is an animated PNG
+    # cache methods diffusers can hook into the family's transformer but its pipeline cannot run, each with why
+    refused_caches: Mapping[str, str] = field(default_factory=dict)
+    twin: Optional[Twin] = None  # the random-weight twin the tests render (model=<twin.name>)
+
+
+@functools.cache
+def families() -> Dict[str, Family]:
+    """Every family, by name: each module of this package that exports `FAMILY`."""
+    found: Dict[str, Family] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        family = importlib.import_module(f"{__name__}.{info.name}").FAMILY
+        if family.name in found:
+            raise FamilyUnavailable(f"model family {family.name!r} is declared twice (render/models/families/{info.name}.py)")
+        found[family.name] = family
+    return found
+
+
+def family(name: str) -> Family:
+    """The family called `name`; FamilyUnavailable naming the valid ones when there is none."""
+    known = families()
+    if name not in known:
+        raise FamilyUnavailable(f"model.family={name}: no such model family; valid: {', '.join(known)}")
+    return known[name]
+
+
+def twins() -> Dict[str, Twin]:
+    """Every family's tiny twin, by its model name (`hypergrid:<name>`)."""
+    return {f.twin.name: f.twin for f in families().values() if f.twin is not None}
+
+
+def check_pipeline(family_name: str, pipeline: str) -> None:
+    """The family must exist, and a pipeline class another family declares is refused: its schedulers would be the
+    wrong ones. A class no family declares (a dotted path to your own, a name diffusers may lack) is left to the
+    pipeline's own check (render.introspect), which imports it."""
+    known = family(family_name)
+    owner = next((f.name for f in families().values() if pipeline in f.pipelines), None)
+    if owner is not None and owner != known.name:
+        raise FamilyUnavailable(f"model.pipeline={pipeline} is a pipeline of the {owner} model family, not {known.name}; "
+                                f"valid: {', '.join(known.pipelines)} (or model.family={owner})")
