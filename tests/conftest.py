@@ -52,6 +52,16 @@ def tiny_cache(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def twin_cache(tiny_cache: Path) -> Path:
+    """Every model family's tiny twin built once per session into the tests' private cache ($HYPERGRID_CACHE)."""
+    from render.models.families import twins
+
+    for twin in twins().values():
+        twin.ensure(tiny_cache)
+    return tiny_cache
+
+
 def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m render ...` in a real subprocess."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env_extra or {})}

@@ -28,14 +28,6 @@ NEW_TWINS = {"tiny-flux2": "flux2", "tiny-qwen-image": "qwen-image", "tiny-z-ima
 CPU_BACKENDS = [name for name, spec in ATTENTION.items() if not spec.needs_cuda]
 
 
-@pytest.fixture(scope="session")
-def twin_cache(tiny_cache: Path) -> Path:
-    """Every family's twin built once per session into the tests' private cache ($HYPERGRID_CACHE)."""
-    for twin in twins().values():
-        twin.ensure(tiny_cache)
-    return tiny_cache
-
-
 def caches(family_name: str) -> list[str]:
     """The cache options preflight lets through for the family's pipeline."""
     return caches_taken(family(family_name).pipelines[0], family_name)
