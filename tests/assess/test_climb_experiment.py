@@ -16,8 +16,11 @@ pytestmark = pytest.mark.usefixtures("restore_hydra")
 
 
 @pytest.fixture(scope="module")
-def demo():
-    with hydra_state_kept():
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    # Module-scoped, so conftest's per-test private state is not in force yet: a state folder of its own, never the
+    # user's (a tiny-demo ledger there, from a climb of the user's, would make this fixture refuse).
+    with hydra_state_kept(), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HYPERGRID_STATE", str(tmp_path_factory.mktemp("demo-state")))
         return load_experiment("tiny-demo")
 
 
