@@ -173,7 +173,8 @@ def check_prompts_fit(cfg: DictConfig) -> None:
 
     fits = cfg.prompts.get("models")
     if fits and cfg.model.name not in fits and cfg.model.id not in [f"{BUILTIN_PREFIX}{name}" for name in fits]:
-        raise ConfigError(f"prompts={cfg.prompts.name} holds captions written for model {' or '.join(fits)}, not "
+        written_for = f"model {fits[0]}" if len(fits) == 1 else f"the models {', '.join(fits)}"
+        raise ConfigError(f"prompts={cfg.prompts.name} holds captions written for {written_for}, not "
                           f"model={cfg.model.name}: render the project suite (prompts=suite-dev) or a suite of your own "
                           "(docs/quality.md); prompts.models=null renders these anyway")
 

@@ -240,8 +240,8 @@ def test_real_models_render_the_project_suite_by_default(model: str) -> None:
 @pytest.mark.parametrize("model", REAL_MODELS)
 def test_no_shape_caption_reaches_a_real_model(model: str) -> None:
     for option in ("smoke", "dev", "holdout"):
-        with pytest.raises(ConfigError, match=f"prompts={option} holds captions written for model shapes or tiny, "
-                                              f"not model={model}: render the project suite"):
+        with pytest.raises(ConfigError, match=f"prompts={option} holds captions written for the models shapes, tiny, "
+                                              f"tiny-flux2, .*, not model={model}: render the project suite"):
             build_job(compose_cfg(f"model={model}", f"prompts={option}", "device=cpu"))
     assert len(build_job(compose_cfg(f"model={model}", "prompts=dev", "prompts.models=null", "device=cpu")).prompts) == 60
 
