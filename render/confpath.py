@@ -52,11 +52,10 @@ def shadowed_message(group: str, name: str, files: tuple[Path, Path]) -> str:
 def compose_option(group: str, option: str) -> Any:
     """One option of a config group as Hydra composes it (its defaults list, a schema, an option it extends), in
     Hydra's search order: the one config reader. Inside a running Hydra app its own search path is used; elsewhere
-    the package's and the user's folders. None when no config folder has the option."""
+    the package's and the user's folders. None when no config folder has the option. The caller has imported
+    render.schema (it registers the schemas an option's defaults name)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
-    import render.schema  # noqa: F401  (registers the schemas an option's defaults name)
 
     if option not in group_options(group):
         return None
