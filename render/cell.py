@@ -22,10 +22,10 @@ from render.limits import SEED_MAX, LimitError, check_image_size
 from render.models.families import FamilyUnavailable, check_pipeline
 from render.prompts import Prompt, load_split
 from render.rundir import check_name
-from render.spec import Cell, ModelSpec
+from render.spec import Cell, DType, ModelSpec
 from render.timing import TimingConf, check_timing
 
-DTYPES = ("float32", "float16", "bfloat16")
+DTYPES = tuple(d.value for d in DType)  # the schema refuses others at composition; a config built by hand too
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ def build_job(cfg: DictConfig) -> Job:
     except FamilyUnavailable as error:
         raise ConfigError(str(error)) from None
     device, device_kind = resolve_device(cfg.device)
-    dtype = cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype)
+    dtype = str(cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype))  # the value, not the Enum member
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype}: valid values are {', '.join(DTYPES)}")
     model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length)

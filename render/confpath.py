@@ -12,6 +12,7 @@ climb under another decision rule than the user wrote, so it is refused, naming 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 PACKAGE_CONF = Path(__file__).parent / "conf"
 USER_CONF = "conf"  # relative to the working directory
@@ -46,3 +47,20 @@ def shadowed_message(group: str, name: str, files: tuple[Path, Path]) -> str:
     return (f"{group}={name}: your {files[1]} has the name of the shipped {files[0]}, which Hydra reads first: yours "
             f"would never be used. Rename yours (e.g. conf/{group}/my-{name}.yaml, with {group}.name: my-{name} "
             "where the file names itself), or remove it to use the shipped one")
+
+
+def compose_option(group: str, option: str) -> Any:
+    """One option of a config group as Hydra composes it (its defaults list, a schema, an option it extends), in
+    Hydra's search order: the one config reader. Inside a running Hydra app its own search path is used; elsewhere
+    the package's and the user's folders. None when no config folder has the option. The caller has imported
+    render.schema (it registers the schemas an option's defaults name)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if option not in group_options(group):
+        return None
+    overrides = [f"+{group}={option}"]
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name=None, overrides=overrides)[group]
+    with initialize_config_dir(config_dir=str(PACKAGE_CONF), version_base="1.3"):
+        return compose(config_name=None, overrides=overrides)[group]

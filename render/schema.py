@@ -20,6 +20,7 @@ from omegaconf import MISSING, OmegaConf
 from render import axes
 from render.laws.rule import SPEED_CONFIDENCE
 from render.metrics import MetricsConf
+from render.spec import DType
 from render.timing import TimingConf
 
 
@@ -40,7 +41,7 @@ class ModelConf:
     revision: Optional[str] = None  # hub revision (commit or tag); pin it for reproducible cells
     pipeline: str = MISSING  # diffusers pipeline class, e.g. FluxPipeline
     family: str = MISSING  # a module of render/models/families/ (flux, flux2, qwen-image, ...): the schedulers it takes
-    dtype: str = "bfloat16"  # weights dtype: float32 | float16 | bfloat16
+    dtype: DType = DType.bfloat16  # weights dtype: a bad value fails at composition, naming the valid ones
     steps: int = MISSING  # default number of inference steps
     guidance: float = MISSING  # default guidance scale
     height: int = MISSING  # default image height in pixels
@@ -119,7 +120,7 @@ class RenderBaseConf:
     height: Optional[int] = None  # None: the model's default
     width: Optional[int] = None  # None: the model's default
     guidance: Optional[float] = None  # None: the model's default
-    dtype: Optional[str] = None  # None: the model's dtype (float32 on CPU)
+    dtype: Optional[DType] = None  # None: the model's dtype (float32 on CPU)
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
     out_root: str = "outputs"  # output root: skip-if-done looks for finished samples anywhere under it
     tag: str = ""  # free label, kept in run.json; not part of the cell key

@@ -11,6 +11,15 @@ from functools import cached_property
 from typing import Any
 
 from render.rundir import cell_key_of
+from render.rundir.states import Name
+
+
+class DType(Name):
+    """A weights dtype (members named as their values: Hydra and OmegaConf read an override by the member's name)."""
+
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
 
 
 @dataclass(frozen=True)

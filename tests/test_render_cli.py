@@ -99,7 +99,8 @@ BAD_INPUTS = [
     (["model.id=/nonexistent/model"], "model.id=/nonexistent/model: no diffusers pipeline folder"),
     (["device=tpu"], "device='tpu': valid values are auto, cpu, cuda"),
     (["device=cuda"], "no CUDA GPU is visible"),
-    (["dtype=float8"], "dtype=float8: valid values are float32, float16, bfloat16"),
+    (["dtype=float8"], "Invalid value 'float8', expected one of [float32, float16, bfloat16]"),  # at composition
+    (["model.dtype=float8"], "Invalid value 'float8', expected one of [float32, float16, bfloat16]"),  # was ignored on CPU
     (["guidance=-1"], "guidance=-1.0: must be >= 0"),
     (["model=sdxl", "cache=fbcache"], "fbcache"),
     (["scheduler=heun"], "scheduler=heun is not available for the flux model family; valid: default, euler"),

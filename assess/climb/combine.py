@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Mapping
 
 from assess.climb.evaluate import Evaluation
-from assess.climb.plan import CellData, Coords, Plan, Proposal, _blocked, plausible
+from assess.climb.plan import CellData, Coords, Plan, Proposal, ProposalKind, _blocked, plausible
 
 THRESHOLD_SUFFIX = "threshold"  # axes such as cache.threshold: re-tuned under a combination
 
@@ -60,14 +60,14 @@ def combination_proposals(plan: Plan, incumbent: Coords, current: Mapping[Coords
             coords = tuple(best[i][0] if i in subset else v for i, v in enumerate(incumbent))
             what = ", ".join(f"{axes[i]}={best[i][0]} (x{best[i][1]:.2f} alone)" for i in subset)
             if untried(coords):
-                out.append(Proposal(coords, first, "combination", f"combination of the best moves {what}: one-factor "
+                out.append(Proposal(coords, first, ProposalKind.COMBINATION, f"combination of the best moves {what}: one-factor "
                                     "moves around the incumbent are exhausted, and levers interact"))
             for t, axis in enumerate(axes):  # re-tune a cache threshold under the combined levers
                 if axis.endswith(THRESHOLD_SUFFIX) and t not in subset:
                     for value in _neighbour_values(plan, axis, coords[t]):
                         tuned = coords[:t] + (value,) + coords[t + 1:]
                         if untried(tuned):
-                            out.append(Proposal(tuned, first, "combination", f"{axis} re-tuned to {value} under the "
+                            out.append(Proposal(tuned, first, ProposalKind.COMBINATION, f"{axis} re-tuned to {value} under the "
                                                 f"combination {what} (a cache's threshold moves with quantization and compile)"))
         if out:  # the smallest combinations first: larger ones once these are measured
             return out

@@ -51,8 +51,8 @@ from typing import Any
 
 from assess.categories import warning
 from assess.climb.evaluate import Evaluation, correct, evaluate
-from assess.climb.plan import (BudgetState, CellData, Coords, Decision, Estimator, Family, Plan, Proposal, _blocked,  # noqa: F401
-                               idle_rules_out, plausible, reached, scored_rungs)
+from assess.climb.plan import (BudgetState, CellData, Coords, Decision, Estimator, Family, IncumbentStatus,  # noqa: F401
+                               Plan, Proposal, ProposalKind, _blocked, idle_rules_out, plausible, reached, scored_rungs)
 from assess.stats import Verdict, pareto_front
 
 def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
@@ -82,7 +82,7 @@ def _speed_key(plan: Plan, coords: Coords, e: Evaluation) -> tuple[Any, ...]:
 
 
 def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation], cells: Mapping[Coords, CellData]
-                     ) -> tuple[Coords, str, str, list[Coords]]:
+                     ) -> tuple[Coords, IncumbentStatus, str, list[Coords]]:
     """(incumbent, status, the rule that chose it, the rivals within noise never timed side by side with it): among
     the cells at parity, else the plausible ones, the fastest beyond noise, or within noise the better quality
     (assess.climb.speed)."""
@@ -91,9 +91,10 @@ def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation], cells: Ma
     at_parity = [c for c, e in current.items() if e.verdict == Verdict.PARITY]
     candidates = at_parity or [c for c, e in current.items() if plausible(plan, e)]
     if not candidates:
-        return plan.start, "start", "", []
+        return plan.start, IncumbentStatus.START, "", []
     best, rule = choose(plan, candidates, current, cells)
-    status = ("confirmed" if current[best].rung == plan.top else "parity") if at_parity else "provisional"
+    status = ((IncumbentStatus.CONFIRMED if current[best].rung == plan.top else IncumbentStatus.PARITY) if at_parity
+              else IncumbentStatus.PROVISIONAL)
     return best, status, rule, untimed_rivals(plan, best, candidates, current, cells)
 
 
@@ -149,7 +150,7 @@ def promotions(plan: Plan, evaluations: Mapping[int, Mapping[Coords, Evaluation]
                 continue
             if ceiling is not None and (e.latency is None or e.latency >= ceiling):
                 continue
-            out.append(Proposal(coords, following, "promotion",
+            out.append(Proposal(coords, following, ProposalKind.PROMOTION,
                                 f"promoted: rank {position} of {len(ranked)} at rung {rung} (top {quota})"))
     return out
 
@@ -183,7 +184,7 @@ def sweep_proposals(plan: Plan, incumbent: Coords, current: Mapping[Coords, Eval
     fastest candidates (plausible cells, at most eta of them in all: a narrow beam out of local optima)."""
     first = plan.rungs[0]
     if reach.get(incumbent, 0) < first and not _blocked(cells.get(incumbent), first):
-        start = [Proposal(incumbent, first, "start", "the incumbent has no samples yet")]
+        start = [Proposal(incumbent, first, ProposalKind.START, "the incumbent has no samples yet")]
     else:
         start = []
     beam = [incumbent] + sorted((c for c, e in current.items() if c != incumbent and plausible(plan, e)),
@@ -192,19 +193,19 @@ def sweep_proposals(plan: Plan, incumbent: Coords, current: Mapping[Coords, Eval
         moves = _moves(plan, centre, cells, reach, pruned)
         if moves:
             where = "the incumbent" if rank == 0 else f"{plan.label(centre)} (the incumbent's moves are all tried)"
-            return start + [Proposal(c, first, "neighbour", f"one-factor move on {axis} around {where}", axis=axis)
+            return start + [Proposal(c, first, ProposalKind.NEIGHBOUR, f"one-factor move on {axis} around {where}", axis=axis)
                             for axis, c in moves]
     return start
 
 
-def _incumbent_promotion(plan: Plan, incumbent: Coords, status: str, reach: Mapping[Coords, int],
+def _incumbent_promotion(plan: Plan, incumbent: Coords, status: IncumbentStatus, reach: Mapping[Coords, int],
                          cells: Mapping[Coords, CellData]) -> list[Proposal]:
-    if status not in ("parity", "provisional"):
+    if status not in (IncumbentStatus.PARITY, IncumbentStatus.PROVISIONAL):
         return []
     higher = [r for r in plan.rungs if r > reach.get(incumbent, 0)]
     if not higher or _blocked(cells.get(incumbent), higher[0]):
         return []
-    return [Proposal(incumbent, higher[0], "incumbent", f"the incumbent ({status}) climbs a rung to confirm parity")]
+    return [Proposal(incumbent, higher[0], ProposalKind.INCUMBENT, f"the incumbent ({status}) climbs a rung to confirm parity")]
 
 
 def challengers(plan: Plan, current: Mapping[Coords, Evaluation], cells: Mapping[Coords, CellData],
@@ -222,7 +223,7 @@ def challengers(plan: Plan, current: Mapping[Coords, Evaluation], cells: Mapping
         if not higher or (cell is not None and cell.is_anchor) or set(plan.families_of(coords)) & pruned \
                 or _blocked(cell, higher[0]):
             continue
-        out.append(Proposal(coords, higher[0], "promotion",
+        out.append(Proposal(coords, higher[0], ProposalKind.PROMOTION,
                             f"challenger: faster than the confirmed incumbent and not out of band at rung {e.rung}"))
     return out
 
@@ -321,7 +322,7 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     front = frontier(plan, current)
     flat = families_flat(plan, current, front, incumbent)
     pruned, newly = prune(plan, flat, history, incumbent)
-    ceiling = current[incumbent].latency if status == "confirmed" else None
+    ceiling = current[incumbent].latency if status == IncumbentStatus.CONFIRMED else None
     pruned_set = set(pruned)
     sweep = sweep_proposals(plan, incumbent, current, cells, reach, pruned_set)
     if not sweep:  # one-factor moves exhausted: try the best moves of several axes together (levers interact)
@@ -332,7 +333,7 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
                         + promotions(plan, evaluations, cells, reach, pruned_set, ceiling)
                         + challengers(plan, current, cells, reach, pruned_set, ceiling)
                         + sweep)
-    proposals = [p for p in proposals if p.kind == "incumbent" or idle_rules_out(plan, p.coords, cells) is None]
+    proposals = [p for p in proposals if p.kind == ProposalKind.INCUMBENT or idle_rules_out(plan, p.coords, cells) is None]
     decision = Decision(len(history) + 1, evaluations, current, reach, incumbent, status, front, flat, pruned, newly,
                         [], [], None, [], speed_rule=speed_rule, untimed=untimed)
     decision.reasons += _reasons(plan, decision) + _idle_reasons(plan, cells)
@@ -344,8 +345,8 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     elif _stalled(front, history):
         decision.stop = "the frontier did not move over the last two generations"
     elif not proposals:
-        decision.stop = ("parity confirmed at the top rung, nothing faster left to try" if status == "confirmed"
-                         else "nothing left to propose, and no cell is at parity" if status == "start"
+        decision.stop = ("parity confirmed at the top rung, nothing faster left to try" if status == IncumbentStatus.CONFIRMED
+                         else "nothing left to propose, and no cell is at parity" if status == IncumbentStatus.START
                          else "nothing left to propose: every neighbour of the incumbent is tried or pruned")
     if decision.stop is None:
         kept, dropped, total = fit_budget(plan, proposals, cells, anchor_rendered, budget, estimate)
@@ -400,14 +401,14 @@ def design_note(plan: Plan, d: Decision) -> str:
     head = f"g{d.generation}: incumbent {plan.label(d.incumbent)} ({d.incumbent_status})"
     if d.stop:
         return f"{head}; stop: {d.stop}"
-    kinds = {k: sum(1 for p in d.proposals if p.kind == k) for k in ("start", "incumbent", "promotion", "neighbour", "combination")}
+    kinds = {k.value: sum(1 for p in d.proposals if p.kind == k) for k in ProposalKind}
     parts = []
     if kinds["start"]:
         parts.append("start")
     if kinds["incumbent"] or kinds["promotion"]:
         parts.append(f"promote {kinds['incumbent'] + kinds['promotion']}")
     if kinds["neighbour"]:
-        axes = sorted({p.axis for p in d.proposals if p.kind == "neighbour" and p.axis})
+        axes = sorted({p.axis for p in d.proposals if p.kind == ProposalKind.NEIGHBOUR and p.axis})
         parts.append(f"sweep {'/'.join(axes)} ({kinds['neighbour']} cells)")
     if kinds["combination"]:
         parts.append(f"combine best moves ({kinds['combination']} cells)")

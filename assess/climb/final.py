@@ -24,6 +24,7 @@ from typing import Any
 from assess.climb.commands import Command, final_command, run_and_score
 from assess.climb.evaluate import evaluate
 from assess.climb.generation import _observe, replay
+from assess.climb.plan import IncumbentStatus
 from assess.climb.observe import experiment_runs, quality_deltas, sample_table, sync_run_experiments, typical_reference
 from assess.climb.records import experiment_dir
 from assess.errors import AssessError
@@ -189,7 +190,7 @@ def _incumbent(exp: Experiment, index: Index, db: Path | None, force: bool, log:
     decision, history = again.decision, again.prior
     budget = decision.budget
     assert budget is not None  # decide() sets it on every decision
-    if decision.incumbent_status == "start":
+    if decision.incumbent_status == IncumbentStatus.START:
         raise FinalRefused(f"experiment {exp.name}: no cell is at parity on {exp.dev.option}; nothing to take to the "
                            f"holdout (climb on: assess climb {exp.name} --apply)")
     cost = budget.final_s

@@ -14,6 +14,28 @@ from assess.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
 from assess.stats import Verdict
 from render.laws.rule import SPEED_CONFIDENCE
+from render.rundir.states import Name
+
+
+
+class ProposalKind(Name):
+    """Why a cell is proposed at a rung."""
+
+    START = "start"  # the incumbent has no samples yet
+    NEIGHBOUR = "neighbour"  # a one-factor move around the incumbent
+    PROMOTION = "promotion"  # a survivor of a rung climbs to the next
+    INCUMBENT = "incumbent"  # the incumbent climbs a rung to confirm parity
+    COMBINATION = "combination"  # the best moves combined (assess/climb/combine.py)
+
+
+class IncumbentStatus(Name):
+    """How far the incumbent stands: at parity on the top rung, at parity below it, plausible only, or the start."""
+
+    CONFIRMED = "confirmed"
+    PARITY = "parity"
+    PROVISIONAL = "provisional"
+    START = "start"
+
 
 Coords = tuple[str, ...]
 Family = tuple[str, str]  # (axis, value)
@@ -142,7 +164,7 @@ class BudgetState:
 class Proposal:
     coords: Coords
     rung: int  # prompts.limit
-    kind: str  # start | neighbour | promotion | incumbent | combination (assess/climb/combine.py)
+    kind: ProposalKind
     reason: str
     est_s: float | None = None
     axis: str | None = None  # a neighbour's moved axis
@@ -159,7 +181,7 @@ class Decision:
     current: dict[Coords, Evaluation]  # cell -> evaluation at its highest scored rung
     reached: dict[Coords, int]  # cell -> highest rung rendered
     incumbent: Coords
-    incumbent_status: str  # confirmed | parity | provisional | start
+    incumbent_status: IncumbentStatus
     frontier: list[Coords]
     flat: list[Family]
     pruned: list[Family]

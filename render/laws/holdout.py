@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from render.errors import RenderError
 from render.laws.ledger import Kind, Ledger, all_ledgers
@@ -35,20 +35,20 @@ def shipped_holdouts() -> list[Path]:
 
 
 def option_prompts(option: str) -> tuple[str, list[Prompt]]:
-    """(file, prompts) of a prompts option, from the file the option points to (not its name), found in
-    Hydra's own search order (render.confpath): the first folder that has the option wins."""
-    from render.confpath import conf_dirs
+    """(file, prompts) of a prompts option, from the file the option points to (not its name), as Hydra composes
+    the option (render.confpath.compose_option: an option that extends another through its defaults list too)."""
+    import render.schema  # noqa: F401  (registers prompts_schema, which every prompts option names)
+    from render.confpath import compose_option, conf_dirs
 
-    for folder in conf_dirs():
-        path = folder / "prompts" / f"{option}.yaml"
-        if path.is_file():
-            node = OmegaConf.load(path)  # the whole split (file, format, hub dataset), never its limit
-            if not isinstance(node, DictConfig):
-                raise HoldoutLocked(f"{path}: a prompts option is a mapping (file, format, dataset), not a list")
-            file = str(node.file)
-            return file, load_prompts(file, None, str(node.get("format") or "auto"), node.get("dataset"),
-                                      node.get("revision"), str(node.get("order") or "stratified"))
-    raise HoldoutLocked(f"prompts option {option!r} not found in {', '.join(str(d / 'prompts') for d in conf_dirs())}")
+    node = compose_option("prompts", option)
+    if node is None:
+        raise HoldoutLocked(f"prompts option {option!r} not found in "
+                            f"{', '.join(str(d / 'prompts') for d in conf_dirs())}")
+    if not isinstance(node, DictConfig) or node.get("file") is None:
+        raise HoldoutLocked(f"prompts={option}: a prompts option names its file (file, format, dataset)")
+    file = str(node.file)  # the whole split, never its limit
+    return file, load_prompts(file, None, str(node.get("format") or "auto"), node.get("dataset"),
+                              node.get("revision"), str(node.get("order") or "stratified"))
 
 
 def content_hash(prompts: Iterable[Prompt]) -> str:
