@@ -10,8 +10,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-from render.rundir import cell_key_of
-from render.rundir.states import Name
+from render.rundir import Name, cell_key_of
 
 
 class DType(Name):

@@ -25,7 +25,7 @@ from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer
 from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, RunExperiment, SampleRecord,
                                    Terminal, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
                                    parse_sample, parse_time, read_samples, read_terminal)
-from render.rundir.states import Category, CellState, category_of_job_state
+from render.rundir.states import Category, CellState, Name, category_of_job_state
 from render.rundir.store import ExistingSample, SampleStore, link_sample, sample_store, verify
 from render.rundir.walk import Registry, find_run_dirs, iter_run_dirs, known_run_dirs, load_runs, register, scan_runs
 
@@ -36,6 +36,7 @@ __all__ = [
     "CONTRACT_VERSION",
     "Category",
     "CellState",
+    "Name",
     "DONE",
     "ExistingSample",
     "FAILED",
