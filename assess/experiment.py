@@ -21,7 +21,8 @@ from typing import Any
 
 from assess.errors import AssessError
 from render.laws import canon
-from render.laws.rule import rule_test
+from render.laws.gpu_budget import Budget
+from render.laws.rule import BadRule, Objective, check_search, rule_test
 from render.rundir import shared_texts
 
 Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's axis order
@@ -30,7 +31,6 @@ Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's ax
 RESERVED_AXES = ("experiment", "prompts", "seed", "out_root", "tag", "render_anchor", "device", "hydra")
 # Override key -> where the cell (run.json "cell") keeps it, when not at the same dotted path.
 CELL_PATHS = {"dtype": "model.dtype", "model": "model.name"}
-OBJECTIVES = ("latency",)
 
 
 class ExperimentError(AssessError):
@@ -71,21 +71,6 @@ class Quality:
 
 
 @dataclass(frozen=True)
-class Budget:
-    gpu_hours: float
-    reserve_gpu_hours: float
-    price_per_gpu_hour: float | None
-
-    @property
-    def limit_s(self) -> float:
-        return self.gpu_hours * 3600.0
-
-    @property
-    def reserve_s(self) -> float:
-        return self.reserve_gpu_hours * 3600.0
-
-
-@dataclass(frozen=True)
 class Experiment:
     name: str
     model: str
@@ -99,7 +84,7 @@ class Experiment:
     rungs: tuple[int, ...]
     eta: int
     quality: Quality
-    objective: str
+    objective: Objective
     budget: Budget
     out_root: Path
     default_steps: int  # the model's default steps (cells without a steps axis)
@@ -337,18 +322,6 @@ def _rungs(exp: Any, dev: Split) -> tuple[int, ...]:
     return rungs
 
 
-def _budget(exp: Any) -> Budget:
-    b = exp.budget
-    budget = Budget(float(b.gpu_hours), float(b.reserve_gpu_hours),
-                    None if b.price_per_gpu_hour is None else float(b.price_per_gpu_hour))
-    if budget.gpu_hours <= 0:
-        raise ExperimentError(f"experiment.budget.gpu_hours={budget.gpu_hours}: must be > 0")
-    if not 0 <= budget.reserve_gpu_hours < budget.gpu_hours:
-        raise ExperimentError(f"experiment.budget.reserve_gpu_hours={budget.reserve_gpu_hours}: must be >= 0 and "
-                              f"below gpu_hours ({budget.gpu_hours})")
-    return budget
-
-
 def _seeds(value: Any) -> tuple[int, ...]:
     from omegaconf import ListConfig
 
@@ -418,10 +391,10 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     if str(exp.name) != name:
         raise ExperimentError(f"experiment={name}: its experiment.name is {exp.name!r}; make them equal "
                               "(runs are recorded under the name)")
-    if str(exp.objective) not in OBJECTIVES:
-        raise ExperimentError(f"experiment.objective={exp.objective}: valid objectives are {', '.join(OBJECTIVES)}")
-    if int(exp.eta) < 2:
-        raise ExperimentError(f"experiment.eta={exp.eta}: the halving factor must be >= 2")
+    try:
+        check_search(OmegaConf.to_container(exp, resolve=True))  # type: ignore[arg-type]
+    except BadRule as error:
+        raise ExperimentError(str(error)) from None
     dev = _split(dev_cfg, str(exp.dev), "dev")
     holdout = _split(holdout_cfg, str(exp.holdout), "holdout")
     if dev.split == holdout.split:
@@ -435,7 +408,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     root = Path(out_root if out_root is not None else cfg.out_root)
     seeds = _seeds(exp.seeds)
     rule, amendments, problem = _rule(exp, dev, holdout, root, name, strict, amend)
-    quality, budget, rungs, eta = _quality(exp, rule_test(rule)), _budget(exp), _rungs(exp, dev), int(exp.eta)
+    quality, budget, rungs, eta = _quality(exp, rule_test(rule)), Budget.of(rule["budget"]), _rungs(exp, dev), int(exp.eta)
     from render.laws import rule_in_force
 
     force = rule_in_force(exp_ledger(name, root))[0] or rule
@@ -443,7 +416,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
         q, b = force["quality"], force["budget"]
         quality = Quality(q["metric"], quality.direction, quality.needs_reference, quality.identity, q["band"], q["alpha"],
                           rule_test(force))
-        budget = Budget(b["gpu_hours"], b["reserve_gpu_hours"], b["price_per_gpu_hour"])
+        budget = Budget.of(b)
         rungs, eta, rule = tuple(force["rungs"]), int(force["eta"]), force
         # the grid and the seeds are part of the frozen decision too: the amended ones hold without their --set
         axes = {axis: tuple(values) for axis, values in force.get("axes", {}).items()} or axes
@@ -461,7 +434,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
         rungs=rungs,
         eta=eta,
         quality=quality,
-        objective=str(exp.objective),
+        objective=Objective(str(exp.objective)),
         budget=budget,
         out_root=root,
         out_root_is_default=out_root is None or Path(out_root) == Path(cfg.out_root),

@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from assess.climb.decide import BudgetState, CellData, Coords, Plan, decide, history_entry, state_fingerprint
+from render.laws.gpu_budget import Budget
 
 # -- (b) the simulated search -----------------------------------------------------------------
 
@@ -137,7 +138,7 @@ def climb(p: Plan, world: World, max_generations: int = 40) -> tuple[Any, float,
     """Run decide generation after generation on the simulated world: (last decision, GPU s spent, generations)."""
     spent = 0.0
     history: list[dict[str, object]] = []
-    budget = BudgetState(0.0, 1e12, 0.0)
+    budget = BudgetState(Budget(gpu_hours=1e12 / 3600), spent_s=0.0)
     decision = None
     for _ in range(max_generations):
         cells = world.table(p)

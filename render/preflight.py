@@ -26,6 +26,8 @@ from render.errors import RenderError
 from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
 from render.laws.evidence import check_evidence
+from render.laws.gpu_budget import BudgetError
+from render.laws.rule import budget_in_force
 from render.laws.budget import (BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve,
                                 spent_gpu_seconds)
 from render.limits import check_numbers
@@ -199,21 +201,13 @@ def preflight_budget(jobs: list[Job]) -> None:
                                      measure=measure_one_sample)
             with ledger.lock():  # admission: concurrent launches, from any out_root, cannot pass together
                 spent = spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) + outstanding_seconds(ledger)
-                check_budget(_experiment_conf(group[0], ledger), spent, estimate)
+                experiment = group[0].config["experiment"]
+                check_budget(name, budget_in_force(ledger, experiment.get("budget")), bool(experiment.get("final")),
+                             spent, estimate)
                 reserve(ledger, estimate.seconds)
-        except BudgetExceeded as error:
+        except (BudgetExceeded, BudgetError) as error:
             raise PreflightError(str(error)) from None
         log.info("experiment %s: estimated %.1f s for this sweep (%d cells measured in preflight)", name, estimate.seconds, estimate.measured_cells)
-
-
-def _experiment_conf(job: Job, ledger: Ledger) -> Any:
-    """The job's experiment node, its budget the rule in force's (an amendment holds without its --set)."""
-    from omegaconf import OmegaConf
-
-    from render.laws.rule import budget_in_force
-
-    experiment = dict(job.config["experiment"])
-    return OmegaConf.create({**experiment, "budget": budget_in_force(ledger, experiment.get("budget"))})
 
 
 def measure_one_sample(job: Job) -> tuple[float, float]:

@@ -18,7 +18,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from render import axes
-from render.laws.rule import SPEED_CONFIDENCE
+from render.laws.gpu_budget import Budget
+from render.laws.rule import SPEED_CONFIDENCE, Objective
 from render.metrics import MetricsConf
 from render.spec import DType
 from render.timing import TimingConf
@@ -65,13 +66,6 @@ class PromptsConf:
 
 
 @dataclass
-class BudgetConf:
-    gpu_hours: float = MISSING  # ceiling for the whole experiment (measured from its samples' latencies and load times)
-    reserve_gpu_hours: float = 0.0  # kept back for the final holdout run: only `assess climb --final` may use it
-    price_per_gpu_hour: Optional[float] = None  # optional: report costs in money too
-
-
-@dataclass
 class ParityConf:
     metric: str = "ssim"  # the quality metric (an assess metric name) compared to the anchor
     band: float = 0.02  # parity: the cell is no worse than the anchor by more than band (or, equivalence, within +-band)
@@ -101,9 +95,9 @@ class ExperimentConf:
     rungs: List[int] = field(default_factory=lambda: [8, 24, 60])  # dev prompt counts of successive halving
     eta: int = 3  # halving factor: the best 1/eta of a rung move to the next
     quality: ParityConf = field(default_factory=ParityConf)
-    objective: str = "latency"  # minimised among cells at parity: latency (median warm s/image)
+    objective: Objective = Objective.latency  # minimised among cells at parity: latency (median warm s/image)
     speed: SpeedConf = field(default_factory=SpeedConf)  # how the objective's speed is compared under noise
-    budget: BudgetConf = field(default_factory=BudgetConf)
+    budget: Budget = field(default_factory=Budget)  # render.laws.gpu_budget: the schema is the validated type
     final: bool = False  # set only by `assess climb --final`: unlocks the holdout split and the reserve
     final_token: Optional[str] = None  # the token the final's claim issued: experiment.final works only with it
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from render.laws import FinalAlreadyClaimed, Ledger, claim_final, final_record
+from render.laws.gpu_budget import Budget
 from render.laws.budget import Estimate, History, check_budget, seconds_per_sample
 from tests.conftest import compose_cfg, run_render
 
@@ -39,10 +40,10 @@ def test_over_budget_sweep_is_refused_before_anything_is_written(tiny_cache: Pat
 def test_the_reserve_is_only_for_the_final() -> None:
     experiment = compose_cfg("experiment=tiny-demo", "experiment.budget.gpu_hours=1.0", "experiment.budget.reserve_gpu_hours=0.5").experiment
     needs_0_7_h = Estimate(seconds=0.7 * 3600, measured_cells=0)
+    budget = Budget.of(experiment.budget)
     with pytest.raises(ValueError, match="reserve 0.5000 h kept for the final"):
-        check_budget(experiment, spent_s=0.0, estimate=needs_0_7_h)
-    experiment.final = True
-    check_budget(experiment, spent_s=0.0, estimate=needs_0_7_h)
+        check_budget("tiny-demo", budget, False, spent_s=0.0, estimate=needs_0_7_h)
+    check_budget("tiny-demo", budget, True, spent_s=0.0, estimate=needs_0_7_h)
 
 
 def test_a_second_final_is_refused_with_the_date_of_the_first(tmp_path: Path) -> None:

@@ -56,9 +56,9 @@ def budget_state(exp: Experiment, observed: Observed | None = None) -> BudgetSta
     given, every run of the experiment the index knows elsewhere (a shared index: a colleague's renders)."""
     from render.laws.budget import History, spent_gpu_seconds
 
-    ledger, b = exp.ledger, exp.budget
+    ledger = exp.ledger
     history = History.scan(ledger.out_roots()).with_runs(observed.run_paths if observed else [])
-    return BudgetState(spent_gpu_seconds(ledger, history), b.limit_s, b.reserve_s, b.price_per_gpu_hour)
+    return BudgetState(exp.budget, spent_gpu_seconds(ledger, history))
 
 
 def estimator(exp: Experiment, observed: Observed) -> Estimator | None:

@@ -13,6 +13,7 @@ from typing import Any
 from assess.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
 from assess.stats import Verdict
+from render.laws.gpu_budget import Budget
 from render.laws.rule import SPEED_CONFIDENCE
 from render.rundir.states import Name
 
@@ -143,11 +144,23 @@ class CellData:
 
 @dataclass(frozen=True)
 class BudgetState:
+    """The experiment's budget (render.laws.gpu_budget) with what is spent and what the final is estimated to cost."""
+
+    budget: Budget
     spent_s: float
-    limit_s: float
-    reserve_s: float
-    price_per_gpu_hour: float | None = None
     final_s: float | None = None  # the final's estimated cost for the current incumbent (set by decide)
+
+    @property
+    def limit_s(self) -> float:
+        return self.budget.limit_s
+
+    @property
+    def reserve_s(self) -> float:
+        return self.budget.reserve_s
+
+    @property
+    def price_per_gpu_hour(self) -> float | None:
+        return self.budget.price_per_gpu_hour
 
     @property
     def kept_s(self) -> float:

@@ -102,17 +102,21 @@ def _budget_families(experiments: dict[str, tuple[Path, dict[str, Any]]], family
                      ) -> Iterator[Any]:
     from render.laws import Ledger
     from render.laws.budget import spent_gpu_seconds
+    from render.laws.gpu_budget import Budget, BudgetError
 
     spent = family("experiment_gpu_seconds_spent", "GPU-seconds the experiment's samples cost (render.laws.budget)",
                    ["experiment"])
     limit = family("experiment_gpu_seconds_budget", "the experiment's budget (experiment.budget.gpu_hours)",
                    ["experiment"])
     reserve = family("experiment_gpu_seconds_reserve", "kept back for the final (reserve_gpu_hours)", ["experiment"])
-    for name, (out_root, budget) in sorted(experiments.items()):
+    for name, (out_root, values) in sorted(experiments.items()):
         spent.add_metric([name], spent_gpu_seconds(Ledger(name, out_root)))  # every out_root its ledger knows
-        if budget.get("gpu_hours") is not None:
-            limit.add_metric([name], float(budget["gpu_hours"]) * 3600)
-        reserve.add_metric([name], float(budget.get("reserve_gpu_hours") or 0.0) * 3600)
+        try:
+            budget = Budget.of(values)
+        except BudgetError:  # a run launched without (or with a broken) budget block: its spend is still served
+            continue
+        limit.add_metric([name], budget.limit_s)
+        reserve.add_metric([name], budget.reserve_s)
     yield from (spent, limit, reserve)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from render.errors import RenderError
+from render.laws.gpu_budget import Budget
 from render.laws.ledger import Kind, Ledger
 from render.laws.spend import (RESERVATION_ENV, Purpose, hold, live_holders, logged_samples, logged_seconds,
                                record_spend, spend_lines)
@@ -222,11 +223,6 @@ def _join(ledger: Ledger, rid: str) -> None:
 _JOINED: set[tuple[str, str]] = set()
 
 
-def navigable_s(gpu_hours: float, reserve_gpu_hours: float, final: bool) -> float:
-    """The device seconds a launch may reach: the budget less the reserve, which only the final may spend."""
-    return (gpu_hours - (0.0 if final else reserve_gpu_hours)) * 3600
-
-
 def guard_for(job: Any) -> BudgetGuard | None:
     """The budget guard of an experiment's job: this process's reservation, or the one its launch passed down."""
     experiment = (job.config or {}).get("experiment")
@@ -244,8 +240,7 @@ def guard_for(job: Any) -> BudgetGuard | None:
     from render.laws.rule import budget_in_force
 
     budget = budget_in_force(ledger, experiment["budget"])
-    final = bool(experiment.get("final"))
-    return BudgetGuard(ledger, rid, navigable_s(budget["gpu_hours"], budget.get("reserve_gpu_hours") or 0.0, final))
+    return BudgetGuard(ledger, rid, budget.navigable_s(bool(experiment.get("final"))))
 
 
 # -- estimates ------------------------------------------------------------------------------
@@ -316,15 +311,14 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
     return Estimate(total + sum(loads.values()), measured)
 
 
-def check_budget(experiment: Any, spent_s: float, estimate: Estimate) -> None:
+def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimate: Estimate) -> None:
     """Refuse a sweep whose estimate does not fit: the reserve is only for the final."""
-    budget = experiment.budget
-    left_s = navigable_s(budget.gpu_hours, budget.reserve_gpu_hours, experiment.final) - spent_s
+    left_s = budget.navigable_s(final) - spent_s
     if estimate.seconds > left_s:
-        price = f" (${estimate.seconds / 3600 * budget.price_per_gpu_hour:.2f})" if budget.price_per_gpu_hour else ""
-        reserve = "" if experiment.final else f", reserve {budget.reserve_gpu_hours:.4f} h kept for the final"
+        price = budget.cost(estimate.seconds)
+        reserve = "" if final else f", reserve {budget.reserve_gpu_hours:.4f} h kept for the final"
         raise BudgetExceeded(
-            f"experiment {experiment.name}: this sweep needs an estimated {estimate.seconds / 3600:.4f} GPU-hours{price}, "
+            f"experiment {name}: this sweep needs an estimated {estimate.seconds / 3600:.4f} GPU-hours{price}, "
             f"but only {max(left_s, 0) / 3600:.4f} are left (spent and held by running launches {spent_s / 3600:.4f} of "
             f"{budget.gpu_hours:.4f}{reserve}); nothing was launched. Shrink the sweep (fewer cells, a lower "
             "prompts.limit) or raise experiment.budget.gpu_hours by an amendment (assess climb <name> --amend)")

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from render.errors import RenderError
+from render.laws.gpu_budget import Budget, BudgetError
 from render.laws.ledger import Kind, Ledger
+from render.rundir.states import Name
 
 
 class RuleChanged(RenderError, ValueError):
@@ -49,6 +51,25 @@ def quality_test(quality: dict[str, Any], in_force: dict[str, Any] | None) -> st
         raise BadRule(f"experiment.quality.test={value}: valid tests are {', '.join(TESTS)} (noninferiority: parity when "
                       "the cell is no worse than the anchor by more than the band; equivalence: within +-band, TOST)")
     return str(value)
+
+
+class Objective(Name):
+    """What the climb minimises among cells at parity (experiment.objective; members named as their values)."""
+
+    latency = "latency"  # the median warm latency per image
+
+
+def check_search(exp: dict[str, Any]) -> None:
+    """The search's own ranges, refused alike by the renderer (at launch) and assess (at load)."""
+    try:
+        eta = int(exp.get("eta"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise BadRule(f"experiment.eta={exp.get('eta')!r}: the halving factor must be an integer >= 2") from None
+    if eta < 2:
+        raise BadRule(f"experiment.eta={eta}: the halving factor must be >= 2")
+    objective = exp.get("objective")
+    if str(objective) not in {o.value for o in Objective}:
+        raise BadRule(f"experiment.objective={objective}: valid objectives are {', '.join(o.value for o in Objective)}")
 
 
 SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/schema.py SpeedConf); also the rule's absence
@@ -96,8 +117,12 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str, in_force: d
     """The decision rule of a composed experiment node (its splits given by their content hashes); `in_force`, the
     ledger's rule in force, supplies what the node leaves unset (quality.test)."""
     exp = _plain(experiment)
+    check_search(exp)
     quality = dict(exp.get("quality") or {})
-    budget = dict(exp.get("budget") or {})
+    try:
+        budget = Budget.of(exp.get("budget"))
+    except BudgetError as error:
+        raise BadRule(str(error)) from None
     # the per-category rule enters only when it changes a verdict: a rule frozen before these keys existed (or
     # with them at their defaults) stays the same rule
     per_category = {"per_category": True, "category_min_prompts": int(quality.get("category_min_prompts") or 8)} \
@@ -121,10 +146,7 @@ def rule_of(experiment: Any, dev_content: str, holdout_content: str, in_force: d
         "seeds": [int(s) for s in (exp.get("seeds") if isinstance(exp.get("seeds"), list) else [exp.get("seeds")])],
         "splits": {"dev": {"option": str(exp.get("dev")), "content": dev_content},
                    "holdout": {"option": str(exp.get("holdout")), "content": holdout_content}},
-        "budget": {"gpu_hours": float(budget["gpu_hours"]),
-                   "reserve_gpu_hours": float(budget.get("reserve_gpu_hours") or 0.0),
-                   "price_per_gpu_hour": None if budget.get("price_per_gpu_hour") is None
-                   else float(budget["price_per_gpu_hour"])},
+        "budget": budget.record(),
     }
 
 
@@ -195,12 +217,11 @@ def check_rule(ledger: Ledger, rule: dict[str, Any]) -> None:
         f"assess climb {ledger.name} --amend \"<why>\" (with the same --set overrides)")
 
 
-def budget_in_force(ledger: Ledger, composed: Any) -> dict[str, Any]:
+def budget_in_force(ledger: Ledger, composed: Any) -> Budget:
     """The experiment's budget under the rule in force (an amended gpu_hours holds without its --set); the composed
     budget when nothing is frozen yet."""
     current, _ = rule_in_force(ledger)
-    plain = dict(_plain(composed) or {})
-    return {**plain, **current["budget"]} if current is not None else plain
+    return Budget.of(current["budget"] if current is not None else composed)
 
 
 def freeze_rule(ledger: Ledger, rule: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from render.laws.gpu_budget import Budget
 from assess.categories import MIN_PROMPTS, category_answers, warning
 from assess.climb.decide import BudgetState, CellData, Plan, decide
 from assess.climb.evaluate import correct, evaluate
@@ -56,7 +57,7 @@ def test_the_climb_warns_and_with_per_category_picks_another_incumbent() -> None
     fast_but_bad_text = CellData(("4",), "k4", frozenset(IDS), degraded("text", 0.12), {p: [1.0] for p in IDS})
     slow_and_fine = CellData(("8",), "k8", frozenset(IDS), degraded("text", 0.0), {p: [2.0] for p in IDS})
     cells = {c.coords: c for c in (fast_but_bad_text, slow_and_fine)}
-    budget = BudgetState(spent_s=0.0, limit_s=10_000.0, reserve_s=1_000.0)
+    budget = BudgetState(Budget(gpu_hours=10_000.0 / 3600, reserve_gpu_hours=1_000.0 / 3600), spent_s=0.0)
     loose = decide(plan, cells, [], budget)
     assert loose.incumbent == ("4",)
     [note] = [r for r in loose.reasons if r.startswith("warning:")]

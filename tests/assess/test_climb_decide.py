@@ -8,6 +8,7 @@ import statistics
 import pytest
 from scipy import stats
 
+from render.laws.gpu_budget import Budget
 from assess.climb.decide import (
     BudgetState,
     CellData,
@@ -23,7 +24,7 @@ IDS = tuple(f"dev-{i:03d}" for i in range(16))
 PLAN = Plan(axes={"steps": ("2", "4", "8", "16"), "cache": ("none", "fbcache", "taylorseer")}, start=("8", "none"),
             rungs=(4, 8, 16), eta=2, band=0.05, alpha=0.05, higher_is_better=True, dev_ids=IDS, n_seeds=1,
             default_steps=8, anchor_steps=16)
-ROOMY = BudgetState(spent_s=0.0, limit_s=10_000.0, reserve_s=1_000.0)
+ROOMY = BudgetState(Budget(gpu_hours=10_000.0 / 3600, reserve_gpu_hours=1_000.0 / 3600), spent_s=0.0)
 
 
 def table(coords: tuple[str, ...], rung: int, delta: float, latency: float, spread: float = 0.002,
@@ -265,18 +266,18 @@ def test_the_incumbent_unprunes_its_own_family() -> None:
 
 
 def test_stop_when_the_budget_is_down_to_the_reserve() -> None:
-    at_reserve = BudgetState(spent_s=9_000.0, limit_s=10_000.0, reserve_s=1_000.0)
+    at_reserve = BudgetState(Budget(gpu_hours=10_000.0 / 3600, reserve_gpu_hours=1_000.0 / 3600), spent_s=9_000.0)
     d = decide(PLAN, generation_one(), [], at_reserve)
     assert d.stop and d.stop.startswith("budget:") and "reserve" in d.stop and not d.proposals
 
 
 def test_proposals_that_do_not_fit_are_dropped_in_priority_order() -> None:
-    tight = BudgetState(spent_s=0.0, limit_s=20.0, reserve_s=5.0)  # 15 s left
+    tight = BudgetState(Budget(gpu_hours=20.0 / 3600, reserve_gpu_hours=5.0 / 3600), spent_s=0.0)  # 15 s left
     half_a_second = lambda cell, steps, n: 0.5 * n  # noqa: E731
     d = decide(PLAN, generation_one(), [], tight, estimate=half_a_second, anchor_rendered=frozenset(IDS[:8]))
     # each promotion to rung 8 renders 4 new prompts (2 s); each new cell at rung 4 renders 4 (2 s)
     assert (d.est_s, len(d.proposals), d.dropped) == (10.0, 5, [])  # 2 promotions, 3 new neighbours of 4 steps
-    tighter = BudgetState(spent_s=0.0, limit_s=10.0, reserve_s=5.0)
+    tighter = BudgetState(Budget(gpu_hours=10.0 / 3600, reserve_gpu_hours=5.0 / 3600), spent_s=0.0)
     d = decide(PLAN, generation_one(), [], tighter, estimate=half_a_second, anchor_rendered=frozenset(IDS))
     assert [p.kind for p in d.proposals] == ["incumbent", "promotion"]
     assert all("does not fit" in why for _, why in d.dropped)

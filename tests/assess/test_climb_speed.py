@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from render.laws.gpu_budget import Budget
 from assess.climb.decide import BudgetState, CellData, Decision, Plan, decide, history_entry
 
 IDS = tuple(f"dev-{i:03d}" for i in range(16))
 PLAN = Plan(axes={"steps": ("2", "4", "8", "16"), "cache": ("none", "fbcache", "taylorseer")}, start=("8", "none"),
             rungs=(4, 8, 16), eta=2, band=0.05, alpha=0.05, higher_is_better=True, dev_ids=IDS, n_seeds=1,
             default_steps=8, anchor_steps=16)
-ROOMY = BudgetState(spent_s=0.0, limit_s=10_000.0, reserve_s=1_000.0)
+ROOMY = BudgetState(Budget(gpu_hours=10_000.0 / 3600, reserve_gpu_hours=1_000.0 / 3600), spent_s=0.0)
 FAST_WORSE, SLOW_BETTER = ("4", "none"), ("4", "fbcache")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from render.laws.gpu_budget import Budget
 from assess.climb.decide import BudgetState, CellData, Plan, decide
 from assess.experiment import ExperimentError, load_experiment
 from assess.stats import Verdict, noninferiority, parity_test, parity_verdict
@@ -17,7 +18,7 @@ from render.laws import Ledger, freeze_rule
 from tests.assess.climb_fixtures import hydra_state_kept, restore_hydra  # noqa: F401  (the fixture)
 
 IDS = tuple(f"dev-{i:03d}" for i in range(12))
-ROOMY = BudgetState(spent_s=0.0, limit_s=10_000.0, reserve_s=1_000.0)
+ROOMY = BudgetState(Budget(gpu_hours=10_000.0 / 3600, reserve_gpu_hours=1_000.0 / 3600), spent_s=0.0)
 
 
 def values(mean: float, spread: float, n: int = 12) -> list[float]:

@@ -396,7 +396,7 @@ def test_after_an_amendment_the_config_as_shipped_runs_under_the_amended_rule(tm
     freeze_rule(ledger, experiment_rule(experiment()))
     amend_rule(ledger, experiment_rule(experiment("experiment.budget.gpu_hours=9")), "more budget")
     check_rule(ledger, experiment_rule(experiment()))  # no --set needed again
-    assert budget_in_force(ledger, experiment().budget)["gpu_hours"] == 9.0
+    assert budget_in_force(ledger, experiment().budget).gpu_hours == 9.0
     with pytest.raises(RuleChanged):  # a change never recorded is still refused
         check_rule(ledger, experiment_rule(experiment("experiment.quality.band=0.01")))
 
