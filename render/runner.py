@@ -87,36 +87,39 @@ def classify(error: BaseException) -> Category:
 
 
 def run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
-    """The record, credentials in URLs redacted (render.rundir.redact); the cells, which the keys hash, as they are."""
-    record = redact_data(_run_json(job, overrides, launcher, estimate))
+    """run.json's object: the record, credentials in URLs redacted (render.rundir.redact); the cells, which the keys
+    hash, as they are."""
+    record = redact_data(run_record(job, overrides, launcher, estimate).as_dict())
     record["cell"], record["anchor"]["cell"] = job.cell.canonical(), job.anchor.canonical()
     return record
 
 
-def _run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": rundir.CONTRACT_VERSION,
-        "cell_key": job.cell.key,
-        "cell": job.cell.canonical(),
-        "describe": job.cell.describe(),
-        "anchor": {"cell_key": job.anchor.key, "cell": job.anchor.canonical(), "overrides": job.anchor_overrides,
-                   "dir": str(anchor_dir(job).relative_to(job.out_root))},
-        "is_anchor": job.is_anchor,
-        "prompts": {"name": job.prompts_name, "split": job.split, "file": job.prompts_file, "ids": [p.id for p in job.prompts],
-                    "sha": {p.id: rundir.text_hash(p.text) for p in job.prompts}},
-        "seeds": job.seeds,
-        "overrides": overrides,
-        "out_root": str(job.out_root),
-        "tag": job.tag,
-        "config": job.config,
-        "versions": provenance.versions(),
-        "device": provenance.device_info(job.device),
-        "git": provenance.git_state(),
-        **rundir.host_identity(),
-        "job": provenance.job_info(launcher),
-        "estimate": estimate,
-        "started_at": rundir.now_iso(),
-    }
+def run_record(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> rundir.RunRecord:
+    host = rundir.host_identity()
+    return rundir.RunRecord(
+        schema=rundir.CONTRACT_VERSION,
+        cell_key=job.cell.key,
+        cell=job.cell.canonical(),
+        describe=job.cell.describe(),
+        anchor=rundir.AnchorRef(job.anchor.key, job.anchor.canonical(), tuple(job.anchor_overrides),
+                                str(anchor_dir(job).relative_to(job.out_root))),
+        is_anchor=job.is_anchor,
+        prompts=rundir.PromptsRef(job.prompts_name, tuple(p.id for p in job.prompts), job.split, job.prompts_file,
+                                  {p.id: rundir.text_hash(p.text) for p in job.prompts}),
+        seeds=tuple(job.seeds),
+        overrides=tuple(overrides),
+        out_root=str(job.out_root),
+        tag=job.tag,
+        config=job.config,
+        versions=provenance.versions(),
+        device=provenance.device_info(job.device),
+        git=provenance.git_state(),
+        host=host["host"],
+        pid=host["pid"],
+        job=provenance.job_info(launcher),
+        estimate=estimate,
+        started_at=rundir.now_iso(),
+    )
 
 
 def peak_memory(device: str) -> tuple[int, str]:
@@ -190,7 +193,7 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, call
 class CellWriter:
     """Fills one run directory: each wanted sample exactly once, linked when it exists, rendered when not."""
 
-    def __init__(self, job: Job, run_dir: Path, run: dict[str, Any], store: rundir.SampleStore,
+    def __init__(self, job: Job, run_dir: Path, run: rundir.RunRecord, store: rundir.SampleStore,
                  pipelines: PipelineCache, result: CellResult) -> None:
         self.job, self.run_dir, self.run, self.store, self.pipelines, self.result = job, run_dir, run, store, pipelines, result
         self.loaded: LoadedPipeline | None = None
@@ -372,7 +375,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
         redact_files(*(run_dir / ".hydra").glob("*.yaml"), run_dir.parent / rundir.MULTIRUN_YAML)  # Hydra's records
         rundir.register(job.out_root, run_dir, job.cell.key)
-        writer = CellWriter(job, run_dir, run, store, pipelines, result)
+        writer = CellWriter(job, run_dir, rundir.RunRecord.parse(run, str(run_dir / rundir.RUN_JSON)), store, pipelines,
+                            result)
         writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
                          for (prompt_id, _, _), found in reuse.items()))  # one write and fsync for them all
         result.n_reused += len(reuse)
