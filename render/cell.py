@@ -21,7 +21,7 @@ from render.errors import ConfigError
 from render.limits import SEED_MAX, LimitError, check_image_size
 from render.models.families import FamilyUnavailable, check_pipeline
 from render.prompts import Prompt, load_split
-from render.rundir import check_name
+from render.rundir import RunExperiment, check_name, experiment_in
 from render.spec import Cell, DType, ModelSpec
 from render.timing import TimingConf, check_timing
 
@@ -51,6 +51,11 @@ class Job:
     @property
     def is_anchor(self) -> bool:
         return self.cell.key == self.anchor.key
+
+    @property
+    def experiment(self) -> RunExperiment | None:
+        """The experiment the job renders for (name, final, budget as composed); None outside any experiment."""
+        return experiment_in(self.config)
 
     @property
     def sample_ids(self) -> list[tuple[str, int]]:

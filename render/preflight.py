@@ -179,9 +179,8 @@ def preflight_budget(jobs: list[Job]) -> None:
 
     by_experiment: dict[str, list[Job]] = {}
     for job in jobs:
-        experiment = job.config.get("experiment")
-        if experiment:
-            by_experiment.setdefault(experiment["name"], []).append(job)
+        if job.experiment is not None:
+            by_experiment.setdefault(job.experiment.name, []).append(job)
     for name, group in by_experiment.items():
         out_root = group[0].out_root
         ledger = Ledger(name, out_root)
@@ -201,9 +200,9 @@ def preflight_budget(jobs: list[Job]) -> None:
                                      measure=measure_one_sample)
             with ledger.lock():  # admission: concurrent launches, from any out_root, cannot pass together
                 spent = spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) + outstanding_seconds(ledger)
-                experiment = group[0].config["experiment"]
-                check_budget(name, budget_in_force(ledger, experiment.get("budget")), bool(experiment.get("final")),
-                             spent, estimate)
+                experiment = group[0].experiment
+                assert experiment is not None  # grouped by it
+                check_budget(name, budget_in_force(ledger, experiment.budget), experiment.final, spent, estimate)
                 reserve(ledger, estimate.seconds)
         except (BudgetExceeded, BudgetError) as error:
             raise PreflightError(str(error)) from None

@@ -18,7 +18,7 @@ import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from render.errors import RenderError
 from render.laws.gpu_budget import Budget
@@ -28,6 +28,9 @@ from render.laws.spend import (RESERVATION_ENV, Purpose, hold, live_holders, log
 from render.rundir import RunDir, RunRecord, SampleRecord, host_identity, now_iso, scan_runs, slurm_state, writer_state
 
 FIRST_LAUNCH_MARGIN = 1.5  # a cell measured in preflight (no history) is estimated at 1.5x its one sample, plus a load
+
+if TYPE_CHECKING:  # named for the type checker only: the laws never import the cell module at run time
+    from render.cell import Job
 
 
 class BudgetExceeded(RenderError, ValueError):
@@ -223,12 +226,12 @@ def _join(ledger: Ledger, rid: str) -> None:
 _JOINED: set[tuple[str, str]] = set()
 
 
-def guard_for(job: Any) -> BudgetGuard | None:
+def guard_for(job: Job) -> BudgetGuard | None:
     """The budget guard of an experiment's job: this process's reservation, or the one its launch passed down."""
-    experiment = (job.config or {}).get("experiment")
-    if not experiment:
+    experiment = job.experiment
+    if experiment is None:
         return None
-    name = experiment["name"]
+    name = experiment.name
     if name in _MINE:
         ledger, rid = _MINE[name]
     else:
@@ -239,8 +242,8 @@ def guard_for(job: Any) -> BudgetGuard | None:
         _join(ledger, rid)
     from render.laws.rule import budget_in_force
 
-    budget = budget_in_force(ledger, experiment["budget"])
-    return BudgetGuard(ledger, rid, budget.navigable_s(bool(experiment.get("final"))))
+    budget = budget_in_force(ledger, experiment.budget)
+    return BudgetGuard(ledger, rid, budget.navigable_s(experiment.final))
 
 
 # -- estimates ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from render.rundir.keys import check_name, image_name, inside
 from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
 from render.rundir.run_record import AnchorRef, PromptsRef, RunRecord
 from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, RunExperiment, SampleRecord,
-                                   Terminal, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
+                                   Terminal, experiment_in, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
                                    parse_sample, parse_time, read_run_record, read_samples, read_terminal)
 from render.rundir.states import Category, CellState, Name, category_of_job_state
 from render.rundir.store import ExistingSample, SampleStore, link_sample, sample_store, verify
@@ -38,6 +38,7 @@ __all__ = [
     "PromptsRef",
     "RunRecord",
     "read_run_record",
+    "experiment_in",
     "CONTRACT_VERSION",
     "Category",
     "CellState",

@@ -119,7 +119,12 @@ class RunExperiment:
 
 def experiment_of(run: RunRecord) -> RunExperiment | None:
     """The one reading of "which experiment does this run belong to": None for a run outside any experiment."""
-    experiment = run.config.get("experiment") or {}
+    return experiment_in(run.config)
+
+
+def experiment_in(config: dict[str, Any]) -> RunExperiment | None:
+    """The experiment a resolved task config (a job's, a run's) renders for; None outside any experiment."""
+    experiment = (config or {}).get("experiment") or {}
     if not isinstance(experiment, dict) or not experiment.get("name"):
         return None
     return RunExperiment(str(experiment["name"]), bool(experiment.get("final")), dict(experiment.get("budget") or {}))
