@@ -194,6 +194,7 @@ def test_docs_models_table_says_what_each_family_takes(family_name: str) -> None
     assert _doc_row(family_name) in text
 
 
+@pytest.mark.slow  # a subprocess render (~15 s); the in-process render of every cache on its twin is in the default suite
 def test_seacache_skips_work_on_the_wan_twin_through_the_cli(twin_cache: Path, tmp_path: Path) -> None:
     """SeaCache (diffusers' SeaCacheConfig) through `python -m render`: its engagement is in each sample's record."""
     result = run_render("model=tiny-wan", "cache=seacache", "prompts.limit=1", "render_anchor=false", cwd=tmp_path)
