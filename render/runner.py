@@ -11,6 +11,7 @@ cell's life (plan, run.json, terminal record) are one transaction on one folder.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import resource
@@ -23,10 +24,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
-from render import axes, provenance, rundir
+from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
+from render.axes.parallel import width_of
 from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
@@ -139,6 +141,7 @@ def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, see
     if cuda:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
+    ranks.lead(prompt, seed)  # a parallel cell's other ranks make the same call
     with torch.inference_mode():
         output = loaded.pipe(**call_kwargs(cell, prompt, seed))
     pixels = output.frames[0] if clips else output.images[0]
@@ -212,6 +215,7 @@ class CellWriter:
             def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
                 prompt_id, text, seed = job.samples[0]
                 with spending(job, Purpose.CALIBRATE):
+                    ranks.lead(text, seed)
                     loaded.pipe(**call_kwargs(job.cell, text, seed))
 
             spend_load(job, loaded)
@@ -383,8 +387,10 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
             if job.timing.reference:
                 writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
             bar = (progress_factory or progress)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img")
+            width = width_of(job.cell.axes["parallel"])
             try:
-                writer.fill(pending, bar)
+                with ranks.team(job, width, pipelines) if width > 1 else contextlib.nullcontext():
+                    writer.fill(pending, bar)
             finally:
                 bar.close()
             if job.timing.reference and result.n_rendered:
