@@ -21,7 +21,7 @@ from render import axes
 from render.axes import load_options
 from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
                                 check_writable_folder)
-from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config
+from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config, single_device_job
 from render.errors import RenderError
 from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
@@ -223,6 +223,8 @@ def measure_one_sample(job: Job) -> tuple[float, float]:
     from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
+    if job.gpus > 1:  # its ranks start with the render: its width-1 self is measured (estimate_jobs scales by width,
+        job = single_device_job(job)  # so the estimate assumes no speed-up: never under the cost)
     loaded = PIPELINES.get(job.cell.model, job.device, load_options(job.cell))
     spend_load(job, loaded)
     prompt = job.prompts[0].text

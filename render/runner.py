@@ -28,7 +28,6 @@ from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
-from render.axes.parallel import width_of
 from render.cell import Job, anchor_dir, anchor_job
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
@@ -267,6 +266,7 @@ class CellWriter:
             prompt_sha=rundir.sample_text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
             recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes,
             compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
+            gpus=self.job.gpus if self.job.gpus > 1 else None,
             latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
             **(engaged.as_dict() if engaged else {}), **labels))
         self.last_s = latency
@@ -387,9 +387,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
             if job.timing.reference:
                 writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
             bar = (progress_factory or progress)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img")
-            width = width_of(job.cell.axes["parallel"])
             try:
-                with ranks.team(job, width, pipelines) if width > 1 else contextlib.nullcontext():
+                with ranks.team(job, job.gpus, pipelines) if job.gpus > 1 else contextlib.nullcontext():
                     writer.fill(pending, bar)
             finally:
                 bar.close()

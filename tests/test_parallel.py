@@ -121,3 +121,23 @@ def test_a_killed_rank_ends_the_cell_with_failed_json_naming_it_and_a_rerun_rend
     resumed = run_render(*args, cwd=tmp_path)  # a new run of the cell renders only what is missing
     assert resumed.returncode == 0, resumed.stderr
     assert f"{8 - done} rendered, {done} reused" in resumed.stdout + resumed.stderr
+
+
+def test_a_parallel_cell_costs_its_width_in_gpu_seconds(tiny_cache: Path) -> None:
+    from render.cell import single_device_job
+    from render.laws.budget import FIRST_LAUNCH_MARGIN, History, estimate_jobs
+    from render.preflight import measure_one_sample
+    from render.rundir.records import SampleRecord
+
+    wide = build_job(compose_cfg("model=tiny", "device=cpu", "parallel=ulysses"))
+    one = single_device_job(wide)
+    assert (wide.gpus, one.gpus, one.cell.key) == (2, 1, build_job(compose_cfg("model=tiny", "device=cpu")).cell.key)
+    for job in (wide, one):  # a sample measured at 1 s on one device costs width x 1 s (no speed-up assumed)
+        estimate = estimate_jobs([job], {job.cell.key: 3}, History([]), measure=lambda job: (1.0, 0.0))
+        assert estimate.seconds == pytest.approx(3 * FIRST_LAUNCH_MARGIN * job.gpus)
+    seconds, _ = measure_one_sample(wide)  # preflight measures the width-1 self: no ranks before the render
+    assert seconds > 0
+    record = SampleRecord(cell_key="k", prompt_id="p", seed=0, prompt="t", image="i.png", width=32, height=32,
+                          latency_s=0.5, warmup=False, steps=8, s_per_step=None, peak_mem_bytes=None, mem_kind=None,
+                          load_s=None, reused_from=None, finished_at=None, latency_calls=(0.5, 0.7), gpus=2)
+    assert record.device_s == pytest.approx(2.4)

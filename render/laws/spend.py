@@ -106,7 +106,8 @@ def spending(job: Any, purpose: str, *, sample: tuple[str, str, int] | None = No
         if target is not None:
             ledger, rid = target
             cell = getattr(getattr(job, "cell", None), "key", None)
-            record_spend(ledger, time.perf_counter() - start, Purpose.FAILED if failed else purpose, rid=rid,
+            gpus = getattr(job, "gpus", 1)  # a parallel cell holds its width of devices for the time
+            record_spend(ledger, (time.perf_counter() - start) * gpus, Purpose.FAILED if failed else purpose, rid=rid,
                          sample=None if failed else sample, cell_key=cell)
 
 
@@ -116,7 +117,7 @@ def spend_load(job: Any, loaded: Any) -> None:
     if target is None or loaded.load_spent or not loaded.load_s:
         return
     loaded.load_spent = True
-    record_spend(target[0], loaded.load_s, Purpose.LOAD, rid=target[1], cell_key=job.cell.key)
+    record_spend(target[0], loaded.load_s * getattr(job, "gpus", 1), Purpose.LOAD, rid=target[1], cell_key=job.cell.key)
 
 
 # -- the processes of a launch ---------------------------------------------------------------
