@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from render import axes
-from render.axes.parallel import width_of
+from render.axes.parallel import width_of  # re-exported: the launchers place a cell's width
 from render.errors import ConfigError
 from render.limits import SEED_MAX, LimitError, check_image_size
 from render.models.families import FamilyUnavailable, check_pipeline
