@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from render import axes
 from render.axes import load_options
+from render.axes.parallel import check_divides
 from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
                                 check_writable_folder)
 from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config, single_device_job
@@ -87,6 +88,10 @@ def check_job(job: Job) -> None:
     for cell in rendering:
         axes.check_cell(cell, job.device)
     check_model(job.cell.model, resolve_pipeline=bool(rendering))
+    if job.cell in rendering:
+        from render.pipeline import model_source
+
+        check_divides(job.cell, Path(model_source(job.cell.model)))  # the model's own heads and sequence
 
 
 def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (), *, single: bool = False) -> Job:

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from render import axes
 from render.axes import AxisError
 from render.axes.base import Where
 from render.axes.parallel import check_parallel, ParallelConf, width_of
 from render.cell import build_job
+from render.preflight import check_job
 from tests.conftest import compose_cfg, run_render
 
 
@@ -40,10 +40,10 @@ def test_none_stays_out_of_the_key_and_an_option_enters_it(tiny_cache: Path) -> 
     (["parallel=ulysses", "height=36", "width=36"], "splits the 81 image tokens"),
     (["parallel=ulysses", "model=sdxl"], "has no _cp_plan in diffusers"),
 ])
-def test_preflight_refuses_what_cannot_run(overrides: list[str], message: str, tiny_cache: Path) -> None:
-    cell = _cell(*overrides)
+def test_preflight_refuses_what_cannot_run(overrides: list[str], message: str, tiny_cache: Path, tmp_path: Path) -> None:
+    job = build_job(compose_cfg("model=tiny", "device=cpu", *overrides, out_root=tmp_path))
     with pytest.raises(AxisError, match=message):
-        axes.check_cell(cell, "cpu")
+        check_job(job)
 
 
 def test_a_bad_degree_is_refused_at_composition() -> None:

@@ -94,21 +94,18 @@ def machine_width(device_kind: str) -> Optional[int]:
     return torch.cuda.device_count()
 
 
-def _local_config(model: Any, component: str) -> Optional[dict[str, Any]]:
-    """A component's config.json from the model's local folder; None for a hub model (checked at load)."""
-    from render.pipeline import ModelUnavailable, model_source
-
-    try:
-        folder = Path(model_source(model))
-    except ModelUnavailable:
-        return None
+def _local_config(folder: Path, component: str) -> Optional[dict[str, Any]]:
     path = folder / component / "config.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def check_divides(conf: ParallelConf, cell: Cell) -> None:
-    """Ulysses splits the heads and the sequence; ring the sequence; tensor the heads."""
-    transformer = _local_config(cell.model, "transformer")
+def check_divides(cell: Cell, folder: Path) -> None:
+    """Ulysses splits the heads and the sequence; ring the sequence; tensor the heads. Read from the model's
+    folder (render.preflight passes it; a hub model not downloaded yet is checked by diffusers at load)."""
+    if cell.axes["parallel"] is None:
+        return
+    conf = ParallelConf(**cell.axes["parallel"])
+    transformer = _local_config(folder, "transformer")
     if transformer is None:
         return
     heads = int(transformer.get("num_attention_heads", 0))
@@ -116,7 +113,7 @@ def check_divides(conf: ParallelConf, cell: Cell) -> None:
     if heads and heads % split_heads:
         raise AxisError(f"parallel={conf.name} splits the {heads} attention heads of {cell.model.name} over "
                         f"{split_heads} ranks, which does not divide them; valid degrees divide {heads}")
-    vae = _local_config(cell.model, "vae") or {}
+    vae = _local_config(folder, "vae") or {}
     scale = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1) * int(transformer.get("patch_size", 1)) * 2
     image_tokens = (cell.height // scale) * (cell.width // scale)  # Flux-style 2x2 latent packing
     text_tokens = cell.model.max_sequence_length or 0
@@ -142,7 +139,6 @@ def check_parallel(conf: ParallelConf, cell: Cell, where: Where) -> None:
         name = getattr(transformer, "__name__", "none")
         raise AxisError(f"parallel={conf.name} with model {cell.model.name}: its denoiser ({name}) has no "
                         f"{plan} in diffusers; use parallel=none")
-    check_divides(conf, cell)
 
 
 class ParallelAxis(OptionAxis):
