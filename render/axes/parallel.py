@@ -81,7 +81,7 @@ def enable(denoiser: Any, value: dict[str, Any]) -> None:
     if torch.accelerator.device_count() == 0:
         # diffusers picks each rank's device as rank % accelerator count, which is 0 on the CPU (a division by
         # zero); every CPU rank runs on "cpu", whatever the index, so one "device" is the truth for the mesh.
-        torch.accelerator.device_count = lambda: 1  # type: ignore[assignment]
+        torch.accelerator.device_count = lambda: 1
     denoiser.enable_parallelism(config=diffusers_config(value))
 
 
