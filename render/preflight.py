@@ -19,9 +19,10 @@ from omegaconf import DictConfig
 
 from render import axes
 from render.axes import load_options
+from render.axes.parallel import check_divides
 from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
                                 check_writable_folder)
-from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config
+from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config, single_device_job
 from render.errors import RenderError
 from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
@@ -89,6 +90,10 @@ def check_job(job: Job) -> None:
     for cell in rendering:
         axes.check_cell(cell, job.device)
     check_model(job.cell.model, resolve_pipeline=bool(rendering))
+    if job.cell in rendering:
+        from render.pipeline import model_source
+
+        check_divides(job.cell, Path(model_source(job.cell.model)))  # the model's own heads and sequence
 
 
 def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (), *, single: bool = False) -> Job:
@@ -216,6 +221,8 @@ def measure_one_sample(job: Job) -> tuple[float, float]:
     from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
+    if job.gpus > 1:  # its ranks start with the render: its width-1 self is measured (estimate_jobs scales by width,
+        job = single_device_job(job)  # so the estimate assumes no speed-up: never under the cost)
     loaded = PIPELINES.get(job.cell.model, job.device, load_options(job.cell))
     spend_load(job, loaded)
     prompt = job.prompts[0].text

@@ -11,6 +11,7 @@ cell's life (plan, run.json, terminal record) are one transaction on one folder.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import resource
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
-from render import axes, provenance, rundir
+from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
@@ -142,6 +143,7 @@ def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, see
     if cuda:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
+    ranks.lead(prompt, seed)  # a parallel cell's other ranks make the same call
     with torch.inference_mode():
         output = loaded.pipe(**call_kwargs(cell, prompt, seed))
     pixels = output.frames[0] if clips else output.images[0]
@@ -215,6 +217,7 @@ class CellWriter:
             def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
                 prompt_id, text, seed = job.samples[0]
                 with spending(job, Purpose.CALIBRATE):
+                    ranks.lead(text, seed)
                     loaded.pipe(**call_kwargs(job.cell, text, seed))
 
             spend_load(job, loaded)
@@ -266,6 +269,7 @@ class CellWriter:
             prompt_sha=rundir.sample_text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
             recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes,
             compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
+            gpus=self.job.gpus if self.job.gpus > 1 else None,
             latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
             **(engaged.as_dict() if engaged else {}), **labels))
         self.last_s = latency
@@ -388,7 +392,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
                 writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
             bar = (progress_factory or progress)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img")
             try:
-                writer.fill(pending, bar)
+                with ranks.team(job, job.gpus, pipelines) if job.gpus > 1 else contextlib.nullcontext():
+                    writer.fill(pending, bar)
             finally:
                 bar.close()
             if job.timing.reference and result.n_rendered:

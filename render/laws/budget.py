@@ -310,7 +310,7 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
             per_sample *= FIRST_LAUNCH_MARGIN
             loads[c.model.name] = max(loads.get(c.model.name, 0.0), load_s * FIRST_LAUNCH_MARGIN)
             measured += 1
-        total += n * per_sample
+        total += n * per_sample * job.gpus  # GPU-seconds: a parallel cell holds its width for each sample
     return Estimate(total + sum(loads.values()), measured)
 
 

@@ -109,7 +109,8 @@ def spending(job: Job, purpose: str, *, sample: tuple[str, str, int] | None = No
         if target is not None:
             ledger, rid = target
             cell = getattr(getattr(job, "cell", None), "key", None)
-            record_spend(ledger, time.perf_counter() - start, Purpose.FAILED if failed else purpose, rid=rid,
+            gpus = job.gpus  # a parallel cell holds its width of devices for the time
+            record_spend(ledger, (time.perf_counter() - start) * gpus, Purpose.FAILED if failed else purpose, rid=rid,
                          sample=None if failed else sample, cell_key=cell)
 
 
@@ -119,7 +120,7 @@ def spend_load(job: Job, loaded: Any) -> None:
     if target is None or loaded.load_spent or not loaded.load_s:
         return
     loaded.load_spent = True
-    record_spend(target[0], loaded.load_s, Purpose.LOAD, rid=target[1], cell_key=job.cell.key)
+    record_spend(target[0], loaded.load_s * job.gpus, Purpose.LOAD, rid=target[1], cell_key=job.cell.key)
 
 
 # -- the processes of a launch ---------------------------------------------------------------

@@ -59,6 +59,7 @@ class SampleRecord:
     blocks_reused: int | None = None  # hooked units that returned a cached or predicted output
     compile_cache_hits: int | None = None  # inductor FX-graph cache hits during the call (artefacts on disk)
     compile_cache_misses: int | None = None  # inductor FX-graph cache misses: graphs compiled from nothing
+    gpus: int | None = None  # devices the call held: a parallel cell's width (render.axes.parallel); None: one
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -66,8 +67,9 @@ class SampleRecord:
 
     @property
     def device_s(self) -> float:
-        """Device seconds rendering this sample took: every call's latency (repeated warm calls included)."""
-        return sum(self.latency_calls) if self.latency_calls else (self.latency_s or 0.0)
+        """Device seconds rendering this sample took: every call's latency (repeated warm calls included), times the
+        devices each call held (a parallel cell's width: GPU-seconds are what a budget pays)."""
+        return (sum(self.latency_calls) if self.latency_calls else (self.latency_s or 0.0)) * (self.gpus or 1)
 
     @property
     def text_id(self) -> str:
