@@ -437,8 +437,9 @@ def test_the_recorded_verdict_is_found_from_a_run_and_a_band_is_a_labelled_what_
                                    "arms": [{"role": "incumbent", "overrides": [], "cell_key": "k",
                                              "quality": {"verdict": "parity"}}]})
     run = out / "runs" / "x"
-    rundir.atomic_write_json(run / "run.json", {"cell_key": "k", "config": {"experiment": {"name": "tiny-demo"},
-                                                                            "out_root": str(out)}})
+    record = rundir.RunRecord(3, "k", {}, rundir.AnchorRef("a"), False, rundir.PromptsRef("dev", ("p",)), (0,),
+                              config={"experiment": {"name": "tiny-demo"}, "out_root": str(out)})
+    rundir.atomic_write_json(run / "run.json", record.as_dict())
     recorded = recorded_verdicts([str(run)])
     assert recorded["k"]["verdict"] == "parity" and recorded["k"]["rule"]["band"] == 0.01
     what_if = label_what_if({"holdout": {"verdict": "undecided", "metric": "ssim"}}, 0.001)
