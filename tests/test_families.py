@@ -146,6 +146,11 @@ BAD_PAIRINGS = [
                                                           "family, not flux2; valid: Flux2Pipeline (or model.family=flux)"),
     (["model=tiny", "model.family=flux3"], "model.family=flux3: no such model family; valid: flux, flux2, qwen-image, sd3, "
                                            "sdxl, wan, z-image"),
+    (["model=tiny", "model.num_frames=9"], "model.num_frames=9: model tiny (flux family) renders images, not clips; only a "
+                                            "clip family (wan) takes it"),
+    (["model=tiny-wan", "model.num_frames=10"], "model.num_frames=10: the wan family renders k*4+1 frames (1, 5, 9, ...); "
+                                                "use 9, 13"),
+    (["model=tiny-wan", "model.fps=0"], "model.fps=0: model tiny-wan renders clips; give a positive fps"),
 ]
 
 
