@@ -3,12 +3,14 @@ included (Pillow's APNG writer merges them), chunk by chunk; a file of another c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from render.clips import ClipError, clip_bytes, iter_frames, read_frames, strip_indices
+from render.rundir import SampleRecord
 
 
 def _clip(pattern: list[int]) -> np.ndarray:
@@ -59,3 +61,25 @@ def test_a_file_whose_writer_merged_identical_frames_reads_back_whole(tmp_path: 
     with Image.open(path) as stored:
         assert stored.n_frames == 3
     assert np.array_equal(read_frames(path, 6, 16), frames)
+
+
+def _record(frames: int) -> SampleRecord:
+    return SampleRecord(cell_key="k", prompt_id="p", seed=0, prompt="a clip", image="images/p__s0.png", width=12,
+                        height=8, latency_s=1.0, warmup=False, steps=4, s_per_step=0.25, peak_mem_bytes=None,
+                        mem_kind=None, load_s=None, reused_from=None, finished_at=None, frames=frames, fps=16)
+
+
+def test_a_clip_is_scored_against_its_anchors_frames_and_refused_against_another_count(tmp_path: Path) -> None:
+    from assess.clips import score_clip
+    from assess.metrics.fidelity import PSNRMetric
+
+    clip, anchor, short = tmp_path / "clip.png", tmp_path / "anchor.png", tmp_path / "short.png"
+    clip.write_bytes(clip_bytes(_clip([10, 10, 40, 40, 40, 90, 90, 90, 90]), 16))
+    anchor.write_bytes(clip_bytes(_clip([12] * 9), 16))
+    short.write_bytes(clip_bytes(_clip([12] * 5), 16))
+    (psnr,) = score_clip(clip, _record(9), [PSNRMetric()], (anchor, _record(9)), None).values()
+    detail = json.loads(psnr.detail or "")
+    assert detail["frames"] == 9 and detail["worst_frame"] in (5, 6, 7, 8)  # the frames furthest from the anchor's
+    assert psnr.value == pytest.approx(sum(detail["per_frame"]) / 9, abs=1e-4)
+    (refused,) = score_clip(clip, _record(9), [PSNRMetric()], (short, _record(5)), None).values()
+    assert "the anchor's clip has 5 frames, this sample 9: not comparable" in (refused.unavailable_reason or "")
