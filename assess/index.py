@@ -21,6 +21,7 @@ Tables (see SCHEMA below for every column):
   samples.category, samples.challenge: the prompt's labels in its suite; set_scores: set-level metrics of a
                cell against its anchor (CMMD) per split (migration 0004_quality)
   samples.steps_computed ... compile_cache_misses: cache engagement and compile per sample (0006_engagement)
+  samples.frames, fps, s_per_frame: a clip sample's (0009_clips); NULL for an image
   timing_sessions, timing_cells: side-by-side timing sessions and their contenders' rounds (0007_side_by_side)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs), cache_engagement (steps and units a cache
@@ -439,6 +440,13 @@ UPDATE scores SET prompt_sha = COALESCE((SELECT hg_text_id(p.prompt, p.prompt_id
 UPDATE samples SET prompt_sha = hg_text_id(prompt, prompt_id) WHERE prompt IS NOT NULL
 """
 
+# A clip sample (render.clips): its frame count, rate and seconds per frame (samples.jsonl); NULL for an image.
+SCHEMA_0009_CLIPS = """
+ALTER TABLE samples ADD COLUMN frames INTEGER;
+ALTER TABLE samples ADD COLUMN fps INTEGER;
+ALTER TABLE samples ADD COLUMN s_per_frame REAL
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
@@ -448,6 +456,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0006_engagement", [SCHEMA_0006_ENGAGEMENT]),
     ("0007_side_by_side", [SCHEMA_0007_SIDE_BY_SIDE]),
     ("0008_exact_text", [SCHEMA_0008_EXACT_TEXT]),
+    ("0009_clips", [SCHEMA_0009_CLIPS]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -510,7 +510,8 @@ def _sheet(index: Index, axis: str, columns: list[CellView], out: Path) -> Sheet
     return sheet
 
 
-def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, str | None]:
+def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, Any]:
+    """The sample's file copied under `out` (a clip's APNG plays in the <img>), and a clip's strip of frames."""
     if row is None:
         return {"src": None, "note": "not rendered"}
     if row["problem"]:
@@ -523,9 +524,26 @@ def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, str | None]:
         source = contained(row["run_path"], row["image"], "image")  # never a file outside its run folder
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
+        strip = _strip(target, row["frames"], row["fps"], rel) if row["frames"] else []
     except OSError as exc:
         return {"src": None, "note": f"image not readable: {exc}"}
-    return {"src": rel.as_posix(), "note": None}
+    return {"src": rel.as_posix(), "note": None, "strip": strip}
+
+
+def _strip(clip: Path, frames: int, fps: int, rel: Path) -> list[dict[str, Any]]:
+    """A clip's frame strip (render.clips.strip_indices), each frame a PNG beside the clip; frames are streamed."""
+    from PIL import Image
+
+    from render.clips import CHUNK, iter_frames, strip_indices
+
+    wanted, shown, start = set(strip_indices(frames)), [], 0
+    for chunk in iter_frames(clip, frames, fps, CHUNK):
+        for i in sorted(w for w in wanted if start <= w < start + len(chunk)):
+            frame = rel.with_name(f"{rel.stem}__f{i}.png")
+            Image.fromarray(chunk[i - start]).save(clip.parent / frame.name)
+            shown.append({"src": frame.as_posix(), "frame": i + 1})
+        start += len(chunk)
+    return shown
 
 
 def cell_sheet(index: Index, columns: list[CellView], out: Path) -> Sheet:

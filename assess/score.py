@@ -191,6 +191,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "category": sample.category, "challenge": sample.challenge,
         "ref_s": sample.ref_s, "latency_calls": json_dumps(list(sample.latency_calls)) if sample.latency_calls else None,
         "device_s": sample.device_s, "sha256": sample.sha256,
+        "frames": sample.frames, "fps": sample.fps, "s_per_frame": sample.s_per_frame,
         **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
         "problem": problem,
     }
@@ -229,9 +230,10 @@ def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool) -
     for metric in metrics:
         if metric.spec.needs_reference and run.is_anchor:
             continue  # the anchor is the reference: nothing to compare it with
-        keys = {(s.text_id, s.seed) for s in run.samples
+        scored = [s for s in run.samples if s.frames or not metric.spec.clips_only]  # temporal: clips only
+        keys = {(s.text_id, s.seed) for s in scored
                 if _needs(existing.get((s.text_id, s.seed, metric.spec.name)), metric, force)}
-        current += len(run.samples) - len(keys)
+        current += len(scored) - len(keys)
         if keys:
             todo[metric.spec.name] = keys
     return todo, current
@@ -282,6 +284,15 @@ class _References:
         self.anchor_problems = cache.problems
 
     def get(self, sample: SampleRecord) -> tuple[Any, str | None]:
+        """The anchor's image of the sample, decoded (cached), or why there is none."""
+        found, problem = self.locate(sample)
+        if found is None:
+            return None, problem
+        image = self.cache.get(found[0])
+        return (None, image) if isinstance(image, str) else (image, None)
+
+    def locate(self, sample: SampleRecord) -> tuple[tuple[Path, SampleRecord] | None, str | None]:
+        """The anchor sample's verified file and record (a clip is streamed from it: assess.clips), or why not."""
         row = self.rows.get((sample.text_id, sample.seed))
         if row is None:
             return None, (
@@ -295,8 +306,7 @@ class _References:
             path = contained(row["run_path"], row["image"], "anchor image")
         except OSError as exc:
             return None, f"anchor image unreadable: {exc}"
-        found = self.cache.get(path)
-        return (None, found) if isinstance(found, str) else (found, None)
+        return (path, self.anchor_records[Path(row["run_path"])][(sample.text_id, sample.seed)]), None
 
     def _mismatch(self, run_path: Path, sample: SampleRecord) -> str | None:
         """Why the anchor's file for this sample is not the one its record describes (content hash), if it is not."""
@@ -350,6 +360,34 @@ def _compute(run: RunDir, metric: SampleMetric, samples: list[SampleRecord], inp
             for s, o in pairs]
 
 
+def _score_clip(run: RunDir, sample: SampleRecord, metrics: list[SampleMetric], todo: dict[str, set[Key]],
+                references: _References | None, flags: dict[tuple[str, str, int], str | None],
+                summary: ScoreSummary) -> list[ScoreRow]:
+    """One clip sample's score rows: each metric over its frames, streamed (assess.clips)."""
+    from assess.clips import score_clip
+
+    key = (sample.text_id, sample.seed)
+    wanted = [m for m in metrics if key in todo.get(m.spec.name, set())]
+    problem = mismatch(run.path, sample)
+    if problem is None:
+        try:
+            path = run.image_path(sample)
+        except OSError as exc:
+            problem = str(exc)
+    if problem is not None:
+        outcomes = {m.spec.name: Outcome.unavailable(f"image does not match its record: {problem}") for m in wanted}
+    else:
+        anchor, missing = references.locate(sample) if references is not None else (None, None)
+        outcomes = score_clip(path, sample, wanted, anchor, missing)
+        problem = next((o.unavailable_reason for o in outcomes.values()  # this clip's file, not its anchor's
+                        if o.unavailable_reason and o.unavailable_reason.startswith(f"image unreadable: {path}")), None)
+    flags[(run.cell_key, *key)] = problem
+    if problem is not None:
+        summary.flagged.append(f"{run.path / sample.image}: {problem}")
+    return [ScoreRow(sample.cell_key, sample.text_id, sample.prompt_id, sample.seed, m.spec, outcomes[m.spec.name],
+                     m.config, run.anchor_cell_key if m.spec.needs_reference else None) for m in wanted]
+
+
 def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: ScoreSummary,
               force: bool = False, cache: ImageCache | None = None) -> None:
     """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time."""
@@ -360,6 +398,9 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
     references = _References(index, run, cache or ImageCache()) if wants_reference else None
     rows: list[ScoreRow] = []
     flags: dict[tuple[str, str, int], str | None] = {}
+    for sample in (s for s in needed if s.frames):
+        rows += _score_clip(run, sample, metrics, todo, references, flags, summary)
+    needed = [s for s in needed if not s.frames]  # images: CHUNK samples decoded at once
     for start in range(0, len(needed), CHUNK):
         chunk = needed[start : start + CHUNK]
         inputs, unreadable = _load(run, chunk, references)

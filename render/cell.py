@@ -20,7 +20,7 @@ from render import axes
 from render.axes.parallel import width_of  # re-exported: the launchers place a cell's width
 from render.errors import ConfigError
 from render.limits import SEED_MAX, LimitError, check_image_size
-from render.models.families import FamilyUnavailable, check_pipeline
+from render.models.families import FamilyUnavailable, check_frames, check_pipeline
 from render.prompts import Prompt, load_split
 from render.rundir import RunExperiment, check_name, experiment_in
 from render.spec import Cell, DType, ModelSpec
@@ -197,13 +197,15 @@ def build_job(cfg: DictConfig) -> Job:
         check_name(value, what)  # each can reach a folder name: refused before anything is written (the axes check theirs)
     try:
         check_pipeline(m.family, m.pipeline)  # the family's module says what it takes: it must exist and own the pipeline
+        check_frames(m.family, m.name, m.num_frames, m.fps)  # clips only, and counts its VAE takes
     except FamilyUnavailable as error:
         raise ConfigError(str(error)) from None
     device, device_kind = resolve_device(cfg.device)
     dtype = str(cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype))  # the value, not the Enum member
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype}: valid values are {', '.join(DTYPES)}")
-    model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length)
+    model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length,
+                      num_frames=m.num_frames, fps=m.fps)
     steps = cfg.steps if cfg.steps is not None else m.steps
     cell = _make_cell(cfg, model, device_kind, steps=steps, values=axes.axis_values(cfg))
     if cfg.warmup is not None and cfg.warmup < 0:

@@ -161,4 +161,6 @@ def call_kwargs(cell: Cell, prompt: str, seed: int) -> dict[str, Any]:
     }
     if cell.model.max_sequence_length is not None:
         kwargs["max_sequence_length"] = cell.model.max_sequence_length
+    if cell.model.num_frames is not None:  # a clip family (render.models.families.check_frames)
+        kwargs["num_frames"] = cell.model.num_frames
     return kwargs

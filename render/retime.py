@@ -109,7 +109,7 @@ def _check(contender: Contender, sample: Sample, pixels: object) -> None:
     if key in contender.checked:
         return
     recorded = contender.samples[key].sha256
-    contender.checked[key] = None if recorded is None else digest(png_bytes(pixels, "a timed call")) == recorded
+    contender.checked[key] = None if recorded is None else digest(png_bytes(pixels, "a timed call", contender.job.cell.model.fps)) == recorded
 
 
 def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | None = None, seed: int = 0,

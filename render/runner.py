@@ -152,25 +152,30 @@ def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, see
     return pixels, time.perf_counter() - start
 
 
-CLIP_FPS = 16  # a clip sample's playback rate (Wan 2.1's)
-
-
-def png_bytes(pixels: Any, what: str) -> bytes:
-    """The sample's image file: 8-bit PNG of the pipeline's [0, 1] pixels (NonFiniteOutput names `what`); a clip
-    (frames x height x width x 3) is an animated PNG, whose first frame is what an image reader sees."""
+def png_bytes(pixels: Any, what: str, fps: int | None = None) -> bytes:
+    """The sample's file: 8-bit PNG of the pipeline's [0, 1] pixels (NonFiniteOutput names `what`); a clip
+    (frames x height x width x 3) is an animated PNG at `fps` (render.clips)."""
     import numpy as np
     from PIL import Image
+
+    from render.clips import clip_bytes
 
     if not np.isfinite(pixels).all():
         raise NonFiniteOutput(f"{what} has non-finite pixels ({int((~np.isfinite(pixels)).sum())} values)")
     data = (np.clip(pixels, 0, 1) * 255).round().astype("uint8")
+    if data.ndim == 4:
+        if fps is None:
+            raise ValueError(f"{what} is a clip of {len(data)} frames but its model names no fps")
+        return clip_bytes(data, fps)
     buffer = io.BytesIO()
-    if data.ndim == 3:
-        Image.fromarray(data).save(buffer, format="PNG")
-    else:
-        first, *rest = (Image.fromarray(frame) for frame in data)
-        first.save(buffer, format="PNG", save_all=True, append_images=rest, duration=1000 / CLIP_FPS, loop=0)
+    Image.fromarray(data).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def clip_fields(cell: Cell, latency: float) -> dict[str, Any]:
+    """A clip sample's frames, rate and seconds per frame (its record's; an image's has none)."""
+    frames = cell.model.num_frames
+    return {} if frames is None else {"frames": frames, "fps": cell.model.fps, "s_per_frame": round(latency / frames, 6)}
 
 
 def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, calls: int = 1
@@ -187,7 +192,7 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, call
         images, seconds = timed_call(loaded, job.cell, job.device, prompt, seed)
         latencies.append(seconds)
         pixels = images if pixels is None else pixels
-    png = png_bytes(pixels, f"sample ({shown(prompt)}, seed {seed})")
+    png = png_bytes(pixels, f"sample ({shown(prompt)}, seed {seed})", job.cell.model.fps)
     memory, kind = peak_memory(job.device)
     return png, latencies, memory, kind
 
@@ -270,7 +275,7 @@ class CellWriter:
             recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes,
             compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
             gpus=self.job.gpus if self.job.gpus > 1 else None,
-            latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
+            latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None, **clip_fields(cell, latency),
             **(engaged.as_dict() if engaged else {}), **labels))
         self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0

@@ -49,6 +49,8 @@ class ModelConf:
     width: int = MISSING  # default image width in pixels
     max_sequence_length: Optional[int] = None  # text-encoder token budget, when the pipeline takes one
     size_multiple: int = 16  # height and width must be multiples of this (Flux/SD3: VAE factor 8 x 2x2 latent packing)
+    num_frames: Optional[int] = None  # a clip family's frames per sample (Wan: 4k+1); None for an image model
+    fps: Optional[int] = None  # a clip's playback rate, written into its file; None for an image model
     anchor: AnchorConf = field(default_factory=AnchorConf)
 
 

@@ -31,6 +31,15 @@ class ModelSpec:
     dtype: str
     max_sequence_length: int | None
     weights: str = ""  # what the weights are, by content (render.rundir.identity.model_identity): in the cell key
+    num_frames: int | None = None  # a clip's frames (clip families only): in the key
+    fps: int | None = None  # a clip's playback rate, written into its file: in the key
+
+    def canonical(self) -> dict[str, Any]:
+        """The model as its cell key hashes it: an image model's key has no frame fields (its pinned keys predate them)."""
+        return {k: v for k, v in asdict(self).items() if k not in _CLIP_FIELDS or v is not None}
+
+
+_CLIP_FIELDS = ("num_frames", "fps")
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,7 @@ class Cell:
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def canonical(self) -> dict[str, Any]:
-        return {"model": asdict(self.model), "device_kind": self.device_kind, "steps": self.steps,
+        return {"model": self.model.canonical(), "device_kind": self.device_kind, "steps": self.steps,
                 "guidance": self.guidance, "height": self.height, "width": self.width,
                 **{name: value for name, value in self.axes.items() if value is not None}}  # None: an axis at a default
                 # that came after keys were pinned (parallel=none), so every older key stays the same

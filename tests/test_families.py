@@ -17,6 +17,7 @@ from render.app import PIPELINES
 from render.axes.attention import BACKENDS as ATTENTION
 from render.axes.caches import caches_taken
 from render.cell import build_job
+from render.clips import read_frames
 from render.models.families import families, family, twins
 from render.preflight import PreflightError, preflight_config
 from render.rundir import SampleStore
@@ -116,11 +117,13 @@ def test_every_cache_the_family_takes_renders_on_its_twin(model: str, cache: str
 
 def test_a_clip_family_writes_each_sample_as_an_animated_png(twin_cache: Path, tmp_path: Path) -> None:
     image, record = render_sample(tmp_path, "tiny-wan")
+    assert (record["frames"], record["fps"]) == (9, 16)  # the twin's model config
+    assert record["s_per_frame"] == pytest.approx(record["latency_s"] / 9, abs=1e-5)
     with Image.open(tmp_path / "run" / record["image"]) as clip:
-        assert clip.format == "PNG" and clip.n_frames == 81 and clip.size == (32, 32)  # WanPipeline's default frame count
-        clip.seek(40)
-        middle = np.asarray(clip.convert("RGB"), dtype=np.float32)
-    assert np.isfinite(middle).all() and np.abs(middle - image).mean() > 0.01  # the frames differ: a clip, not a still
+        assert clip.format == "PNG" and clip.is_animated and clip.size == (32, 32)
+    frames = read_frames(tmp_path / "run" / record["image"], record["frames"], record["fps"])
+    assert frames.shape == (9, 32, 32, 3) and np.array_equal(frames[0], image.astype(np.uint8))
+    assert np.abs(frames[4].astype(np.float32) - image).mean() > 0.01  # the frames differ: a clip, not a still
 
 
 def test_the_families_take_what_diffusers_hooks() -> None:
@@ -153,6 +156,11 @@ BAD_PAIRINGS = [
                                                           "family, not flux2; valid: Flux2Pipeline (or model.family=flux)"),
     (["model=tiny", "model.family=flux3"], "model.family=flux3: no such model family; valid: flux, flux2, qwen-image, sd3, "
                                            "sdxl, wan, z-image"),
+    (["model=tiny", "model.num_frames=9"], "model.num_frames=9: model tiny (flux family) renders images, not clips; only a "
+                                            "clip family (wan) takes it"),
+    (["model=tiny-wan", "model.num_frames=10"], "model.num_frames=10: the wan family renders k*4+1 frames (1, 5, 9, ...); "
+                                                "use 9, 13"),
+    (["model=tiny-wan", "model.fps=0"], "model.fps=0: model tiny-wan renders clips; give a positive fps"),
 ]
 
 

@@ -56,12 +56,14 @@ class SampleInput:
     prompt: str | None
     reference: np.ndarray | None = None  # the anchor's image (same prompt, seed), when found
     reference_missing: str | None = None  # why there is no reference (what renders it)
+    previous: np.ndarray | None = None  # a clip's frame before this one (assess.clips), for temporal metrics
 
 
 class SampleMetric(ABC):
     """A metric computed per sample, in batches."""
 
     spec: MetricSpec
+    first_frame = 0  # a clip's frames from this one on are scored (a temporal metric starts at the second)
 
     @classmethod
     def from_options(cls, models: Mapping[str, str] | None = None) -> SampleMetric:

@@ -1,4 +1,5 @@
-"""Fidelity to the anchor: PSNR (numpy), SSIM (torchmetrics) and LPIPS (torchmetrics), per sample.
+"""Fidelity to the anchor: PSNR (numpy), SSIM (torchmetrics) and LPIPS (torchmetrics), per sample (per frame of a
+clip: assess.clips); and a clip's temporal consistency, SSIM between its consecutive frames.
 
 PSNR of identical images is infinite. An index value must be finite (JSON, statistics), so an
 identical pair is recorded as 10*log10(2 * 255**2 * N) dB with detail "identical", N being the
@@ -8,12 +9,13 @@ images of that size can have (one level off in one value), so the order of cells
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
-from assess.metrics.registry import LPIPS, PSNR, SSIM
+from assess.metrics.registry import LPIPS, PSNR, SSIM, TEMPORAL_SSIM
 
 if TYPE_CHECKING:
     import numpy as np
@@ -156,3 +158,16 @@ class LPIPSMetric(SampleMetric):
                 model.reset()  # type: ignore[attr-defined]
                 outcomes.append(Outcome.of(float(model(preds, target))))  # type: ignore[operator]
         return outcomes
+
+
+class TemporalSSIMMetric(SSIMMetric):
+    """SSIM of each clip frame against the frame before it (assess.clips averages them over the clip)."""
+
+    spec = TEMPORAL_SSIM
+    first_frame = 1
+
+    def compute(self, inputs: list[SampleInput]) -> list[Outcome]:
+        missing = [i for i, item in enumerate(inputs) if item.previous is None]
+        if missing:
+            raise ValueError(f"input {missing[0]} is no clip frame after the first; temporal_ssim scores those only")
+        return super().compute([dataclasses.replace(item, reference=item.previous) for item in inputs])

@@ -38,6 +38,7 @@ class MetricSpec:
     identity: float | None = None  # a reference metric's value for the anchor against itself (what parity is around)
     leaderboard: bool = False  # a column of the report's leaderboard
     display: Display = "number"
+    clips_only: bool = False  # scored on clip samples only (an image has no consecutive frames)
 
     @property
     def title(self) -> str:
@@ -94,6 +95,11 @@ SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes co
 SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric", "shapes fit", 6,
                      description="shapes captions only: soft IoU of the image's shape with the asked shape fitted to "
                                  "its bounding box (0-1)")
+TEMPORAL_SSIM = MetricSpec(
+    name="temporal_ssim", version=1, family="fidelity", level="sample", direction="higher", needs_reference=False,
+    unit="", label="temporal SSIM", compute="assess.metrics.fidelity:TemporalSSIMMetric", clips_only=True,
+    description="clips only: mean SSIM between consecutive frames (frame i vs i-1) of the clip; the leaderboard's "
+                "temporal_ssim_delta is the cell's minus its anchor's (below 0: more flicker than the anchor)")
 
 CMMD = MetricSpec(name="cmmd", version=1, family="distribution", level="cell", direction="lower", needs_reference=True,
                   unit="", label="CMMD", compute="assess.metrics.distribution:CMMDMetric", leaderboard=True,
@@ -113,7 +119,7 @@ LOAD_S = _speed("load_s", "lower", "s", "load (s)", "longest model load among th
 GPU_S = _speed("gpu_s", "lower", "s", "GPU-s spent",
                "device seconds spent: rendered samples' latency + load; reused samples cost 0", leaderboard=True)
 
-SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD)
+SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD, TEMPORAL_SSIM)
 SET_SPECS = (CMMD,)
 LATENCY_REF = _speed("latency_ref_x", "lower", "x ref", "latency (x ref)",
                      "median warm latency in units of the reference workload timed in the same job (render/timing.py): "

@@ -60,6 +60,11 @@ class SampleRecord:
     compile_cache_hits: int | None = None  # inductor FX-graph cache hits during the call (artefacts on disk)
     compile_cache_misses: int | None = None  # inductor FX-graph cache misses: graphs compiled from nothing
     gpus: int | None = None  # devices the call held: a parallel cell's width (render.axes.parallel); None: one
+    # A clip sample (a clip family's model: render.clips); None for an image. The clip is one sample: latency_s is its
+    # whole call, s_per_frame that over its frames
+    frames: int | None = None  # frames in the clip file (the reader checks it)
+    fps: int | None = None  # its playback rate
+    s_per_frame: float | None = None  # latency_s / frames
 
     @property
     def key(self) -> tuple[str, str, int]:

@@ -42,7 +42,8 @@ class Family:
     pipelines: tuple[str, ...]  # diffusers pipeline classes of the family (render.models.families.check_pipeline)
     schedulers: Mapping[str, SchedulerSpec]  # scheduler option name -> class and settings ("default" is implicit)
     guidance: Callable[[float], Dict[str, Any]] = guidance_scale  # the guidance knob -> pipeline call arguments
-    clips: bool = False  # the pipeline returns clips (`.frames`), not images: each sample is an animated PNG
+    clips: bool = False  # the pipeline returns clips (`.frames`), not images: each sample is a clip (render.clips)
+    frame_step: int = 1  # a clip's frame count is k * frame_step + 1 (Wan: its VAE compresses time 4x after frame 1)
     # cache methods diffusers can hook into the family's transformer but its pipeline cannot run, each with why
     refused_caches: Mapping[str, str] = field(default_factory=dict)
     twin: Optional[Twin] = None  # the random-weight twin the tests render (model=<twin.name>)
@@ -84,3 +85,25 @@ def check_pipeline(family_name: str, pipeline: str) -> None:
     if owner is not None and owner != known.name:
         raise FamilyUnavailable(f"model.pipeline={pipeline} is a pipeline of the {owner} model family, not {known.name}; "
                                 f"valid: {', '.join(known.pipelines)} (or model.family={owner})")
+
+
+def check_frames(family_name: str, model_name: str, num_frames: int | None, fps: int | None) -> None:
+    """A clip family's model names its frame count and rate, one its VAE takes; an image model names neither."""
+    known = family(family_name)
+    if not known.clips:
+        for key, value in (("num_frames", num_frames), ("fps", fps)):
+            if value is not None:
+                clip_families = ", ".join(f.name for f in families().values() if f.clips)
+                raise FamilyUnavailable(f"model.{key}={value}: model {model_name} ({known.name} family) renders images, "
+                                        f"not clips; only a clip family ({clip_families}) takes it (or model.{key}=null)")
+        return
+    for key, value in (("num_frames", num_frames), ("fps", fps)):
+        if value is None or value <= 0:
+            raise FamilyUnavailable(f"model.{key}={value}: model {model_name} renders clips; give a positive {key}")
+    assert num_frames is not None
+    step = known.frame_step
+    if (num_frames - 1) % step:
+        lower = (num_frames - 1) // step * step + 1
+        valid = ", ".join(str(n) for n in (lower, lower + step) if n > 0)
+        raise FamilyUnavailable(f"model.num_frames={num_frames}: the {known.name} family renders k*{step}+1 frames "
+                                f"(1, {1 + step}, {1 + 2 * step}, ...); use {valid}")

@@ -1,7 +1,7 @@
 """Wan 2.1 text-to-video: WanPipeline, a 3D DiT over a UMT5 text encoder and a causal video autoencoder.
 
-Its samples are clips (`frames`): the run directory stores each as an animated PNG whose first frame is
-what image metrics score (render.runner.png_bytes). The frame count is the pipeline's default (81).
+Its samples are clips (`frames`): `model.num_frames` (k*4+1: the VAE keeps frame 1 and compresses the rest 4x in
+time) at `model.fps`, written as one animated PNG (render.clips) and scored frame by frame (assess.clips).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ FAMILY = Family(
     pipelines=("WanPipeline",),
     schedulers=FLOW_SCHEDULERS,
     clips=True,
+    frame_step=4,
     refused_caches={
         "fastercache": "its hook fails on WanTransformer3DModel's outputs in diffusers 0.42 (IndexError)",
         "taylorseer": "its default module patterns match no module of WanTransformer3DModel: it would hook nothing",
