@@ -74,6 +74,11 @@ class Registry(Mapping[str, T]):
             raise self._error(f"{self.key}={name}: no such {self.kind}; valid: {', '.join(sorted(self._items))}")
         return self._items[name]
 
+    def get(self, name: str, default: T | None = None) -> T | None:  # type: ignore[override]
+        """The item called `name`, else `default` (Mapping.get would let the registry's error through)."""
+        self._discover()
+        return self._items.get(name, default)
+
     def __contains__(self, name: object) -> bool:
         self._discover()
         return name in self._items

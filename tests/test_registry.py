@@ -70,3 +70,9 @@ def test_a_package_tied_registry_imports_its_modules_on_first_use_only(tmp_path:
 def test_a_package_needs_its_attribute() -> None:
     with pytest.raises(ValueError, match="needs both"):
         Registry("plug", "plug", str, package="render.suites")
+
+
+def test_get_is_the_mappings_get() -> None:
+    shapes: Registry[str] = Registry("shape", "model.shape", str, error=ValueError)
+    shapes.add("cube")
+    assert shapes.get("cube") == "cube" and shapes.get("cone") is None and shapes.get("cone", "x") == "x"
