@@ -45,6 +45,9 @@ def _methods() -> Registry[CacheMethod]:
     return methods
 
 
+CACHES = _methods()  # every method by name, "none" included (added below, once NoCacheConf is made)
+
+
 def _fields_of_every_method() -> list:
     names: Dict[str, None] = {}
     for method in CACHES.values():
