@@ -77,6 +77,11 @@ def _apply_none(pipe: Any, conf: Any, ctx: ApplyContext) -> Record:
 CACHES.add(CacheMethod(NoCacheConf, _apply_none), where=__name__)
 
 
+def options() -> list[str]:
+    """The cache options as lists show them: none, then the methods by name."""
+    return ["none", *(name for name in CACHES.names() if name != "none")]
+
+
 def cache_name(conf: Any) -> str:
     """The method `conf` names; CacheConfigError listing the valid ones when it is unknown."""
     name = conf.get("name") if isinstance(conf, dict) else getattr(conf, "name", None)
@@ -191,14 +196,14 @@ def check_family_takes(name: str, family_name: str) -> None:
 
     refused = family(family_name).refused_caches
     if name in refused:
-        valid = ", ".join(c for c in CACHES.names() if c not in refused)
+        valid = ", ".join(c for c in options() if c not in refused)
         raise CacheConfigError(f"cache {name}: the {family_name} model family does not take it ({refused[name]}); valid: {valid}")
 
 
 def caches_taken(pipeline: str, family_name: str) -> list[str]:
     """The cache options a cell of this pipeline class and family passes preflight with (docs/models.md's table)."""
     taken = []
-    for name in CACHES:
+    for name in options():
         try:
             if name != "none":
                 check_family_takes(name, family_name)
@@ -240,7 +245,7 @@ class CacheAxis(Axis):
 
         name = check_name(anchor.cache, "model.anchor.cache")
         if name not in CACHES:
-            raise CacheConfigError(f"model.anchor.cache={name}: valid values are {', '.join(CACHES.names())}")
+            raise CacheConfigError(f"model.anchor.cache={name}: valid values are {', '.join(options())}")
         return cache_key_params({"name": name})  # the method's defaults
 
     def override(self, value: Any) -> str:
