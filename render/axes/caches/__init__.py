@@ -232,7 +232,8 @@ class CacheAxis(Axis):
 
     def schema_of(self, node: Any) -> Optional[type]:
         name = node.get("name") if hasattr(node, "get") else None
-        return CACHES[name].schema if name in CACHES else None
+        method = CACHES.get(name) if isinstance(name, str) else None
+        return method.schema if method is not None else None
 
     def key(self, node: Any) -> Any:
         from render.rundir import check_name
