@@ -173,7 +173,9 @@ def _compose_or_raise(overrides: Sequence[str], what: str) -> Any:
         return compose(overrides)
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ExperimentError(f"{what}: {first}") from None
+        cause = str(exc.__cause__ or "").strip().splitlines()  # Hydra's "Error merging override" hides the why
+        why = f" ({cause[0]})" if cause and cause[0] not in first else ""
+        raise ExperimentError(f"{what}: {first}{why}") from None
 
 
 # -- checks ---------------------------------------------------------------------------------

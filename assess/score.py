@@ -118,8 +118,8 @@ def _run_row(run: RunDir) -> dict[str, Any]:
     cache = cell.get("cache")
     model = cell.get("model")
     failed = terminal.data if terminal and terminal.kind == CellState.FAILED else {}
-    job = run.run.get("job") or {}
-    git = run.run.get("git") or {}
+    job = run.run.job
+    git = run.run.git
     timing = (terminal.data.get("timing") if terminal else None) or {}  # DONE.json: the reference at start and end
     return {
         "path": str(run.path),
@@ -153,11 +153,11 @@ def _run_row(run: RunDir) -> dict[str, Any]:
         "prompt_ids": json_dumps(run.prompt_ids),
         "prompt_shas": json_dumps(run.prompt_text_ids),
         "seeds": json_dumps(run.seeds),
-        "host": run.run.get("host"),
-        "pid": run.run.get("pid"),
+        "host": run.run.host,
+        "pid": run.run.pid,
         "launcher": job.get("launcher"),
         "slurm_job_id": None if job.get("slurm_job_id") is None else str(job["slurm_job_id"]),
-        "started_at": run.run.get("started_at"),
+        "started_at": run.run.started_at,
         "finished_at": terminal.finished_at if terminal else None,
         "wall_s": terminal.data.get("wall_s") if terminal else None,
         "gpu_s": run_gpu_s(run.samples),
@@ -165,7 +165,7 @@ def _run_row(run: RunDir) -> dict[str, Any]:
         "repeats": timing.get("repeats"),
         "git_revision": git.get("revision"),
         "git_dirty": None if git.get("dirty") is None else int(bool(git["dirty"])),
-        "versions": json_dumps(run.run.get("versions") or {}),
+        "versions": json_dumps(run.run.versions),
         "problems": json_dumps(run.problems),
         "indexed_at": now_iso(),
     }

@@ -51,7 +51,7 @@ class CellStatus:
 
 def process_state(run: RunDir) -> tuple[CellState, str]:
     """running / crashed / unknown for a run without a terminal record."""
-    return writer_state(run.run)
+    return writer_state(run.run.writer)
 
 
 def _seconds(start: datetime | None, end: datetime | None) -> float | None:
@@ -59,7 +59,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 
 
 def run_status(run: RunDir, now: datetime) -> CellStatus:
-    started = parse_time(run.run.get("started_at"))
+    started = parse_time(run.run.started_at)
     done = sum(1 for s in run.samples if _image_there(run, s))
     terminal, category, eta, slow = run.terminal, None, None, False
     if terminal is not None:

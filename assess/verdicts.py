@@ -8,7 +8,6 @@ holdout under the rule in force at the claim), found from the run folders' own r
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +17,17 @@ WHAT_IF = "what if: band={band} given on the command line, not the experiment's 
 def recorded_verdicts(run_paths: list[str]) -> dict[str, dict[str, Any]]:
     """cell key -> the verdict recorded for it in its experiment's ledger (with the rule it was decided under)."""
     from render.laws import Ledger, final_result
-    from render.rundir import RUN_JSON, experiment_of
+    from render.rundir import InvalidRunDirectory, experiment_of, read_run_record
 
     found: dict[str, dict[str, Any]] = {}
     seen: set[tuple[str, str]] = set()
     for path in run_paths:
         try:
-            run = json.loads((Path(path) / RUN_JSON).read_text())
-        except (OSError, ValueError):
+            run = read_run_record(path)
+        except (OSError, InvalidRunDirectory):
             continue
         experiment = experiment_of(run)
-        out_root = (run.get("config") or {}).get("out_root") or run.get("out_root")
+        out_root = run.config.get("out_root") or run.out_root
         if experiment is None or not out_root or (experiment.name, str(out_root)) in seen:
             continue
         name = experiment.name

@@ -434,7 +434,7 @@ def cost_benchmark(prompts: int) -> dict[str, object]:
             per_cell = {int(s): seconds_per_sample(history, "tiny", 32, 32, "cpu", int(s))
                         for s in values}
             estimate = sum(per_cell.values()) * prompts * n_cells / len(values)
-            loads = [r["load_s"] for r in history.samples(lambda meta: True) if r.get("load_s")]
+            loads = [r.load_s for r in history.samples(lambda meta: True) if r.load_s]
             load_estimate = statistics.median(loads) if loads else 0.0  # one process per in-process sweep
             latency, load, n = measured(render(out_root, *common, *target))
             rows.append({"sweep": " ".join(target), "samples": n, "estimate_s": estimate, "latency_s": latency,

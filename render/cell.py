@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from render import axes
+from render.axes.parallel import width_of  # re-exported: the launchers place a cell's width
 from render.errors import ConfigError
 from render.limits import SEED_MAX, LimitError, check_image_size
 from render.models.families import FamilyUnavailable, check_pipeline
 from render.prompts import Prompt, load_split
-from render.rundir import check_name
+from render.rundir import RunExperiment, check_name, experiment_in
 from render.spec import Cell, DType, ModelSpec
 from render.timing import TimingConf, check_timing
 
@@ -51,6 +52,16 @@ class Job:
     @property
     def is_anchor(self) -> bool:
         return self.cell.key == self.anchor.key
+
+    @property
+    def experiment(self) -> RunExperiment | None:
+        """The experiment the job renders for (name, final, budget as composed); None outside any experiment."""
+        return experiment_in(self.config)
+
+    @property
+    def gpus(self) -> int:
+        """Devices the cell holds: its parallel width (render.axes.parallel), 1 for parallel=none."""
+        return width_of(self.cell.axes["parallel"])
 
     @property
     def sample_ids(self) -> list[tuple[str, int]]:
@@ -221,6 +232,12 @@ def build_job(cfg: DictConfig) -> Job:
         warmup=cfg.warmup,
         timing=timing,
     )
+
+
+def single_device_job(job: Job) -> Job:
+    """The same cell at width 1 (parallel=none): what a parallel cell is measured and checked against."""
+    values = {**job.cell.axes, "parallel": None}
+    return replace(job, cell=replace(job.cell, axes=values, labels=axes.labels(values)))
 
 
 def anchor_job(job: Job) -> Job:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -79,8 +80,19 @@ def pipeline_info(name: str) -> PipelineInfo:
     cls = pipeline_class(name)
     components = tuple(p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs"))
     hints = _annotations(cls)
-    declared = {c: (hints[c] if isinstance(hints.get(c), type) else UNKNOWN) for c in components}
+    declared = {c: _one_class(hints.get(c)) for c in components}
     return PipelineInfo(name, cls, components, declared)
+
+
+def _one_class(annotation: Any) -> Any:
+    """The class a component is annotated with; an optional one (`X | None`, WanPipeline's transformer) is X;
+    UNKNOWN for anything else (a union of classes, an unresolvable name)."""
+    if isinstance(annotation, type) and not isinstance(annotation, types.GenericAlias):
+        return annotation
+    members = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(members) == 1 and isinstance(members[0], type):
+        return members[0]
+    return UNKNOWN
 
 
 def quiet_libraries() -> None:
@@ -92,3 +104,26 @@ def quiet_libraries() -> None:
     diffusers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+
+
+@functools.lru_cache(maxsize=None)
+def cache_context_fields(cls: type[Any]) -> Optional[frozenset[str]]:
+    """The CacheContext fields (step_index, sigma, ...) every `cache_context(...)` call in the pipeline's `__call__`
+    passes, as keywords or as `**kwargs` of a dict literal built there; an empty set when it enters none; None
+    when its source cannot be read. diffusers' cache hooks read where the denoising loop is from these."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__call__)))
+    except (AttributeError, OSError, TypeError, SyntaxError):  # no __call__, no source (a builtin, a REPL class)
+        return None
+    dicts = {target.id: {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+             for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+             for target in node.targets if isinstance(target, ast.Name)}
+    calls = [node for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cache_context"]
+    passed = [{kw.arg for kw in call.keywords if kw.arg is not None}
+              | {key for kw in call.keywords if kw.arg is None and isinstance(kw.value, ast.Name) for key in dicts.get(kw.value.id, ())}
+              for call in calls]
+    return frozenset(set.intersection(*passed)) if passed else frozenset()

@@ -85,6 +85,10 @@ class PipelineCache:
             self._loaded[key] = load_pipeline(model, device, load)
         return self._loaded[key]
 
+    def clear(self) -> None:
+        """Forget every loaded pipeline (a parallel cell's: its mesh ends with its ranks)."""
+        self._loaded.clear()
+
 
 # Process-level: an in-process sweep (and preflight's timing of a sample) loads each model once.
 PIPELINES = PipelineCache()

@@ -19,9 +19,10 @@ from omegaconf import DictConfig
 
 from render import axes
 from render.axes import load_options
+from render.axes.parallel import check_divides
 from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
                                 check_writable_folder)
-from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config
+from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config, single_device_job
 from render.errors import RenderError
 from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
@@ -89,6 +90,10 @@ def check_job(job: Job) -> None:
     for cell in rendering:
         axes.check_cell(cell, job.device)
     check_model(job.cell.model, resolve_pipeline=bool(rendering))
+    if job.cell in rendering:
+        from render.pipeline import model_source
+
+        check_divides(job.cell, Path(model_source(job.cell.model)))  # the model's own heads and sequence
 
 
 def preflight_config(cfg: DictConfig, overrides: list[str] | tuple[str, ...] = (), *, single: bool = False) -> Job:
@@ -179,9 +184,8 @@ def preflight_budget(jobs: list[Job]) -> None:
 
     by_experiment: dict[str, list[Job]] = {}
     for job in jobs:
-        experiment = job.config.get("experiment")
-        if experiment:
-            by_experiment.setdefault(experiment["name"], []).append(job)
+        if job.experiment is not None:
+            by_experiment.setdefault(job.experiment.name, []).append(job)
     for name, group in by_experiment.items():
         out_root = group[0].out_root
         ledger = Ledger(name, out_root)
@@ -201,9 +205,9 @@ def preflight_budget(jobs: list[Job]) -> None:
                                      measure=measure_one_sample)
             with ledger.lock():  # admission: concurrent launches, from any out_root, cannot pass together
                 spent = spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) + outstanding_seconds(ledger)
-                experiment = group[0].config["experiment"]
-                check_budget(name, budget_in_force(ledger, experiment.get("budget")), bool(experiment.get("final")),
-                             spent, estimate)
+                experiment = group[0].experiment
+                assert experiment is not None  # grouped by it
+                check_budget(name, budget_in_force(ledger, experiment.budget), experiment.final, spent, estimate)
                 reserve(ledger, estimate.seconds)
         except (BudgetExceeded, BudgetError) as error:
             raise PreflightError(str(error)) from None
@@ -217,6 +221,8 @@ def measure_one_sample(job: Job) -> tuple[float, float]:
     from render.pipeline import PIPELINES, configure
     from render.runner import render_sample
 
+    if job.gpus > 1:  # its ranks start with the render: its width-1 self is measured (estimate_jobs scales by width,
+        job = single_device_job(job)  # so the estimate assumes no speed-up: never under the cost)
     loaded = PIPELINES.get(job.cell.model, job.device, load_options(job.cell))
     spend_load(job, loaded)
     prompt = job.prompts[0].text

@@ -11,6 +11,7 @@ cell's life (plan, run.json, terminal record) are one transaction on one folder.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import resource
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
-from render import axes, provenance, rundir
+from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
@@ -87,36 +88,39 @@ def classify(error: BaseException) -> Category:
 
 
 def run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
-    """The record, credentials in URLs redacted (render.rundir.redact); the cells, which the keys hash, as they are."""
-    record = redact_data(_run_json(job, overrides, launcher, estimate))
+    """run.json's object: the record, credentials in URLs redacted (render.rundir.redact); the cells, which the keys
+    hash, as they are."""
+    record = redact_data(run_record(job, overrides, launcher, estimate).as_dict())
     record["cell"], record["anchor"]["cell"] = job.cell.canonical(), job.anchor.canonical()
     return record
 
 
-def _run_json(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": rundir.CONTRACT_VERSION,
-        "cell_key": job.cell.key,
-        "cell": job.cell.canonical(),
-        "describe": job.cell.describe(),
-        "anchor": {"cell_key": job.anchor.key, "cell": job.anchor.canonical(), "overrides": job.anchor_overrides,
-                   "dir": str(anchor_dir(job).relative_to(job.out_root))},
-        "is_anchor": job.is_anchor,
-        "prompts": {"name": job.prompts_name, "split": job.split, "file": job.prompts_file, "ids": [p.id for p in job.prompts],
-                    "sha": {p.id: rundir.text_hash(p.text) for p in job.prompts}},
-        "seeds": job.seeds,
-        "overrides": overrides,
-        "out_root": str(job.out_root),
-        "tag": job.tag,
-        "config": job.config,
-        "versions": provenance.versions(),
-        "device": provenance.device_info(job.device),
-        "git": provenance.git_state(),
-        **rundir.host_identity(),
-        "job": provenance.job_info(launcher),
-        "estimate": estimate,
-        "started_at": rundir.now_iso(),
-    }
+def run_record(job: Job, overrides: list[str], launcher: str, estimate: dict[str, Any]) -> rundir.RunRecord:
+    host = rundir.host_identity()
+    return rundir.RunRecord(
+        schema=rundir.CONTRACT_VERSION,
+        cell_key=job.cell.key,
+        cell=job.cell.canonical(),
+        describe=job.cell.describe(),
+        anchor=rundir.AnchorRef(job.anchor.key, job.anchor.canonical(), tuple(job.anchor_overrides),
+                                str(anchor_dir(job).relative_to(job.out_root))),
+        is_anchor=job.is_anchor,
+        prompts=rundir.PromptsRef(job.prompts_name, tuple(p.id for p in job.prompts), job.split, job.prompts_file,
+                                  {p.id: rundir.text_hash(p.text) for p in job.prompts}),
+        seeds=tuple(job.seeds),
+        overrides=tuple(overrides),
+        out_root=str(job.out_root),
+        tag=job.tag,
+        config=job.config,
+        versions=provenance.versions(),
+        device=provenance.device_info(job.device),
+        git=provenance.git_state(),
+        host=host["host"],
+        pid=host["pid"],
+        job=provenance.job_info(launcher),
+        estimate=estimate,
+        started_at=rundir.now_iso(),
+    )
 
 
 def peak_memory(device: str) -> tuple[int, str]:
@@ -139,6 +143,7 @@ def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, see
     if cuda:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
+    ranks.lead(prompt, seed)  # a parallel cell's other ranks make the same call
     with torch.inference_mode():
         output = loaded.pipe(**call_kwargs(cell, prompt, seed))
     pixels = output.frames[0] if clips else output.images[0]
@@ -190,7 +195,7 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, call
 class CellWriter:
     """Fills one run directory: each wanted sample exactly once, linked when it exists, rendered when not."""
 
-    def __init__(self, job: Job, run_dir: Path, run: dict[str, Any], store: rundir.SampleStore,
+    def __init__(self, job: Job, run_dir: Path, run: rundir.RunRecord, store: rundir.SampleStore,
                  pipelines: PipelineCache, result: CellResult) -> None:
         self.job, self.run_dir, self.run, self.store, self.pipelines, self.result = job, run_dir, run, store, pipelines, result
         self.loaded: LoadedPipeline | None = None
@@ -212,6 +217,7 @@ class CellWriter:
             def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
                 prompt_id, text, seed = job.samples[0]
                 with spending(job, Purpose.CALIBRATE):
+                    ranks.lead(text, seed)
                     loaded.pipe(**call_kwargs(job.cell, text, seed))
 
             spend_load(job, loaded)
@@ -263,6 +269,7 @@ class CellWriter:
             prompt_sha=rundir.sample_text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
             recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes,
             compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
+            gpus=self.job.gpus if self.job.gpus > 1 else None,
             latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
             **(engaged.as_dict() if engaged else {}), **labels))
         self.last_s = latency
@@ -372,7 +379,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
         redact_files(*(run_dir / ".hydra").glob("*.yaml"), run_dir.parent / rundir.MULTIRUN_YAML)  # Hydra's records
         rundir.register(job.out_root, run_dir, job.cell.key)
-        writer = CellWriter(job, run_dir, run, store, pipelines, result)
+        writer = CellWriter(job, run_dir, rundir.RunRecord.parse(run, str(run_dir / rundir.RUN_JSON)), store, pipelines,
+                            result)
         writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
                          for (prompt_id, _, _), found in reuse.items()))  # one write and fsync for them all
         result.n_reused += len(reuse)
@@ -384,7 +392,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
                 writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
             bar = (progress_factory or progress)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img")
             try:
-                writer.fill(pending, bar)
+                with ranks.team(job, job.gpus, pipelines) if job.gpus > 1 else contextlib.nullcontext():
+                    writer.fill(pending, bar)
             finally:
                 bar.close()
             if job.timing.reference and result.n_rendered:

@@ -39,7 +39,8 @@ class Cell:
 
     `axes` holds each axis' value as it enters the key (render.axes.AXES, in that order): a name for
     attention and scheduler, a dict of parameters for cache, compile, quant and offload, a bool for a
-    toggle. `labels` is how `describe` shows each value ("" leaves it out); it is not part of the key.
+    toggle; None for an axis left out of the key at its default (parallel=none). `labels` is how `describe`
+    shows each value ("" leaves it out); it is not part of the key.
     """
 
     model: ModelSpec
@@ -53,7 +54,9 @@ class Cell:
 
     def canonical(self) -> dict[str, Any]:
         return {"model": asdict(self.model), "device_kind": self.device_kind, "steps": self.steps,
-                "guidance": self.guidance, "height": self.height, "width": self.width, **self.axes}
+                "guidance": self.guidance, "height": self.height, "width": self.width,
+                **{name: value for name, value in self.axes.items() if value is not None}}  # None: an axis at a default
+                # that came after keys were pinned (parallel=none), so every older key stays the same
 
     @cached_property
     def key(self) -> str:  # hashed once per cell: every sample's lookup asks for it (a Cell is never changed)

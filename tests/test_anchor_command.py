@@ -12,7 +12,7 @@ import pytest
 
 from assess.score import render_command
 from render.cell import build_job
-from render.rundir import RunDir
+from render.rundir import RunDir, RunRecord
 from render.runner import run_json
 from tests.conftest import compose_cfg
 
@@ -27,7 +27,7 @@ CELLS = [
 @pytest.mark.parametrize("overrides", CELLS, ids=[" ".join(c) for c in CELLS])
 def test_the_printed_anchor_command_composes_the_anchor_cell(overrides: list[str], tmp_path) -> None:
     job = build_job(compose_cfg(*overrides, "device=cpu", out_root=tmp_path))
-    run = RunDir(tmp_path, run_json(job, overrides, "test", {}), [], None)
+    run = RunDir(tmp_path, RunRecord.parse(run_json(job, overrides, "test", {}), "run.json"), [], None)
     words = shlex.split(render_command(run, job.seeds))
     assert words[:3] == ["python", "-m", "render"]
     printed = build_job(compose_cfg(*words[3:], "device=cpu", out_root=tmp_path))

@@ -21,6 +21,7 @@ from render.axes.caches import (
     CacheConfigError,
     NoCacheConf,
     apply_cache,
+    caches_taken,
     cache_key_params,
     check_cache_supported,
     reset_cache,
@@ -35,7 +36,7 @@ from render.axes.caches.taylorseer import TaylorSeerConf
 from render.models.tiny import TINY_CALL_KWARGS, tiny_model_dir
 
 STEPS = 8
-METHODS = [name for name in CACHES if name != "none"]
+METHODS = [name for name in caches_taken("FluxPipeline", "flux") if name != "none"]  # those the tiny FLUX model runs
 CONF_DIR = Path(caches.__file__).parents[2] / "conf" / "cache"
 
 
@@ -241,3 +242,53 @@ def test_the_cache_record_reaches_run_json(tiny_cache: Path, tmp_path: Path) -> 
     assert result.status == "done", result.message
     record = json.loads((tmp_path / "run" / "run.json").read_text())["cache_record"]
     assert record["mag_ratios_source"] == "calibrated" and len(record["mag_ratios"]) == STEPS
+
+
+def test_textkv_reuses_the_text_projections_exactly_where_diffusers_supports_it() -> None:
+    """No family here takes the text KV cache (diffusers hooks NucleusMoE-Image's blocks only): its module still
+    runs on a tiny NucleusMoEImageTransformer2DModel, leaves the output exact and projects the text once."""
+    from types import SimpleNamespace
+
+    from diffusers import NucleusMoEImageTransformer2DModel
+
+    from render.axes.caches.textkv import TextKVConf
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        transformer = NucleusMoEImageTransformer2DModel(
+            patch_size=2, in_channels=16, num_layers=2, attention_head_dim=8, num_attention_heads=2, joint_attention_dim=16,
+            axes_dims_rope=(2, 2, 4), moe_enabled=False).eval()
+        latents, text = torch.randn(1, 16, 16), torch.randn(1, 5, 16)
+    projections = []
+    for block in transformer.transformer_blocks:
+        block.encoder_proj.register_forward_hook(lambda *_: projections.append(1))
+
+    def denoise() -> torch.Tensor:  # one step of a denoising loop: the prompt's embeddings are the same tensor each time
+        with torch.no_grad():
+            return transformer(hidden_states=latents, img_shapes=[(1, 4, 4)], encoder_hidden_states=text,
+                               encoder_hidden_states_mask=torch.ones(1, 5, dtype=torch.bool), timestep=torch.tensor([0.5]),
+                               return_dict=False)[0]
+
+    baseline = denoise()
+    pipe = SimpleNamespace(transformer=transformer)
+    projections.clear()
+    assert apply_cache(pipe, TextKVConf()) == {}
+    assert leftover_hooks(transformer, set(TextKVConf.HOOKS)) == sorted(TextKVConf.HOOKS)
+    assert torch.equal(denoise(), baseline) and torch.equal(denoise(), baseline)  # exact
+    assert len(projections) == 2  # once per block, not once per block per step
+    reset_cache(pipe)
+    assert leftover_hooks(transformer, set(TextKVConf.HOOKS)) == []
+
+
+def test_a_cache_diffusers_cannot_engage_is_refused_on_the_loaded_transformer(pipe) -> None:
+    """Preflight reads the classes; apply checks the loaded transformer too (a pipeline preflight could not read)."""
+    from types import SimpleNamespace
+
+    with pytest.raises(CacheConfigError, match="textkv: FluxPipeline's FluxTransformer2DModel: diffusers' text KV cache hooks only"):
+        apply_cache(pipe, {"name": "textkv"})
+    with pytest.raises(CacheConfigError, match="seacache: FluxPipeline does not pass num_inference_steps, sigma, step_index"):
+        apply_cache(pipe, {"name": "seacache"}, steps=STEPS)
+    unreadable = SimpleNamespace(transformer=pipe.transformer)  # no pipeline source to read: the transformer decides
+    with pytest.raises(CacheConfigError, match="seacache: diffusers has no raw-vision adapter for this FluxTransformer2DModel"):
+        apply_cache(unreadable, {"name": "seacache"}, steps=STEPS)
+    assert not pipe.transformer.is_cache_enabled

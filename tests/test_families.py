@@ -127,7 +127,7 @@ def test_the_families_take_what_diffusers_hooks() -> None:
     assert caches("flux2") == ["none", "fastercache", "magcache", "pab"]  # no cache_context in Flux2Pipeline
     assert caches("qwen-image") == ["none", "fbcache", "magcache", "taylorseer"]
     assert caches("z-image") == ["none"]  # ZImageTransformer2DModel is no CacheMixin
-    assert caches("wan") == ["none", "fbcache", "magcache", "pab"]
+    assert caches("wan") == ["none", "fbcache", "magcache", "pab", "seacache"]  # WanPipeline tells SeaCache its sigmas
 
 
 BAD_PAIRINGS = [
@@ -136,6 +136,13 @@ BAD_PAIRINGS = [
                                             "fastercache, magcache, pab"),
     (["model=tiny-z-image", "cache=fbcache"], "cache fbcache: ZImagePipeline's ZImageTransformer2DModel takes no diffusers "
                                               "cache hooks; use cache=none"),
+    (["model=tiny", "cache=seacache"], "cache seacache: FluxPipeline does not pass num_inference_steps, sigma, step_index to "
+                                       "its transformer's cache_context, which SeaCache's gate reads (diffusers 0.42: "
+                                       "WanPipeline, Cosmos3OmniPipeline); valid: none, fastercache, fbcache, magcache, pab, "
+                                       "taylorseer"),
+    (["model=tiny-wan", "cache=textkv"], "cache textkv: WanPipeline's WanTransformer3DModel: diffusers' text KV cache hooks "
+                                         "only NucleusMoEImageTransformerBlock (NucleusMoEImagePipeline); it would hook "
+                                         "nothing here; valid: none, fbcache, magcache, pab, seacache"),
     (["model=tiny-z-image", "scheduler=dpmpp-2m"], "scheduler=dpmpp-2m is not available for the z-image model family; "
                                                    "valid: default, euler, euler-karras"),
     (["model=tiny-qwen-image", "scheduler=deis"], "scheduler=deis is not available for the qwen-image model family; "
@@ -185,3 +192,22 @@ def _doc_row(family_name: str) -> str:
 def test_docs_models_table_says_what_each_family_takes(family_name: str) -> None:
     text = (CONF_MODELS.parents[2] / "docs" / "models.md").read_text()
     assert _doc_row(family_name) in text
+
+
+@pytest.mark.slow  # a subprocess render (~15 s); the in-process render of every cache on its twin is in the default suite
+def test_seacache_skips_work_on_the_wan_twin_through_the_cli(twin_cache: Path, tmp_path: Path) -> None:
+    """SeaCache (diffusers' SeaCacheConfig) through `python -m render`: its engagement is in each sample's record."""
+    result = run_render("model=tiny-wan", "cache=seacache", "prompts.limit=1", "render_anchor=false", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (samples,) = (tmp_path / "outputs").rglob("samples.jsonl")
+    record = json.loads(samples.read_text().splitlines()[0])
+    assert record["steps_reused"] > 0 and record["blocks_reused"] > 0 and record["steps_computed"] > 0, record
+    assert json.loads((samples.parent / "run.json").read_text())["cell"]["cache"]["name"] == "seacache"
+
+
+def test_a_cache_the_family_does_not_take_exits_2_naming_those_it_does(tmp_path: Path) -> None:
+    result = run_render("model=tiny-flux2", "cache=seacache", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "cache seacache: Flux2Pipeline does not pass" in result.stderr
+    assert "valid: none, fastercache, magcache, pab" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "outputs").exists()

@@ -35,3 +35,12 @@ def test_one_inspection_for_every_check() -> None:
     assert "vae" not in shapes.components
     with pytest.raises(PipelineUnavailable):
         pipeline_info("not.a.module.Pipeline")
+
+
+def test_an_optional_component_is_its_class() -> None:
+    """WanPipeline declares `transformer: WanTransformer3DModel | None`; preflight once saw no class there and left
+    the cache and compile checks to the loaded pipeline."""
+    from diffusers import WanTransformer3DModel
+
+    wan = pipeline_info("WanPipeline")
+    assert wan.transformer is WanTransformer3DModel and wan.denoiser is WanTransformer3DModel

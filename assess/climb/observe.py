@@ -22,7 +22,7 @@ from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.stats import per_prompt_deltas, reference_drift
 from render.laws.anchor import frozen_anchor
-from render.rundir import Category, CellState, experiment_of
+from render.rundir import Category, CellState, InvalidRunDirectory, experiment_of, read_run_record
 
 
 
@@ -50,8 +50,8 @@ def sync_run_experiments(index: Index) -> None:
     found = []
     for row in rows:
         try:
-            experiment = experiment_of(json.loads((Path(row["path"]) / "run.json").read_text()))
-        except (OSError, ValueError):
+            experiment = experiment_of(read_run_record(row["path"]))
+        except (OSError, InvalidRunDirectory):
             continue  # moved or unreadable since it was indexed: `assess score` reports it
         found.append((row["path"], experiment and experiment.name, int(bool(experiment and experiment.final)),
                       now_iso()))
@@ -65,7 +65,7 @@ def unindexed_runs(index: Index, exp: Experiment) -> list[Path]:
     """Run directories of the experiment's dev split under the output root that the index does not have
     (rendered but never scored): their sweep folders, or the runs themselves outside a sweep."""
     from render.rundir import is_sweep_folder
-    from render.rundir import RUN_JSON, iter_run_dirs
+    from render.rundir import iter_run_dirs, read_run_record
 
     known = {r["path"] for r in index.query("SELECT path FROM runs")}
     found: set[Path] = set()
@@ -75,11 +75,11 @@ def unindexed_runs(index: Index, exp: Experiment) -> list[Path]:
         if str(path) in known:
             continue
         try:
-            meta = json.loads((path / RUN_JSON).read_text())
-        except (OSError, ValueError):
+            meta = read_run_record(path)
+        except (OSError, InvalidRunDirectory):
             continue
-        if (mine := experiment_of(meta)) is not None and mine.name == exp.name and (meta.get("prompts") or {}).get("split") == exp.dev.split:
-            (anchors if meta.get("is_anchor") else found).add(path.parent if is_sweep_folder(path.parent) else path)
+        if (mine := experiment_of(meta)) is not None and mine.name == exp.name and meta.prompts.split == exp.dev.split:
+            (anchors if meta.is_anchor else found).add(path.parent if is_sweep_folder(path.parent) else path)
     return sorted(found or anchors)  # scoring a sweep scores the anchor runs it names
 
 

@@ -135,7 +135,7 @@ def _runs(path: Path) -> dict[str, Any]:
         run = load_run(p)
         gpu.append((str(run.sweep) if run.sweep else NO_SWEEP, run_gpu_s(run.samples)))
         if run.experiment:
-            experiments.setdefault(run.experiment.name, (Path(run.run.get("out_root") or "outputs"),
+            experiments.setdefault(run.experiment.name, (Path(run.run.out_root or "outputs"),
                                                          run.experiment.budget))
     return {"gpu": gpu, "experiments": experiments}
 

@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from render.cell import width_of
+
 DEFAULT_S_PER_STEP = 1.0  # assumed when the output root holds no history for the model
 
 
@@ -24,6 +26,7 @@ class CellSpec:
     model: str  # the config's model.name, or "" for apps without one
     steps: int
     samples: int
+    gpus: int = 1  # devices one run of the cell holds: a parallel cell's width (render.axes.parallel)
 
     @property
     def cost(self) -> int:
@@ -40,8 +43,19 @@ def cell_spec(overrides: Sequence[str], config: DictConfig) -> CellSpec:
     n_seeds = len(seeds) if OmegaConf.is_list(seeds) or isinstance(seeds, list) else 1
     prompts = _select(config, "prompts.limit", None) or _count_prompts(config)
     run_dir = (Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)).absolute()
+    parallel = _select(config, "parallel", None)  # absent in other apps: one device
+    gpus = width_of(OmegaConf.to_container(parallel, resolve=True)) if parallel is not None else 1  # type: ignore[arg-type]
     return CellSpec(tuple(overrides), int(config.hydra.job.num), run_dir, str(_select(config, "model.name", "")),
-                    int(_select(config, "steps", _select(config, "model.steps", 1))), prompts * n_seeds)
+                    int(_select(config, "steps", _select(config, "model.steps", 1))), prompts * n_seeds, gpus)
+
+
+def slots(gpus: Sequence[int], width: int) -> list[tuple[int, ...]]:
+    """The machine's GPUs as disjoint slots of `width` (the sweep's widest cell): one job per slot, so no GPU is
+    ever shared by two running cells; a narrower cell in such a slot leaves the rest of it idle."""
+    if width > len(gpus):
+        raise ValueError(f"a cell of the sweep is {width} GPUs wide and the launcher has {len(gpus)} "
+                         f"({', '.join(map(str, gpus))}); valid widths are 1 to {len(gpus)} (hydra.launcher.gpus=[...])")
+    return [tuple(gpus[i:i + width]) for i in range(0, len(gpus) - width + 1, width)]
 
 
 def _count_prompts(config: DictConfig) -> int:

@@ -1,4 +1,5 @@
-"""hydra/launcher=gpus: one machine, at most one job per GPU, each job sees only its own GPU.
+"""hydra/launcher=gpus: one machine, at most one job per GPU, each job sees only its own GPU (its own slot of
+GPUs when the sweep has parallel cells: slots as wide as the widest cell, batches.slots).
 
 Hydra's stock submitit_local launcher gives every job the same devices and runs all jobs at once;
 here one submitit LocalExecutor per GPU pins CUDA_VISIBLE_DEVICES, and each GPU gets one job that
@@ -8,7 +9,7 @@ runs its share of the cells in one process.
 from __future__ import annotations
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
-from hydra_plugins.hypergrid.batches import CellSpec, plan_batches
+from hydra_plugins.hypergrid.batches import CellSpec, plan_batches, slots
 from hydra_plugins.hypergrid.devices import visible_gpus
 
 
@@ -16,13 +17,13 @@ class GpusLauncher(BatchLauncher):
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import submitit
 
-        gpus = visible_gpus(self.params["gpus"])
-        batches = plan_batches(cells, len(gpus))
+        places = slots(visible_gpus(self.params["gpus"]), max(c.gpus for c in cells))
+        batches = plan_batches(cells, len(places))
         timeout = self.timeout_min(batches)
         submitted: Submitted = []
-        for gpu, batch in zip(gpus, batches):
+        for place, batch in zip(places, batches):  # a parallel cell's ranks run on its slot's GPUs (render.ranks)
             executor = submitit.LocalExecutor(folder=self.params["submitit_folder"], max_num_timeout=self.params["max_num_timeout"])
-            executor.update_parameters(visible_gpus=(gpu,), gpus_per_node=1, timeout_min=timeout,
+            executor.update_parameters(visible_gpus=place, gpus_per_node=len(place), timeout_min=timeout,
                                        signal_delay_s=self.params["signal_delay_s"])
             submitted.append((executor.submit(self.batch(batch)), batch))
         return submitted

@@ -35,7 +35,9 @@ class SlurmLauncher(BatchLauncher):
         batches = chunk_batches(plan_batches(cells, gpus), p["cells_per_job"])
         executor = submitit.AutoExecutor(folder=p["submitit_folder"], cluster="slurm", slurm_max_num_timeout=p["max_num_timeout"])
         executor.update_parameters(
-            name=p["name"], timeout_min=self.timeout_min(batches), gpus_per_node=1, tasks_per_node=1, nodes=1,
+            # one task per job: a parallel cell's rank 0 starts its other ranks itself (render.ranks) on the job's GPUs
+            name=p["name"], timeout_min=self.timeout_min(batches), gpus_per_node=max(c.gpus for c in cells),
+            tasks_per_node=1, nodes=1,
             cpus_per_task=p["cpus_per_task"], mem_gb=p["mem_gb"], slurm_array_parallelism=gpus,
             slurm_signal_delay_s=p["signal_delay_s"], slurm_setup=p["setup"] or [],
             **{f"slurm_{k}": p[k] for k in SBATCH_KEYS if p[k]},

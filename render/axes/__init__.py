@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 from typing import Any, Dict
 
-from render.axes import attention, caches, compile, offload, quant, scheduler, toggles
+from render.axes import attention, caches, compile, offload, parallel, quant, scheduler, toggles
 from render.axes.base import Axis, Record, Target, Where
 from render.axes.errors import AxisError
 from render.spec import Cell
 
 AXES: tuple[Axis, ...] = (
+    parallel.AXIS,  # at load: enable_parallelism shards the denoiser for good
     attention.AXIS,
     scheduler.AXIS,
     quant.AXIS,  # at load

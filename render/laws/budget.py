@@ -18,16 +18,19 @@ import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from render.errors import RenderError
 from render.laws.gpu_budget import Budget
 from render.laws.ledger import Kind, Ledger
 from render.laws.spend import (RESERVATION_ENV, Purpose, hold, live_holders, logged_samples, logged_seconds,
                                record_spend, spend_lines)
-from render.rundir import RunDir, host_identity, now_iso, scan_runs, slurm_state, writer_state
+from render.rundir import RunDir, RunRecord, SampleRecord, host_identity, now_iso, scan_runs, slurm_state, writer_state
 
 FIRST_LAUNCH_MARGIN = 1.5  # a cell measured in preflight (no history) is estimated at 1.5x its one sample, plus a load
+
+if TYPE_CHECKING:  # named for the type checker only: the laws never import the cell module at run time
+    from render.cell import Job
 
 
 class BudgetExceeded(RenderError, ValueError):
@@ -64,11 +67,11 @@ class History:
         extra = [p for p in extra if (p / RUN_JSON).is_file()]
         return History([*self.runs, *load_runs(extra, problems=[])]) if extra else self
 
-    def samples(self, match: Any) -> Iterable[dict[str, Any]]:
+    def samples(self, match: Callable[[RunRecord], bool]) -> Iterable[SampleRecord]:
         """The rendered (not linked) samples of the runs whose run.json `match` accepts."""
         for run in self.runs:
             if match(run.run):
-                yield from (s.as_dict() for s in run.samples if s.reused_from is None)
+                yield from (s for s in run.samples if s.reused_from is None)
 
 
 def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
@@ -223,12 +226,12 @@ def _join(ledger: Ledger, rid: str) -> None:
 _JOINED: set[tuple[str, str]] = set()
 
 
-def guard_for(job: Any) -> BudgetGuard | None:
+def guard_for(job: Job) -> BudgetGuard | None:
     """The budget guard of an experiment's job: this process's reservation, or the one its launch passed down."""
-    experiment = (job.config or {}).get("experiment")
-    if not experiment:
+    experiment = job.experiment
+    if experiment is None:
         return None
-    name = experiment["name"]
+    name = experiment.name
     if name in _MINE:
         ledger, rid = _MINE[name]
     else:
@@ -239,8 +242,8 @@ def guard_for(job: Any) -> BudgetGuard | None:
         _join(ledger, rid)
     from render.laws.rule import budget_in_force
 
-    budget = budget_in_force(ledger, experiment["budget"])
-    return BudgetGuard(ledger, rid, budget.navigable_s(bool(experiment.get("final"))))
+    budget = budget_in_force(ledger, experiment.budget)
+    return BudgetGuard(ledger, rid, budget.navigable_s(experiment.final))
 
 
 # -- estimates ------------------------------------------------------------------------------
@@ -251,15 +254,16 @@ def seconds_per_sample(history: History, model: str, height: int, width: int, de
     """The cell's own median warm latency when it has history; else a latency = a + b*steps fit over the
     model's samples at this resolution on this device kind; None without any history."""
     if cell_key:
-        own = [r["latency_s"] for r in history.samples(lambda m: m.get("cell_key") == cell_key) if not r.get("warmup")]
+        own = [r.latency_s for r in history.samples(lambda m: m.cell_key == cell_key) if not r.warmup and r.latency_s]
         if own:
             return statistics.median(own)
 
-    def same_setting(meta: dict[str, Any]) -> bool:
-        cell = meta.get("cell") or {}
+    def same_setting(meta: RunRecord) -> bool:
+        cell = meta.cell
         return (cell.get("model", {}).get("name"), cell.get("height"), cell.get("width"), cell.get("device_kind")) == (model, height, width, device_kind)
 
-    points = [(r["steps"], r["latency_s"]) for r in history.samples(same_setting) if not r.get("warmup")]
+    points = [(r.steps, r.latency_s) for r in history.samples(same_setting)
+              if not r.warmup and r.steps is not None and r.latency_s is not None]
     if not points:
         return None
     by_steps: dict[int, list[float]] = {}
@@ -275,8 +279,7 @@ def seconds_per_sample(history: History, model: str, height: int, width: int, de
 
 def load_seconds(model: str, history: History) -> float:
     """Median recorded load time of the model (0 without history)."""
-    loads = [r["load_s"] for r in history.samples(lambda m: ((m.get("cell") or {}).get("model") or {}).get("name") == model)
-             if r.get("load_s")]
+    loads = [r.load_s for r in history.samples(lambda m: (m.cell.get("model") or {}).get("name") == model) if r.load_s]
     return statistics.median(loads) if loads else 0.0
 
 
@@ -307,7 +310,7 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
             per_sample *= FIRST_LAUNCH_MARGIN
             loads[c.model.name] = max(loads.get(c.model.name, 0.0), load_s * FIRST_LAUNCH_MARGIN)
             measured += 1
-        total += n * per_sample
+        total += n * per_sample * job.gpus  # GPU-seconds: a parallel cell holds its width for each sample
     return Estimate(total + sum(loads.values()), measured)
 
 

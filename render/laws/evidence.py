@@ -44,11 +44,11 @@ def runs_naming(ledger: Ledger, history: Any) -> list[Any]:
 
 
 def _anchor_cell(path: str) -> dict[str, Any]:
-    from render.rundir import RUN_JSON
+    from render.rundir import InvalidRunDirectory, read_run_record
 
     try:
-        return dict((json.loads((Path(path) / RUN_JSON).read_text()).get("anchor") or {}).get("cell") or {})
-    except (OSError, ValueError):
+        return dict(read_run_record(path).anchor.cell or {})
+    except (OSError, InvalidRunDirectory):
         return {}
 
 

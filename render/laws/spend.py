@@ -22,13 +22,16 @@ import secrets
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from render.laws.ledger import EXPERIMENTS, Ledger
 from render.rundir import append_record, host_identity, read_lines
 
 SPEND = "spend.jsonl"
 RESERVATION_ENV = "HYPERGRID_RESERVATION"  # "<experiment>:<reservation id>": a launch's workers share its reservation
+
+if TYPE_CHECKING:  # named for the type checker only: the laws never import the cell module at run time
+    from render.cell import Job
 
 
 class Purpose:
@@ -81,19 +84,19 @@ def logged_samples(lines: list[dict[str, Any]]) -> set[tuple[str, str, int]]:
 # -- whose device work it is -------------------------------------------------------------------
 
 
-def ledger_of(job: Any) -> tuple[Ledger, str | None] | None:
+def ledger_of(job: Job) -> tuple[Ledger, str | None] | None:
     """The experiment ledger a job's device work is spent from, and its launch's reservation (if any)."""
-    experiment = (job.config or {}).get("experiment") if getattr(job, "config", None) is not None else None
-    if not experiment:
+    experiment = job.experiment
+    if experiment is None:
         return None
-    name = str(experiment["name"])
+    name = experiment.name
     inherited = os.environ.get(RESERVATION_ENV, "")
     rid = inherited.split(":", 1)[1] if inherited.startswith(f"{name}:") else None
     return Ledger(name, job.out_root), rid
 
 
 @contextmanager
-def spending(job: Any, purpose: str, *, sample: tuple[str, str, int] | None = None) -> Iterator[None]:
+def spending(job: Job, purpose: str, *, sample: tuple[str, str, int] | None = None) -> Iterator[None]:
     """Time a piece of device work for `job` and record it in its experiment's spend log, however it ends (a call
     that raises is recorded as `failed`, up to the failure)."""
     target = ledger_of(job)
@@ -106,17 +109,18 @@ def spending(job: Any, purpose: str, *, sample: tuple[str, str, int] | None = No
         if target is not None:
             ledger, rid = target
             cell = getattr(getattr(job, "cell", None), "key", None)
-            record_spend(ledger, time.perf_counter() - start, Purpose.FAILED if failed else purpose, rid=rid,
+            gpus = job.gpus  # a parallel cell holds its width of devices for the time
+            record_spend(ledger, (time.perf_counter() - start) * gpus, Purpose.FAILED if failed else purpose, rid=rid,
                          sample=None if failed else sample, cell_key=cell)
 
 
-def spend_load(job: Any, loaded: Any) -> None:
+def spend_load(job: Job, loaded: Any) -> None:
     """A model load is device work too: recorded once per loaded pipeline, by the first job that uses it."""
     target = ledger_of(job)
     if target is None or loaded.load_spent or not loaded.load_s:
         return
     loaded.load_spent = True
-    record_spend(target[0], loaded.load_s, Purpose.LOAD, rid=target[1], cell_key=job.cell.key)
+    record_spend(target[0], loaded.load_s * job.gpus, Purpose.LOAD, rid=target[1], cell_key=job.cell.key)
 
 
 # -- the processes of a launch ---------------------------------------------------------------

@@ -22,9 +22,10 @@ from render.rundir.identity import (cell_key_of, contains, folder_digest, holdou
                                    sample_text_hash, shared_texts, text_hash, text_identity)
 from render.rundir.keys import check_name, image_name, inside
 from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
+from render.rundir.run_record import AnchorRef, PromptsRef, RunRecord
 from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, RunExperiment, SampleRecord,
-                                   Terminal, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
-                                   parse_sample, parse_time, read_samples, read_terminal)
+                                   Terminal, experiment_in, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
+                                   parse_sample, parse_time, read_run_record, read_samples, read_terminal)
 from render.rundir.states import Category, CellState, Name, category_of_job_state
 from render.rundir.store import ExistingSample, SampleStore, link_sample, sample_store, verify
 from render.rundir.walk import Registry, find_run_dirs, iter_run_dirs, known_run_dirs, load_runs, register, scan_runs
@@ -33,6 +34,11 @@ from render.rundir.sweep import SweepCell, SweepInfo, load_sweep, sweep_cell, wr
 from render.rundir.terminal import terminal_state, write_done, write_failed
 
 __all__ = [
+    "AnchorRef",
+    "PromptsRef",
+    "RunRecord",
+    "read_run_record",
+    "experiment_in",
     "CONTRACT_VERSION",
     "Category",
     "CellState",

@@ -6,19 +6,19 @@ One definition serves the writer (render) and every reader (assess, the launcher
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from render.rundir.errors import InvalidRunDirectory, NotARunDirectory
 from render.rundir.states import Category, CellState
-from render.rundir.files import CONTRACT_VERSION, DONE, FAILED, MULTIRUN_YAML, RUN_JSON, SAMPLES, SWEEP_JSON
+from render.rundir.files import DONE, FAILED, MULTIRUN_YAML, RUN_JSON, SAMPLES, SWEEP_JSON
+from render.rundir.run_record import RunRecord
 from render.rundir.untrusted import UnsafePath, contained, relative_path
 
-READABLE_VERSIONS = (1, 2, CONTRACT_VERSION)  # version 1 records carry no content hashes: they are not verified
 FAILURE_CATEGORIES = tuple(c.value for c in Category)
-RUN_FIELDS = ("schema", "cell_key", "cell", "anchor", "is_anchor", "prompts", "seeds")  # required in run.json
+RUN_FIELDS = tuple(f.name for f in fields(RunRecord) if f.default is MISSING and f.default_factory is MISSING)  # required
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class SampleRecord:
     blocks_reused: int | None = None  # hooked units that returned a cached or predicted output
     compile_cache_hits: int | None = None  # inductor FX-graph cache hits during the call (artefacts on disk)
     compile_cache_misses: int | None = None  # inductor FX-graph cache misses: graphs compiled from nothing
+    gpus: int | None = None  # devices the call held: a parallel cell's width (render.axes.parallel); None: one
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -66,8 +67,9 @@ class SampleRecord:
 
     @property
     def device_s(self) -> float:
-        """Device seconds rendering this sample took: every call's latency (repeated warm calls included)."""
-        return sum(self.latency_calls) if self.latency_calls else (self.latency_s or 0.0)
+        """Device seconds rendering this sample took: every call's latency (repeated warm calls included), times the
+        devices each call held (a parallel cell's width: GPU-seconds are what a budget pays)."""
+        return (sum(self.latency_calls) if self.latency_calls else (self.latency_s or 0.0)) * (self.gpus or 1)
 
     @property
     def text_id(self) -> str:
@@ -117,9 +119,14 @@ class RunExperiment:
     budget: dict[str, Any]  # the experiment's budget block as the run was launched with it
 
 
-def experiment_of(run: dict[str, Any]) -> RunExperiment | None:
+def experiment_of(run: RunRecord) -> RunExperiment | None:
     """The one reading of "which experiment does this run belong to": None for a run outside any experiment."""
-    experiment = (run.get("config") or {}).get("experiment") or {}
+    return experiment_in(run.config)
+
+
+def experiment_in(config: dict[str, Any]) -> RunExperiment | None:
+    """The experiment a resolved task config (a job's, a run's) renders for; None outside any experiment."""
+    experiment = (config or {}).get("experiment") or {}
     if not isinstance(experiment, dict) or not experiment.get("name"):
         return None
     return RunExperiment(str(experiment["name"]), bool(experiment.get("final")), dict(experiment.get("budget") or {}))
@@ -130,22 +137,22 @@ class RunDir:
     """A parsed run directory."""
 
     path: Path
-    run: dict[str, Any]
+    run: RunRecord
     samples: list[SampleRecord]
     terminal: Terminal | None
     problems: list[str] = field(default_factory=list)  # lines of samples.jsonl that were skipped
 
     @property
     def cell_key(self) -> str:
-        return self.run["cell_key"]
+        return self.run.cell_key
 
     @property
     def cell(self) -> dict[str, Any]:
-        return self.run["cell"]
+        return self.run.cell
 
     @property
     def anchor_cell_key(self) -> str:
-        return self.run["anchor"]["cell_key"]
+        return self.run.anchor.cell_key
 
     @property
     def experiment(self) -> RunExperiment | None:
@@ -153,15 +160,15 @@ class RunDir:
 
     @property
     def anchor_overrides(self) -> list[str]:
-        return list(self.run["anchor"].get("overrides") or [])
+        return list(self.run.anchor.overrides)
 
     @property
     def is_anchor(self) -> bool:
-        return bool(self.run["is_anchor"])
+        return self.run.is_anchor
 
     @property
     def prompt_ids(self) -> list[str]:
-        return list(self.run["prompts"]["ids"])
+        return list(self.run.prompts.ids)
 
     @property
     def prompt_text_ids(self) -> list[str]:
@@ -170,24 +177,24 @@ class RunDir:
         from render.rundir.files import CONTRACT_VERSION
 
         by_id = {s.prompt_id: s.text_id for s in self.samples}
-        recorded = self.run["prompts"].get("sha") or {} if self.run.get("schema") == CONTRACT_VERSION else {}
+        recorded = self.run.prompts.sha if self.run.schema == CONTRACT_VERSION else {}
         return [by_id.get(p) or recorded.get(p) or f"id:{p}" for p in self.prompt_ids]
 
     @property
     def prompts_name(self) -> str:
-        return self.run["prompts"]["name"]
+        return self.run.prompts.name
 
     @property
     def split(self) -> str:
-        return self.run["prompts"].get("split") or self.prompts_name
+        return self.run.prompts.split or self.prompts_name
 
     @property
     def seeds(self) -> list[int]:
-        return [int(s) for s in self.run["seeds"]]
+        return list(self.run.seeds)
 
     @property
     def overrides(self) -> list[str]:
-        return list(self.run.get("overrides") or [])
+        return list(self.run.overrides)
 
     @property
     def n_expected(self) -> int:
@@ -196,10 +203,10 @@ class RunDir:
     @property
     def anchor_dir(self) -> Path | None:
         """Where the renderer keeps this cell's anchor runs (run.json anchor.dir under out_root), if named."""
-        folder = self.run["anchor"].get("dir")
+        folder = self.run.anchor.dir
         if not folder:
             return None
-        out_root = self.run.get("out_root")
+        out_root = self.run.out_root
         if not out_root:
             return None
         try:  # recorded data: a folder under out_root, never one it leads out to (render.rundir.untrusted)
@@ -211,7 +218,7 @@ class RunDir:
 
     @property
     def describe(self) -> str | None:
-        return self.run.get("describe")
+        return self.run.describe
 
     @property
     def sweep(self) -> Path | None:
@@ -238,18 +245,6 @@ def _require(data: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
     missing = [k for k in keys if k not in data]
     if missing:
         raise InvalidRunDirectory(f"{where}: missing key(s) {', '.join(missing)} (see docs/run-directory.md)")
-
-
-def validate_run_json(run: dict[str, Any], path: Path) -> None:
-    where = str(path / RUN_JSON)
-    _require(run, RUN_FIELDS, where)
-    if run["schema"] not in READABLE_VERSIONS:
-        raise InvalidRunDirectory(f"{where}: contract version {run['schema']!r}; this hypergrid reads versions "
-                                  f"{', '.join(map(str, READABLE_VERSIONS))}")
-    _require(run["anchor"], ("cell_key",), f"{where} [anchor]")
-    _require(run["prompts"], ("name", "ids"), f"{where} [prompts]")
-    if not isinstance(run["seeds"], list) or not isinstance(run["prompts"]["ids"], list):
-        raise InvalidRunDirectory(f"{where}: 'seeds' and 'prompts.ids' must be lists")
 
 
 def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
@@ -314,14 +309,18 @@ def read_terminal(path: Path) -> Terminal | None:
     return None
 
 
+def read_run_record(path: Path | str) -> RunRecord:
+    """A run directory's run.json, parsed (InvalidRunDirectory when it breaks the contract)."""
+    return RunRecord.parse(load_json(Path(path) / RUN_JSON), str(Path(path) / RUN_JSON))
+
+
 def load_run(path: Path | str) -> RunDir:
     """Parse one run directory. Raises NotARunDirectory when it has no run.json."""
     path = Path(path).resolve()
     if not (path / RUN_JSON).is_file():
         raise NotARunDirectory(f"{path} is not a run directory: it has no {RUN_JSON}")
-    run = load_json(path / RUN_JSON)
-    validate_run_json(run, path)
-    samples, problems = read_samples(path, run["cell_key"])
+    run = read_run_record(path)
+    samples, problems = read_samples(path, run.cell_key)
     return RunDir(path=path, run=run, samples=samples, terminal=read_terminal(path), problems=problems)
 
 

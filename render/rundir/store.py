@@ -21,12 +21,12 @@ from typing import Iterator
 
 from render.rundir.errors import InvalidRunDirectory
 from render.rundir.states import CellState
-from render.rundir.files import DONE, FAILED, IMAGES, RUN_JSON, SAMPLES, STATE_DIR, Appended, FileState, exclusive, file_digest, now_iso
+from render.rundir.files import DONE, FAILED, IMAGES, SAMPLES, STATE_DIR, Appended, FileState, exclusive, file_digest, now_iso
 from render.rundir.digests import DigestCache
 from render.rundir.identity import sample_text_hash
 from render.rundir.keys import image_name
 from render.rundir.liveness import writer_state
-from render.rundir.records import SampleRecord, load_json, read_samples
+from render.rundir.records import SampleRecord, read_run_record, read_samples
 from render.rundir.untrusted import contained
 from render.rundir.walk import Registry, known_run_dirs
 
@@ -89,14 +89,14 @@ class SampleStore:
     def _load_dir(self, run_dir: Path) -> None:
         state = FileState.at(run_dir / SAMPLES)  # taken before reading: an append after it is read next time
         try:
-            run = load_json(run_dir / RUN_JSON)
-            cell_key = run["cell_key"]
+            run = read_run_record(run_dir)
+            cell_key = run.cell_key
             records, _ = read_samples(run_dir, cell_key)
-        except (InvalidRunDirectory, KeyError, TypeError):
+        except InvalidRunDirectory:
             return
         self._read[run_dir] = state
         finished = (run_dir / DONE).exists() or (run_dir / FAILED).exists()  # its writer ended: nothing left to clean
-        if not finished and writer_state(run, ask_slurm=False)[0] == CellState.CRASHED:
+        if not finished and writer_state(run.writer, ask_slurm=False)[0] == CellState.CRASHED:
             remove_stale_temporaries(run_dir)
         self._dirs.setdefault(cell_key, set()).add(run_dir)
         samples = self._by_cell.setdefault(cell_key, {})  # type: ignore[union-attr]

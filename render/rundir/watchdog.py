@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Sequence
 
 from render.rundir.records import SampleRecord, parse_time
+from render.rundir.run_record import RunRecord
 
 FACTOR = 2.0
 MIN_EXCESS_S = 5.0  # below this, a slow cell is noise (a warm-up, a short cell), not a stall
@@ -32,12 +33,12 @@ class Projection:
 
 
 
-def project(run: dict[str, Any], samples: Sequence[SampleRecord], now: datetime) -> Projection | None:
+def project(run: RunRecord, samples: Sequence[SampleRecord], now: datetime) -> Projection | None:
     """The projection of a running cell from its warm samples (the first after a load is a warm-up and not
     counted), or None before the first warm sample: load and warm-up times are not projected."""
-    estimate = run.get("estimate") or {}
+    estimate = run.estimate
     n_pending = int(estimate.get("n_pending") or 0)
-    started = parse_time(run.get("started_at"))
+    started = parse_time(run.started_at)
     if n_pending <= 0 or started is None:
         return None
     rendered = [s for s in samples if s.reused_from is None and (parse_time(s.finished_at) or started) >= started]

@@ -30,7 +30,7 @@ def test_every_record_the_renderer_writes_parses_and_verifies(rendered: Path) ->
     runs = rundir.load_runs([rendered], with_anchors=True)
     assert len(runs) == 3 and sum(r.is_anchor for r in runs) == 1
     for run in runs:
-        assert run.run["schema"] == rundir.CONTRACT_VERSION and not run.problems
+        assert run.run.schema == rundir.CONTRACT_VERSION and not run.problems
         assert run.terminal is not None and run.terminal.kind == "done"
         assert len(run.samples) == run.n_expected == run.terminal.data["n_samples"] == 4
         assert all(rundir.verify(rundir.ExistingSample(run.path, s)) is None for s in run.samples)

@@ -178,7 +178,7 @@ def test_render_command_quotes_hostile_overrides(outputs: RunFactory) -> None:
     sweep = outputs.sweep()
     path = outputs.run(sweep, "0_x", make_cell(steps=8), overrides=["steps=8"])
     run = load_run(path)
-    run.run["anchor"]["overrides"] = ["prompt_suffix=a'; echo foo"]
+    run.run = dataclasses.replace(run.run, anchor=dataclasses.replace(run.run.anchor, overrides=("prompt_suffix=a'; echo foo",)))
     assert render_command(run, [1, 0, 1]) == (
         "python -m render 'prompt_suffix=a'\"'\"'; echo foo' prompts=smoke 'seed=[0,1]'")
     assert render_command(run, [3]) == "python -m render 'prompt_suffix=a'\"'\"'; echo foo' prompts=smoke seed=3"

@@ -67,3 +67,26 @@ def test_chunks_keep_the_order_and_the_size_limit() -> None:
     batches = plan_batches([cell(i) for i in range(5)], 1)
     assert [[c.num for c in b] for b in chunk_batches(batches, 2)] == [[0, 1], [2, 3], [4]]
     assert chunk_batches(batches, None) == batches
+
+
+def test_slots_are_disjoint_and_as_wide_as_the_widest_cell() -> None:
+    from hydra_plugins.hypergrid.batches import slots
+
+    assert slots([0, 1, 2, 3, 4], 2) == [(0, 1), (2, 3)]  # GPU 4 alone cannot hold a width-2 cell
+    assert slots([3, 5], 1) == [(3,), (5,)]
+    with pytest.raises(ValueError, match="2 GPUs wide and the launcher has 1 \\(0\\); valid widths are 1 to 1"):
+        slots([0], 2)
+
+
+def test_a_cell_spec_knows_its_parallel_width(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.hypergrid.batches import cell_spec
+
+    def spec(parallel: dict | None) -> CellSpec:
+        config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path), "subdir": "0"}, "job": {"num": 0}},
+                                   "steps": 4, **({"parallel": parallel} if parallel else {})})
+        return cell_spec(["steps=4"], config)
+
+    assert spec(None).gpus == 1 and spec({"name": "none"}).gpus == 1
+    assert spec({"name": "usp", "ulysses_degree": 2, "ring_degree": 2, "tp_degree": 1}).gpus == 4

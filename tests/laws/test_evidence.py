@@ -258,8 +258,8 @@ import os, sys, time
 from types import SimpleNamespace
 from pathlib import Path
 from render.laws.budget import guard_for
-job = SimpleNamespace(config={{"experiment": {{"name": "tiny-demo", "budget": {{"gpu_hours": 1.0}}}}}},
-                      out_root=Path({str(tmp_path)!r}))
+from render.rundir import RunExperiment
+job = SimpleNamespace(experiment=RunExperiment("tiny-demo", False, {{"gpu_hours": 1.0}}), out_root=Path({str(tmp_path)!r}))
 guard_for(job)
 print("joined", flush=True)
 time.sleep(60)

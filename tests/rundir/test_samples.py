@@ -175,7 +175,8 @@ def test_the_projection_takes_a_rendered_sample_without_a_finish_time() -> None:
                                       "warmup": False, "latency_s": 1.0, "finished_at": finished_at})
 
     samples = [sample((started + timedelta(seconds=5)).isoformat()), sample(None)]
-    run = {"started_at": started.isoformat(), "estimate": {"n_pending": 3, "s_per_sample": 1.0}}
+    run = rundir.RunRecord(3, "k", {}, rundir.AnchorRef("a"), False, rundir.PromptsRef("smoke", ("p",)), (0,),
+                           started_at=started.isoformat(), estimate={"n_pending": 3, "s_per_sample": 1.0})
     projection = project(run, samples, started + timedelta(seconds=10))
     assert projection is not None
     assert (projection.estimate_s, projection.projected_s, projection.source) == (3.0, 15.0, "history")

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 from render.axes.base import Axis, Record, Target, Where
 from render.axes.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema
 from render.axes.caches._engagement import Engagement, counting
-from render.axes.caches._support import check_denoiser, leftover_hooks
+from render.axes.caches._support import check_denoiser, check_pipeline_drives, leftover_hooks
 from render.registry import Registry
 from render.spec import Cell
 
@@ -115,6 +115,7 @@ def apply_cache(
     method = CACHES[name]
     values = typed(conf)
     if name != "none":
+        check_pipeline_drives(method.schema, type(pipe))
         check_denoiser(method.schema, type(pipe).__name__, None if transformer is None else type(transformer))
     return method.apply(pipe, values, ApplyContext(steps=steps, calibrate=calibrate))
 
@@ -189,25 +190,40 @@ def check_cache_supported(pipeline: str, conf: Any) -> None:
         _check_pipeline(name, pipeline_info(pipeline))
 
 
-def check_family_takes(name: str, family_name: str) -> None:
+def _check_family_takes(name: str, family_name: str) -> None:
     """CacheConfigError when the model family's module refuses cache `name` (one diffusers can hook, but its
     pipeline cannot run: Family.refused_caches says why)."""
     from render.models.families import family
 
     refused = family(family_name).refused_caches
     if name in refused:
-        valid = ", ".join(c for c in options() if c not in refused)
-        raise CacheConfigError(f"cache {name}: the {family_name} model family does not take it ({refused[name]}); valid: {valid}")
+        raise CacheConfigError(f"cache {name}: the {family_name} model family does not take it ({refused[name]})")
+
+
+def check_family_takes(name: str, pipeline: str, family_name: str) -> None:
+    """CacheConfigError, saying why and naming the caches it does take, when a cell of this pipeline class and
+    family cannot run cache `name`: its family refuses it, or diffusers' classes cannot run it (_check_pipeline)."""
+    from render.introspect import pipeline_info
+
+    if name == "none":
+        return
+    try:
+        _check_family_takes(name, family_name)
+        _check_pipeline(name, pipeline_info(pipeline))
+    except CacheConfigError as error:
+        raise CacheConfigError(f"{error}; valid: {', '.join(caches_taken(pipeline, family_name))}") from None
 
 
 def caches_taken(pipeline: str, family_name: str) -> list[str]:
     """The cache options a cell of this pipeline class and family passes preflight with (docs/models.md's table)."""
+    from render.introspect import pipeline_info
+
     taken = []
     for name in options():
         try:
             if name != "none":
-                check_family_takes(name, family_name)
-            check_cache_supported(pipeline, {"name": name})
+                _check_family_takes(name, family_name)
+                _check_pipeline(name, pipeline_info(pipeline))
         except CacheConfigError:
             continue
         taken.append(name)
@@ -217,6 +233,7 @@ def caches_taken(pipeline: str, family_name: str) -> list[str]:
 def _check_pipeline(name: str, info: Any) -> None:
     from render.introspect import UNKNOWN
 
+    check_pipeline_drives(CACHES[name].schema, info.cls)
     if info.transformer is not UNKNOWN:  # a union or an unresolvable name is checked on the loaded one, in apply_cache
         check_denoiser(CACHES[name].schema, info.cls.__name__, info.transformer)
 
@@ -258,8 +275,7 @@ class CacheAxis(Axis):
 
     def check(self, value: Any, cell: Cell, where: Where) -> None:
         if value["name"] != "none":
-            check_family_takes(value["name"], cell.model.family)
-            _check_pipeline(value["name"], where.pipeline)
+            check_family_takes(value["name"], where.pipeline.name, cell.model.family)
 
     def apply(self, value: Any, target: Target) -> Record:
         return apply_cache(target.pipe, value, steps=target.steps, calibrate=target.calibrate) or {}

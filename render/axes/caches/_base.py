@@ -50,6 +50,17 @@ class CacheSchema:
         return []
 
     @classmethod
+    def pipeline_problem(cls, pipeline_cls: type) -> Optional[str]:
+        """Why this pipeline class cannot drive the method (e.g. it does not tell the hooks where the denoising
+        loop is); None when it can. Read from the class, so preflight checks it before anything loads."""
+        return None
+
+    @classmethod
+    def denoiser_problem(cls, transformer_cls: type) -> Optional[str]:
+        """Why diffusers' hooks for the method do nothing on this transformer class; None when they engage."""
+        return None
+
+    @classmethod
     def from_conf(cls, conf: Any) -> "CacheSchema":
         """`conf` (a schema instance or the Hydra config node of the same shape) as a validated `cls`."""
         values = {}

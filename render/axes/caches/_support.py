@@ -19,11 +19,21 @@ def check_denoiser(schema: "type[CacheSchema]", pipe_class_name: str, transforme
         raise CacheConfigError(
             f"cache {name}: {pipe_class_name}'s {transformer_cls.__name__} takes no diffusers cache hooks; use cache=none"
         )
+    problem = schema.denoiser_problem(transformer_cls)
+    if problem is not None:
+        raise CacheConfigError(f"cache {name}: {pipe_class_name}'s {transformer_cls.__name__}: {problem}")
     if schema.needs_block_metadata and not _has_block_metadata(transformer_cls):
         raise CacheConfigError(
             f"cache {name}: diffusers has no block metadata for {transformer_cls.__name__} ({pipe_class_name}), "
             "which this method needs to skip whole blocks; try cache=pab, fastercache or taylorseer, or cache=none"
         )
+
+
+def check_pipeline_drives(schema: "type[CacheSchema]", pipe_cls: type) -> None:
+    """CacheConfigError when the pipeline class cannot drive method `schema` (CacheSchema.pipeline_problem)."""
+    problem = schema.pipeline_problem(pipe_cls)
+    if problem is not None:
+        raise CacheConfigError(f"cache {schema.name}: {pipe_cls.__name__} {problem}")
 
 
 def _has_block_metadata(transformer_cls: type) -> bool:

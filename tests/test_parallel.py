@@ -1,0 +1,143 @@
+"""The parallel axis (render.axes.parallel) and a parallel cell's ranks (render.ranks), on the tiny Flux twin:
+context parallelism with Ulysses runs on the CPU as gloo processes, so the width-2 tests render for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from render.axes import AxisError
+from render.axes.base import Where
+from render.axes.parallel import check_parallel, ParallelConf, width_of
+from render.cell import build_job
+from render.preflight import check_job
+from tests.conftest import compose_cfg, run_render
+
+
+def _cell(*overrides: str):
+    return build_job(compose_cfg("model=tiny", "device=cpu", *overrides)).cell
+
+
+def test_none_stays_out_of_the_key_and_an_option_enters_it(tiny_cache: Path) -> None:
+    none, ulysses = _cell(), _cell("parallel=ulysses")
+    assert none.axes["parallel"] is None and "parallel" not in none.canonical()
+    assert ulysses.canonical()["parallel"] == {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}
+    assert ulysses.key != none.key and width_of(ulysses.axes["parallel"]) == 2
+    assert width_of(_cell("parallel=usp").axes["parallel"]) == 4
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["parallel=ring"], "parallel=ring does not run on the CPU"),
+    (["parallel=tensor"], "parallel=tensor does not run on the CPU"),
+    (["parallel=ulysses", "parallel.ulysses_degree=4"], "splits the 2 attention heads of tiny over 4 ranks"),
+    (["parallel=ulysses", "height=36", "width=36"], "splits the 81 image tokens"),
+    (["parallel=ulysses", "model=sdxl"], "has no _cp_plan in diffusers"),
+])
+def test_preflight_refuses_what_cannot_run(overrides: list[str], message: str, tiny_cache: Path, tmp_path: Path) -> None:
+    job = build_job(compose_cfg("model=tiny", "device=cpu", *overrides, out_root=tmp_path))
+    with pytest.raises(AxisError, match=message):
+        check_job(job)
+
+
+def test_a_bad_degree_is_refused_at_composition() -> None:
+    with pytest.raises(AxisError, match="parallel=ulysses takes no tp_degree"):
+        ParallelConf(name="ulysses", ulysses_degree=2, tp_degree=2)
+    with pytest.raises(AxisError, match="valid values are none, ulysses, ring, usp, tensor"):
+        ParallelConf(name="pipefusion")
+
+
+def test_a_cell_wider_than_the_machine_is_refused(tiny_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # a one-GPU machine
+    cell = _cell("parallel=ulysses")
+    with pytest.raises(AxisError, match="is 2 GPUs wide and this machine has 1; valid widths here are 1 to 1"):
+        check_parallel(ParallelConf(**cell.axes["parallel"]), cell, Where("cuda:0", "NVIDIA H200", cell.model.pipeline))
+
+
+def test_the_command_line_refusal_exits_2(tmp_path: Path, tiny_cache: Path) -> None:
+    result = run_render("model=tiny", "device=cpu", "parallel=ring", f"out_root={tmp_path}", cwd=tmp_path)
+    assert result.returncode == 2 and "parallel=ring does not run on the CPU (gloo); on the CPU use one of none, ulysses" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def _run_dir(out_root: Path) -> Path:
+    (folder,) = [p.parent for p in out_root.glob("runs/*/*/run.json")]
+    return folder
+
+
+@pytest.mark.slow
+def test_a_width_2_ulysses_cell_renders_like_width_1(tmp_path: Path, tiny_cache: Path) -> None:
+    common = ["model=tiny", "device=cpu", "render_anchor=false", "prompts.limit=1"]
+    wide = run_render(*common, "parallel=ulysses", "seed=[0]", f"out_root={tmp_path / 'wide'}", cwd=tmp_path)
+    assert wide.returncode == 0, wide.stderr
+    one = run_render(*common, "seed=[0]", f"out_root={tmp_path / 'one'}", cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    images = [np.asarray(Image.open(next((tmp_path / r).glob("runs/*/*/images/*.png"))), dtype=float) for r in ("wide", "one")]
+    assert np.abs(images[0] - images[1]).max() <= 1  # 8-bit PNGs of pixels that differ by < 1e-6 (docs/parallel.md)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+def test_a_killed_rank_ends_the_cell_with_failed_json_naming_it_and_a_rerun_renders_the_rest(tmp_path: Path, tiny_cache: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = ["model=tiny", "device=cpu", "render_anchor=false", "parallel=ulysses", "prompts.limit=1",
+            "seed=[0,1,2,3,4,5,6,7]", f"out_root={tmp_path}"]
+    render = subprocess.Popen([sys.executable, "-m", "render", *args],
+                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("runs/*/*/samples.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the ranks have met once rank 0 recorded a sample
+    (rank1,) = _children(render.pid)
+    os.kill(rank1, signal.SIGKILL)
+    output, _ = render.communicate(timeout=120)
+    assert render.returncode == 1, output
+    failed = json.loads((_run_dir(tmp_path) / "FAILED.json").read_text())
+    assert failed["category"] == "error"
+    assert failed["message"].startswith(f"RankFailed: rank 1 (pid {rank1}) was killed by SIGKILL")
+    done = failed["n_samples_done"]
+    assert 1 <= done < 8
+    resumed = run_render(*args, cwd=tmp_path)  # a new run of the cell renders only what is missing
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{8 - done} rendered, {done} reused" in resumed.stdout + resumed.stderr
+
+
+def test_a_parallel_cell_costs_its_width_in_gpu_seconds(tiny_cache: Path) -> None:
+    from render.cell import single_device_job
+    from render.laws.budget import FIRST_LAUNCH_MARGIN, History, estimate_jobs
+    from render.preflight import measure_one_sample
+    from render.rundir.records import SampleRecord
+
+    wide = build_job(compose_cfg("model=tiny", "device=cpu", "parallel=ulysses"))
+    one = single_device_job(wide)
+    assert (wide.gpus, one.gpus, one.cell.key) == (2, 1, build_job(compose_cfg("model=tiny", "device=cpu")).cell.key)
+    for job in (wide, one):  # a sample measured at 1 s on one device costs width x 1 s (no speed-up assumed)
+        estimate = estimate_jobs([job], {job.cell.key: 3}, History([]), measure=lambda job: (1.0, 0.0))
+        assert estimate.seconds == pytest.approx(3 * FIRST_LAUNCH_MARGIN * job.gpus)
+    seconds, _ = measure_one_sample(wide)  # preflight measures the width-1 self: no ranks before the render
+    assert seconds > 0
+    record = SampleRecord(cell_key="k", prompt_id="p", seed=0, prompt="t", image="i.png", width=32, height=32,
+                          latency_s=0.5, warmup=False, steps=8, s_per_step=None, peak_mem_bytes=None, mem_kind=None,
+                          load_s=None, reused_from=None, finished_at=None, latency_calls=(0.5, 0.7), gpus=2)
+    assert record.device_s == pytest.approx(2.4)
