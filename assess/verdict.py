@@ -27,6 +27,7 @@ class Speed:
     estimate: Estimate | None
     timed: str  # how: "timed apart" (render latencies), or side by side (assess retime)
     note: str = ""
+    gpus: int = 1  # devices the cell holds: a parallel cell's width (render.axes.parallel); its anchor holds one
 
     def text(self) -> str:
         e = self.estimate
@@ -34,6 +35,14 @@ class Speed:
             return "n/a"
         interval = f" [{e.low:.2f}, {e.high:.2f}]" if e.low is not None and e.high is not None else ""
         return f"{e.value:.2f}×{interval}"
+
+    def per_gpu(self) -> str:
+        """A parallel cell's speed-up per GPU and scaling efficiency (the speed-up over its width, against linear
+        scaling); '' for a one-device cell."""
+        e = self.estimate
+        if self.gpus <= 1 or e is None:
+            return ""
+        return f"{self.gpus} GPUs: {e.value / self.gpus:.2f}× per GPU, {100 * e.value / self.gpus:.0f} % scaling efficiency"
 
 
 def speed_of(index: Any, cell_key: str, anchor_cell_key: str, rendered: Estimate | None) -> Speed:
@@ -43,7 +52,22 @@ def speed_of(index: Any, cell_key: str, anchor_cell_key: str, rendered: Estimate
     from assess.stats import speed_against
 
     estimate, timed = speed_against(index, cell_key, anchor_cell_key, rendered)
-    return Speed(estimate, timed or TIMED_APART, (estimate.note or "") if estimate else "no warm latency")
+    return Speed(estimate, timed or TIMED_APART, (estimate.note or "") if estimate else "no warm latency",
+                 cell_width(index, cell_key))
+
+
+def cell_width(index: Any, cell_key: str) -> int:
+    """The devices a cell holds, read from its indexed cell (render.axes.parallel.width_of; 1 without a parallel
+    value, or when the index has no run of it)."""
+    import json
+
+    from render.axes.parallel import width_of
+
+    rows = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (cell_key,))
+    try:
+        return width_of(json.loads(rows[0]["cell"]).get("parallel")) if rows else 1
+    except (TypeError, ValueError):  # a cell JSON this version cannot read: counted as one device
+        return 1
 
 
 @dataclass(frozen=True)
@@ -87,7 +111,8 @@ class Rule:
 
 
 def cost_text(latency_s: float | None, price: float | None) -> str:
-    """GPU-hours per 1,000 images (and money at `price` per GPU-hour) at a median warm latency."""
+    """GPU-hours per 1,000 images (and money at `price` per GPU-hour) at a median warm latency (device seconds: a
+    parallel cell's latency times its width)."""
     if latency_s is None:
         return "n/a"
     gpu_h = latency_s * 1000 / 3600
@@ -116,9 +141,10 @@ def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, 
         "mark": mark, "label": label, "cell_key": cell_key, "anchor_cell_key": anchor_cell_key, "is_anchor": is_anchor,
         "verdict": verdict_text, "verdict_cls": verdict_text.replace(" ", "-"), "status": status,
         "speedup": "1× (reference)" if is_anchor else speed.text(), "timed": "—" if is_anchor else speed.timed,
-        "speed_note": speed.note,
+        "speed_note": speed.note, "per_gpu": speed.per_gpu(),
         "quality": [{"metric": q.metric, "text": "reference" if is_anchor else q.text()} for q in quality],
-        "floor": floor_text(rule, rule.metric), "cost": cost_text(latency_s, rule.price_per_gpu_hour),
+        "floor": floor_text(rule, rule.metric),
+        "cost": cost_text(None if latency_s is None else latency_s * speed.gpus, rule.price_per_gpu_hour),
     }
 
 

@@ -202,3 +202,24 @@ def test_the_frontier_plot_has_interval_bars_and_no_label_over_another(tmp_path:
     renderer = fig.canvas.get_renderer()
     boxes = [t.get_window_extent(renderer) for t in ax.texts]
     assert len(boxes) >= 1 and not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_a_parallel_cell_shows_its_speedup_per_gpu_and_its_scaling_efficiency() -> None:
+    """Issue 33 item 4: the width is read from the indexed cell; the per-GPU figure is the speed-up over the width."""
+    import json
+
+    from assess.stats import Estimate
+    from assess.verdict import Speed, cell_width
+
+    class OneRun:
+        def __init__(self, cell: dict | None) -> None:
+            self.cell = cell
+
+        def query(self, sql: str, args: tuple) -> list[dict]:
+            return [] if self.cell is None else [{"cell": json.dumps(self.cell)}]
+
+    ulysses = {"parallel": {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}}
+    assert (cell_width(OneRun(ulysses), "k"), cell_width(OneRun({}), "k"), cell_width(OneRun(None), "k")) == (2, 1, 1)
+    wide = Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart", gpus=2)
+    assert wide.per_gpu() == "2 GPUs: 0.80× per GPU, 80 % scaling efficiency"
+    assert Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart").per_gpu() == ""
