@@ -90,3 +90,17 @@ def drifting(rows: list[Mapping[str, Any]]) -> str | None:
     worst, why = max(bad, key=lambda b: (b[0]["max_levels"] or 0, -(b[0]["ssim"] if b[0]["ssim"] is not None else 1.0)))
     return (f"parallel-drift: {len(bad)} of {len(rows)} sample(s) outside the band against the width-1 twin "
             f"{worst['twin_cell_key']}; the worst is {why}")
+
+
+def parity_note(rows: list[Mapping[str, Any]]) -> str | None:
+    """The report's line for a parallel cell: its `parallel-drift` flag, or its worst figures inside the band."""
+    compared = [r for r in rows if r["max_levels"] is not None]
+    if not rows:
+        return None
+    flag = drifting(compared)
+    if flag or not compared:
+        return flag or f"parity with its width-1 twin: not compared ({rows[0]['unavailable_reason']})"
+    ssims = [r["ssim"] for r in compared if r["ssim"] is not None]
+    return (f"parity with its width-1 twin {compared[0]['twin_cell_key']}: {len(compared)} sample(s), at most "
+            f"{max(r['max_levels'] for r in compared)} level(s) apart"
+            + (f", SSIM at least {min(ssims):.4f}" if ssims else "") + f" (band: {MAX_LEVELS} levels, SSIM {MIN_SSIM})")

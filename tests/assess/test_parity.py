@@ -41,7 +41,9 @@ def test_drift_counts_levels_and_ssim() -> None:
         drift(image[:16, :16], image)
 
 
-def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory, db: Path) -> None:
+def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory, db: Path, tmp_path: Path) -> None:
+    from assess.report import write_report
+
     sweep = outputs.sweep()
     outputs.anchor(sweep, "0_anchor")
     outputs.run(outputs.root / "twins" / "tiny" / "k", "stamp", make_cell(attention="sdpa"))  # the width-1 twin
@@ -59,6 +61,11 @@ def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory
             f"parallel-drift: 8 of 8 sample(s) outside the band against the width-1 twin "
             f"{cell_key_of(make_cell(attention='sdpa'))}; the worst is 10 levels apart")
         assert index.parity(cell_key_of(make_cell(attention="sdpa"))) == []  # width 1: nothing to compare
+    notes: list[str] = []
+    write_report([sweep], db, tmp_path / "report", notes=notes)  # the report says both, the drift as a warning
+    assert any(" parallel=ring: parallel-drift: 8 of 8 sample(s)" in n for n in notes), notes
+    assert any("parity with its width-1 twin" in n and "at most 0 level(s) apart, SSIM at least 1.0000" in n
+               for n in notes), notes
 
 
 def test_a_missing_twin_is_said_and_flags_nothing(outputs: RunFactory, db: Path) -> None:
