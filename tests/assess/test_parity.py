@@ -61,6 +61,12 @@ def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory
             f"parallel-drift: 8 of 8 sample(s) outside the band against the width-1 twin "
             f"{cell_key_of(make_cell(attention='sdpa'))}; the worst is 10 levels apart")
         assert index.parity(cell_key_of(make_cell(attention="sdpa"))) == []  # width 1: nothing to compare
+    from assess.status import status, with_drift
+
+    details = {r.name: r.detail for r in with_drift(status(sweep), db)}  # `assess status` with the index beside it
+    assert details["2_ring"].startswith("PARALLEL-DRIFT: 8 of 8 sample(s) outside the band")
+    assert not details["1_ulysses"].startswith("PARALLEL-DRIFT")
+    assert with_drift(status(sweep), db.with_name("none.db")) == status(sweep)  # no index: the folders alone
     notes: list[str] = []
     write_report([sweep], db, tmp_path / "report", notes=notes)  # the report says both, the drift as a warning
     assert any(" parallel=ring: parallel-drift: 8 of 8 sample(s)" in n for n in notes), notes
