@@ -10,7 +10,7 @@ was found at SSIM 0.894, sglang#33327).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ def _compare(run: RunDir, sample: SampleRecord, twin_samples: Mapping[tuple[str,
     return drift(read(run.image_path(sample)), read(contained(twin["run_path"], twin["image"], "twin image")))
 
 
-def drifting(rows: list[Mapping[str, Any]]) -> str | None:
+def drifting(rows: Sequence[Any]) -> str | None:
     """The `parallel-drift` flag of one cell from its `parity` rows: how many samples are outside the band and the
     worst one's reason, or None when none is."""
     bad = [(r, why) for r in rows if (why := outside_band(r["max_levels"], r["ssim"]))]
@@ -92,7 +92,7 @@ def drifting(rows: list[Mapping[str, Any]]) -> str | None:
             f"{worst['twin_cell_key']}; the worst is {why}")
 
 
-def parity_note(rows: list[Mapping[str, Any]]) -> str | None:
+def parity_note(rows: Sequence[Any]) -> str | None:
     """The report's line for a parallel cell: its `parallel-drift` flag, or its worst figures inside the band."""
     compared = [r for r in rows if r["max_levels"] is not None]
     if not rows:
