@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import pickle
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 import hydra
 from hydra._internal import config_loader_impl, defaults_list
@@ -117,20 +117,31 @@ def _shared_store(self: ConfigStore, memo: dict[int, Any]) -> ConfigStore:
     return self
 
 
+PATCHES = ("load", "defaults", "merge", "store")  # each can be tested alone against Hydra (tests/test_composition.py)
+
+
 @contextmanager
-def composed_once() -> Iterator[None]:
+def composed_once(patches: Collection[str] = PATCHES) -> Iterator[None]:
     """Within this block each distinct config is composed once (see the module's text); nested blocks share
-    the outer one, and the memo is dropped when the outermost ends."""
+    the outer one, and the memo is dropped when the outermost ends. `patches`: which of Hydra's internals are
+    memoised (all of them, except in the tests that hold each alone to Hydra's own result)."""
     global _active
     if _active or not SUPPORTED:
         yield
         return
+    unknown = set(patches) - set(PATCHES)
+    if unknown:
+        raise ValueError(f"composed_once: unknown patch(es) {sorted(unknown)}; valid: {', '.join(PATCHES)}")
     saved = (ConfigRepository.load_config, config_loader_impl.create_defaults_list,
              ConfigLoaderImpl._compose_config_from_defaults_list, ConfigStore.__dict__.get("__deepcopy__"))
-    ConfigRepository.load_config = _memoised_load(saved[0])  # type: ignore[method-assign]
-    config_loader_impl.create_defaults_list = _memoised_defaults(saved[1])
-    ConfigLoaderImpl._compose_config_from_defaults_list = _memoised_merge(saved[2])  # type: ignore[method-assign]
-    ConfigStore.__deepcopy__ = _shared_store  # type: ignore[attr-defined]
+    if "load" in patches:
+        ConfigRepository.load_config = _memoised_load(saved[0])  # type: ignore[method-assign]
+    if "defaults" in patches:
+        config_loader_impl.create_defaults_list = _memoised_defaults(saved[1])
+    if "merge" in patches:
+        ConfigLoaderImpl._compose_config_from_defaults_list = _memoised_merge(saved[2])  # type: ignore[method-assign]
+    if "store" in patches:
+        ConfigStore.__deepcopy__ = _shared_store  # type: ignore[attr-defined]
     _active = True
     try:
         yield
@@ -140,7 +151,8 @@ def composed_once() -> Iterator[None]:
         config_loader_impl.create_defaults_list = saved[1]
         ConfigLoaderImpl._compose_config_from_defaults_list = saved[2]  # type: ignore[method-assign]
         if saved[3] is None:
-            del ConfigStore.__deepcopy__  # type: ignore[attr-defined]
+            if "__deepcopy__" in ConfigStore.__dict__:
+                del ConfigStore.__deepcopy__  # type: ignore[attr-defined]
         else:
             ConfigStore.__deepcopy__ = saved[3]  # type: ignore[attr-defined]
         _loads.clear()

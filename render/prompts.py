@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from render.suites import FORMATS, READERS, Prompt, PromptError, read_suite
+from render.suites import READERS, Prompt, PromptError, read_suite
 from render.suites.project import DEV_FILE as SUITE_DEV, HOLDOUT_FILE as SUITE_HOLDOUT
 
 PACKAGE_PROMPTS = Path(__file__).parent / "prompts"  # every *holdout*.jsonl here is reserved (render.laws.holdout)
@@ -25,7 +25,7 @@ def resolve_manifest(file: str) -> Path:
     shipped = ", ".join(sorted(p.name for p in PACKAGE_PROMPTS.glob("*.jsonl")))
     raise PromptError(
         f"prompts.file={file!r}: no such file (looked in {', '.join(str(c) for c in candidates)}). "
-        f"Give a suite file ({', '.join(READERS)}; prompts.format picks the reader), a hub dataset's file "
+        f"Give a suite file ({', '.join(READERS.names())}; prompts.format picks the reader), a hub dataset's file "
         f"(prompts.dataset=<id> prompts.file=<path in it>), or one of the shipped manifests: {shipped}"
     )
 
@@ -92,5 +92,5 @@ def load_split(conf: Any) -> list[Prompt]:
                         str(conf.get("order") or "stratified"))
 
 
-__all__ = ["FORMATS", "PACKAGE_PROMPTS", "Prompt", "PromptError", "SUITE_DEV", "SUITE_HOLDOUT", "load_prompts",
+__all__ = ["PACKAGE_PROMPTS", "Prompt", "PromptError", "SUITE_DEV", "SUITE_HOLDOUT", "load_prompts",
            "load_split", "ordered", "resolve_manifest", "stratified"]

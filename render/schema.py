@@ -61,7 +61,7 @@ class PromptsConf:
     file: str = MISSING  # a suite file (relative: cwd, then the package's prompts/), or the file's path in `dataset`
     limit: Optional[int] = None  # render only the first N prompts of `order` (a rung of successive halving)
     order: str = "stratified"  # stratified: categories round-robin in order of first appearance | file: the file's order
-    format: str = "auto"  # the file's reader: auto (by suffix) | manifest | drawbench | parti | geneval | coco | text
+    format: str = "auto"  # the file's reader: auto (by suffix) or a reader's name (render.suites.READERS)
     dataset: Optional[str] = None  # a hub dataset id holding `file`: downloaded once into the cache (docs/quality.md)
     revision: Optional[str] = None  # the dataset's revision (commit or tag); pin it for reproducible splits
     models: Optional[List[str]] = None  # the models the split was written for (the shapes captions: shapes, tiny); None: any

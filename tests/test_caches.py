@@ -192,7 +192,7 @@ def test_bad_values_name_the_key_and_the_valid_choices(schema, values: dict, mat
 
 
 def test_an_unknown_method_lists_the_valid_ones() -> None:
-    with pytest.raises(CacheConfigError, match="cache=turbo: unknown cache method; valid methods: none, fastercache"):
+    with pytest.raises(CacheConfigError, match="cache=turbo: no such cache method; valid: fastercache, fbcache, magcache, none, pab"):
         check_cache_supported("FluxPipeline", NoCacheConf(name="turbo"))
 
 

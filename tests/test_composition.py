@@ -8,6 +8,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hydra import compose, initialize_config_dir
 from hydra._internal import config_loader_impl
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from render.composition import SUPPORTED, composed_once
+from render.composition import PATCHES, SUPPORTED, composed_once
 from tests.conftest import CONF_DIR
 
 # The overrides a cell is made of: config choices, value overrides of every kind (set, add, force-add, delete,
@@ -51,12 +52,30 @@ def outcome(overrides: list[str]) -> tuple[Any, ...]:
     return ("config", OmegaConf.to_container(cfg, resolve=False), shape(cfg))
 
 
-def outcomes(cells: list[list[str]], *, memo: bool) -> list[tuple[Any, ...]]:
+def outcomes(cells: list[list[str]], *, memo: bool, patches: tuple[str, ...] = PATCHES) -> list[tuple[Any, ...]]:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         if not memo:
             return [outcome(cell) for cell in cells]
-        with composed_once():
+        with composed_once(patches):
             return [outcome(cell) for cell in cells]
+
+
+# Each patch of Hydra's internals alone, held to Hydra's own result on cells that exercise it twice: the same
+# file loaded again, the same defaults list with other values, the same merge, a bad override after a good one.
+EACH_ALONE = [["model=tiny", "steps=4"], ["model=tiny", "steps=8", "cache=fbcache"], ["model=tiny", "steps=abc"],
+              ["model=shapes", "+extra=1", "prompts=dev"], ["model=tiny", "steps=4"], ["cache=turbo"],
+              ["~render_anchor", "hydra.job.name=other"], ["model=tiny", "cache=magcache", "cache.threshold=0.2"]]
+
+
+@pytest.mark.parametrize("patch", PATCHES)
+def test_each_patch_alone_composes_what_hydra_does(patch: str) -> None:
+    assert outcomes(EACH_ALONE, memo=True, patches=(patch,)) == outcomes(EACH_ALONE, memo=False)
+
+
+def test_an_unknown_patch_is_refused_naming_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="unknown patch.*'merged'.*load, defaults, merge, store"):
+        with composed_once(("merged",)):
+            pass
 
 
 def test_the_tested_hydra_line_is_the_one_installed() -> None:

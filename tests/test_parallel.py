@@ -68,6 +68,14 @@ def test_the_command_line_refusal_exits_2(tmp_path: Path, tiny_cache: Path) -> N
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_cell_wider_than_the_gpus_launchers_gpus_exits_2_before_any_folder(tmp_path: Path, tiny_cache: Path) -> None:
+    result = run_render("-m", "hydra/launcher=gpus", "hydra.launcher.gpus=[0]", "model=tiny", "device=cpu",
+                        "parallel=none,ulysses", f"out_root={tmp_path}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "is 2 GPUs wide and hydra/launcher=gpus has 1 (0); valid widths here are 1 to 1" in result.stderr
+    assert not (tmp_path / "sweep").exists()
+
+
 def _run_dir(out_root: Path) -> Path:
     (folder,) = [p.parent for p in out_root.glob("runs/*/*/run.json")]
     return folder

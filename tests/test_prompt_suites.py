@@ -98,7 +98,8 @@ def test_a_format_can_be_named_and_a_wrong_one_lists_the_valid_ones(tmp_path: Pa
     assert len(load_prompts(str(odd), format="drawbench")) == 3
     with pytest.raises(PromptError, match=r"cannot tell the format from the suffix '\.export'; set prompts.format"):
         load_prompts(str(odd))
-    with pytest.raises(PromptError, match=r"prompts.format='xlsx': valid formats are auto, manifest, drawbench"):
+    with pytest.raises(PromptError, match=r"prompts.format='xlsx': valid formats are auto, coco, drawbench, geneval, "
+                                          r"jsonlist, manifest, parti, text$"):
         load_prompts(str(odd), format="xlsx")
 
 
@@ -106,6 +107,8 @@ def test_a_format_can_be_named_and_a_wrong_one_lists_the_valid_ones(tmp_path: Pa
     ("Text,Category\nhello,x\n", "bad.csv", "no 'Prompts' or 'Prompt' column"),
     ('{"prompt": "x"\n', "bad.jsonl", "expected a JSON object"),
     ('{"images": []}', "bad.json", "expected COCO captions JSON"),
+    ('["a cat", null]', "bad.json", r"bad.json: item 2: expected a string \(the prompt\), got null"),
+    ('[\n  "a cat",', "cut.json", "expected a JSON list of prompt strings"),
     ("Prompt\tCategory\n\tAnimals\n", "empty.tsv", "empty prompt text"),
     ("\n\n", "blank.txt", "holds no prompts"),
 ])
@@ -116,7 +119,17 @@ def test_a_malformed_file_says_where_and_what(tmp_path: Path, content: str, name
 
 
 def test_every_reader_has_a_test_file() -> None:
-    assert set(READERS) == {"manifest", "drawbench", "parti", "geneval", "coco", "text"}
+    assert set(READERS) == {"manifest", "drawbench", "parti", "geneval", "coco", "text", "jsonlist"}
+
+
+def test_a_json_list_of_strings_is_read_and_told_from_coco_by_its_content(tmp_path: Path) -> None:
+    """The jsonlist reader (one module, render/suites/jsonlist.py) shares .json with COCO: a list is its."""
+    listed = tmp_path / "prompts.json"
+    listed.write_text(json.dumps(["a red cube", "two dogs on a sofa", "a red cube"]))  # a repeat is kept once
+    prompts = load_prompts(str(listed))
+    assert [p.text for p in prompts] == ["a red cube", "two dogs on a sofa"]
+    assert prompts[0].id == f"jsonlist-{text_hash('a red cube')[:10]}"
+    assert [p.id for p in read_suite(write_coco(tmp_path / "coco.json"))] == ["coco-48", "coco-67"]
 
 
 # -- the hub-dataset path -------------------------------------------------------------------

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from render.registry import Registry
+
 Direction = Literal["higher", "lower"]
 Level = Literal["sample", "cell"]
 Display = Literal["number", "bytes"]
@@ -128,7 +130,10 @@ SPEED_NOISE = _speed("speed_noise", "lower", "", "speed noise",
                      "the larger of the warm calls' spread (IQR / median) and the reference's drift over the cell's "
                      "runs; above 0.15 the cell is flagged noisy (detail: why)", leaderboard=True)
 SPEED_SPECS = (LATENCY_MEDIAN, LATENCY_P90, S_PER_STEP, IMAGES_PER_S, PEAK_MEM, LOAD_S, GPU_S, LATENCY_REF, SPEED_NOISE)
-SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in (*SAMPLE_SPECS, *SET_SPECS, *SPEED_SPECS)}
+# Every metric by name (render.registry: a name declared twice is refused; an unknown one lists the valid ones)
+SPECS: Registry[MetricSpec] = Registry("metric", "metric", lambda s: s.name)
+for _spec in (*SAMPLE_SPECS, *SET_SPECS, *SPEED_SPECS):
+    SPECS.add(_spec, where=__name__)
 
 
 def sample_metric_names() -> list[str]:

@@ -76,6 +76,23 @@ def preflight_sweep(job_overrides: Sequence[Sequence[str]], configs: list[DictCo
         exit_with(unexpected(error))
 
 
+def preflight_widths(config: DictConfig, jobs: Sequence[Any]) -> None:
+    """The gpus launcher places each cell on its own GPUs: a cell wider than the GPUs it was given (or found) is
+    refused here, exit 2, before any folder exists (render's preflight checks the machine's count)."""
+    if not str(config.hydra.launcher.get("_target_", "")).endswith("GpusLauncher"):
+        return
+    from hydra_plugins.hypergrid.devices import visible_gpus
+    from render.preflight import PreflightError, exit_with
+
+    gpus = visible_gpus(config.hydra.launcher.get("gpus"))
+    wide = [job for job in jobs if job.gpus > len(gpus)]
+    if wide:
+        exit_with(PreflightError(
+            f"cell {wide[0].cell.describe()} is {wide[0].gpus} GPUs wide and hydra/launcher=gpus has {len(gpus)} "
+            f"({', '.join(map(str, gpus))}); valid widths here are 1 to {len(gpus)}: give the launcher more GPUs "
+            "(hydra.launcher.gpus=[0,1,...]) or choose a narrower parallel option"))
+
+
 def preflight_launcher(config: DictConfig) -> None:
     """A launcher that cannot start jobs from here fails before SWEEP.json exists, with one message (exit 2);
     so does a sweep folder that cannot be written."""

@@ -30,6 +30,7 @@ class HypergridSweeper(BasicSweeper):
         sweep.preflight_launcher(self.config)  # exits 2 when the launcher cannot start jobs from here, before anything is written
         configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, 0, keep=True)
         jobs = sweep.preflight_sweep(job_overrides, configs)  # exits 2, listing every bad cell, before any folder exists
+        sweep.preflight_widths(self.config, jobs)  # exits 2 when a cell is wider than the launcher's GPUs
 
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)

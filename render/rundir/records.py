@@ -263,9 +263,9 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     values["warmup"] = bool(obj.get("warmup", False))
     for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes",
                  "steps_computed", "steps_reused", "blocks_computed", "blocks_reused", "compile_cache_hits",
-                 "compile_cache_misses"):
+                 "compile_cache_misses", "gpus", "frames", "fps"):
         values[name] = None if values[name] is None else int(values[name])
-    for name in ("latency_s", "s_per_step", "load_s", "compile_s", "ref_s"):
+    for name in ("latency_s", "s_per_step", "load_s", "compile_s", "ref_s", "s_per_frame"):
         values[name] = None if values[name] is None else float(values[name])
     if values["latency_calls"] is not None:
         values["latency_calls"] = tuple(float(x) for x in values["latency_calls"])

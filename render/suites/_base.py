@@ -44,6 +44,9 @@ class Reader:
     suffixes: tuple[str, ...]  # what prompts.format=auto picks it for
     description: str  # one line for errors and docs
     read: Callable[[Path], list[Entry]]
+    # for a suffix several readers claim: whether this file is this reader's (a reader that has `claims` is asked
+    # before one that has none, which takes the files no other claims)
+    claims: Callable[[Path], bool] | None = None
 
 
 def content_id(prefix: str, text: str) -> str:

@@ -27,4 +27,22 @@ def read(path: Path) -> list[Entry]:
     return entries
 
 
-READER = Reader("geneval", (), 'GenEval metadata JSONL: {"tag", "prompt", ...} per line', read)
+def _first_record(path: Path) -> dict[str, object]:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    return {}
+                return record if isinstance(record, dict) else {}
+    return {}
+
+
+def claims(path: Path) -> bool:
+    """A .jsonl file is GenEval metadata when its first record has "prompt" and no "text" (else a manifest)."""
+    first = _first_record(path)
+    return "prompt" in first and "text" not in first
+
+
+READER = Reader("geneval", (".jsonl",), 'GenEval metadata JSONL: {"tag", "prompt", ...} per line', read, claims)

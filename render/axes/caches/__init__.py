@@ -3,7 +3,8 @@
 A method module (e.g. `fbcache.py`) holds its schema (a `CacheSchema` dataclass whose fields carry
 the names of the diffusers config it maps onto, defaults included, validated in `__post_init__`),
 its `apply(pipe, conf, context) -> record`, the names of the diffusers hooks it registers, and
-`METHOD = CacheMethod(schema, apply)`. Every public module of this package is a method: adding one
+`METHOD = CacheMethod(schema, apply)`. Every public module of this package that exports `METHOD` is a method
+(render.registry; the module's name is the method's): adding one
 means adding its module and its option file `render/conf/cache/<name>.yaml`
 (`defaults: [<name>_schema, _self_]`; the defaults live in the dataclass only).
 
@@ -16,9 +17,7 @@ dict). This package imports no torch or diffusers at import time, so config comp
 
 import copy
 import dataclasses
-import importlib
 import json
-import pkgutil
 from contextlib import contextmanager
 from dataclasses import field
 from typing import Any, Callable, Dict, Iterator, Optional
@@ -27,31 +26,31 @@ from render.axes.base import Axis, Record, Target, Where
 from render.axes.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema
 from render.axes.caches._engagement import Engagement, counting
 from render.axes.caches._support import check_denoiser, check_pipeline_drives, leftover_hooks
+from render.registry import Registry
 from render.spec import Cell
 
 __all__ = ["AXIS", "CACHES", "CacheConfigError", "Engagement", "NoCacheConf", "apply_cache", "cache_key_params",
            "cache_name", "check_cache_supported", "count_engagement", "reset_cache", "typed"]
 
 
-def _method_modules() -> Dict[str, CacheMethod]:
-    methods = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        method = importlib.import_module(f"{__name__}.{info.name}").METHOD
-        if method.schema.name != info.name:
-            raise ImportError(f"render/axes/caches/{info.name}.py: its schema's name is {method.schema.name!r}; "
-                              f"it must be the module's name, {info.name!r} (the option name)")
-        methods[info.name] = method
+def _methods() -> Registry[CacheMethod]:
+    """Every method module of this package (render.registry). Found at import, not on first use: `NoCacheConf`
+    takes every method's fields, and Hydra's config store needs it when the axes are set up."""
+    methods: Registry[CacheMethod] = Registry("cache method", "cache", lambda m: m.schema.name, package=__name__,
+                                              attribute="METHOD", error=CacheConfigError)
+    for name in methods:
+        if methods.origin(name) != f"{__name__}.{name}":
+            raise ImportError(f"{methods.origin(name)}: its schema's name is {name!r}; it must be the module's name "
+                              "(the option name)")
     return methods
 
 
-_METHODS = _method_modules()
+CACHES = _methods()  # every method by name, "none" included (added below, once NoCacheConf is made)
 
 
 def _fields_of_every_method() -> list:
     names: Dict[str, None] = {}
-    for method in _METHODS.values():
+    for method in CACHES.values():
         names.update((f.name, None) for f in dataclasses.fields(method.schema) if f.name != "name")
     # Every parameter of every other method, typed Any and ignored: a sweep such as
     # `cache=none,fbcache cache.threshold=0.05,0.1` sets `threshold` on the `none` node too, and
@@ -75,15 +74,19 @@ def _apply_none(pipe: Any, conf: Any, ctx: ApplyContext) -> Record:
     return {}
 
 
-CACHES: Dict[str, CacheMethod] = {"none": CacheMethod(NoCacheConf, _apply_none), **_METHODS}
+CACHES.add(CacheMethod(NoCacheConf, _apply_none), where=__name__)
+
+
+def options() -> list[str]:
+    """The cache options as lists show them: none, then the methods by name."""
+    return ["none", *(name for name in CACHES.names() if name != "none")]
 
 
 def cache_name(conf: Any) -> str:
     """The method `conf` names; CacheConfigError listing the valid ones when it is unknown."""
     name = conf.get("name") if isinstance(conf, dict) else getattr(conf, "name", None)
-    if name not in CACHES:
-        raise CacheConfigError(f"cache={name}: unknown cache method; valid methods: {', '.join(CACHES)}")
-    return name
+    CACHES[str(name)]  # CacheConfigError naming the valid ones when there is no such method
+    return str(name)
 
 
 def typed(conf: Any) -> CacheSchema:
@@ -216,7 +219,7 @@ def caches_taken(pipeline: str, family_name: str) -> list[str]:
     from render.introspect import pipeline_info
 
     taken = []
-    for name in CACHES:
+    for name in options():
         try:
             if name != "none":
                 _check_family_takes(name, family_name)
@@ -246,7 +249,8 @@ class CacheAxis(Axis):
 
     def schema_of(self, node: Any) -> Optional[type]:
         name = node.get("name") if hasattr(node, "get") else None
-        return CACHES[name].schema if name in CACHES else None
+        method = CACHES.get(name) if isinstance(name, str) else None
+        return method.schema if method is not None else None
 
     def key(self, node: Any) -> Any:
         from render.rundir import check_name
@@ -259,7 +263,7 @@ class CacheAxis(Axis):
 
         name = check_name(anchor.cache, "model.anchor.cache")
         if name not in CACHES:
-            raise CacheConfigError(f"model.anchor.cache={name}: valid values are {', '.join(CACHES)}")
+            raise CacheConfigError(f"model.anchor.cache={name}: valid values are {', '.join(options())}")
         return cache_key_params({"name": name})  # the method's defaults
 
     def override(self, value: Any) -> str:

@@ -5,20 +5,18 @@ axis, the caches its pipeline cannot run although diffusers can hook them, how t
 a pipeline call, and its tiny twin (render.models.twins). The axes and preflight read these from here;
 what else a denoiser takes of the cache and compile axes is read from its diffusers classes
 (render.axes.caches, render.axes.compile), so it cannot drift from them.
-Adding a family is one module here plus its model YAMLs in render/conf/model/ (docs/models.md).
+Adding a family is one module here (exporting `FAMILY`) plus its model YAMLs in render/conf/model/ (docs/models.md).
 Imports no torch: a family module imports its diffusers classes only when its twin is built.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from render.errors import RenderError
 from render.models.twins import Twin
+from render.registry import Registry
 
 
 class FamilyUnavailable(RenderError, ValueError):
@@ -49,26 +47,19 @@ class Family:
     twin: Optional[Twin] = None  # the random-weight twin the tests render (model=<twin.name>)
 
 
-@functools.cache
-def families() -> Dict[str, Family]:
-    """Every family, by name: each module of this package that exports `FAMILY`."""
-    found: Dict[str, Family] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        family = importlib.import_module(f"{__name__}.{info.name}").FAMILY
-        if family.name in found:
-            raise FamilyUnavailable(f"model family {family.name!r} is declared twice (render/models/families/{info.name}.py)")
-        found[family.name] = family
-    return found
+# Every family, by name: each module of this package that exports `FAMILY` (render.registry: found on first use).
+FAMILIES: Registry[Family] = Registry("model family", "model.family", lambda f: f.name, package=__name__,
+                                      attribute="FAMILY", error=FamilyUnavailable)
+
+
+def families() -> Mapping[str, Family]:
+    """Every family, by name."""
+    return FAMILIES
 
 
 def family(name: str) -> Family:
     """The family called `name`; FamilyUnavailable naming the valid ones when there is none."""
-    known = families()
-    if name not in known:
-        raise FamilyUnavailable(f"model.family={name}: no such model family; valid: {', '.join(known)}")
-    return known[name]
+    return FAMILIES[name]
 
 
 def twins() -> Dict[str, Twin]:
