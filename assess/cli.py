@@ -156,12 +156,12 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
             if openmetrics:
                 click.echo(om.metrics_text(path), nl=False)
         return
-    from assess.status import format_plain, print_table
+    from assess.status import format_plain, print_table, with_drift
     from assess.status import status as sweep_status
     from assess.verdicts import label_what_if, recorded_verdicts, verdict_lines
 
     with user_errors():
-        rows = sweep_status(path)
+        rows = with_drift(sweep_status(path), db)  # a parallel cell outside parity with one GPU (assess.parity)
     recorded = recorded_verdicts([r.path for r in rows if r.path])
     quality: dict[str, Any] = {}
     speeds: dict[str, Any] = {}

@@ -22,6 +22,7 @@ Tables (see SCHEMA below for every column):
                cell against its anchor (CMMD) per split (migration 0004_quality)
   samples.steps_computed ... compile_cache_misses: cache engagement and compile per sample (0006_engagement)
   samples.frames, fps, s_per_frame: a clip sample's (0009_clips); NULL for an image
+  parity       per sample of a parallel cell: its drift against its width-1 twin's sample (0010_parity, assess.parity)
   timing_sessions, timing_cells: side-by-side timing sessions and their contenders' rounds (0007_side_by_side)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs), cache_engagement (steps and units a cache
@@ -447,6 +448,22 @@ ALTER TABLE samples ADD COLUMN fps INTEGER;
 ALTER TABLE samples ADD COLUMN s_per_frame REAL
 """
 
+# A parallel cell's samples against its width-1 twin's (assess.parity): largest pixel difference in 8-bit levels and
+# SSIM, or why they could not be compared (the twin's sample missing).
+SCHEMA_0010_PARITY = """
+CREATE TABLE parity (
+    cell_key TEXT NOT NULL,
+    prompt_sha TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    twin_cell_key TEXT NOT NULL,
+    max_levels INTEGER,
+    ssim REAL,
+    unavailable_reason TEXT,
+    computed_at TEXT NOT NULL,
+    PRIMARY KEY (cell_key, prompt_sha, seed)
+)
+"""
+
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
@@ -457,6 +474,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0007_side_by_side", [SCHEMA_0007_SIDE_BY_SIDE]),
     ("0008_exact_text", [SCHEMA_0008_EXACT_TEXT]),
     ("0009_clips", [SCHEMA_0009_CLIPS]),
+    ("0010_parity", [SCHEMA_0010_PARITY]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -741,6 +759,19 @@ class Index:
                 "latencies": json_dumps(c.latencies), "warmup_calls": c.warmup_calls, "load_s": c.load_s,
                 "matched": c.matched, "differed": c.differed, "unchecked": c.unchecked}
                 for i, c in enumerate(session.contenders)], pk=("session", "cell_key"))
+
+    def write_parity(self, conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
+        """Upsert a parallel cell's `parity` rows (assess.parity.parity_rows)."""
+        stamp = now_iso()
+        conn.executemany(
+            "INSERT OR REPLACE INTO parity (cell_key, prompt_sha, seed, twin_cell_key, max_levels, ssim, "
+            "unavailable_reason, computed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r["cell_key"], r["prompt_sha"], r["seed"], r["twin_cell_key"], r["max_levels"], r["ssim"],
+              r["unavailable_reason"], stamp) for r in rows])
+
+    def parity(self, cell_key: str) -> list[sqlite3.Row]:
+        """A parallel cell's `parity` rows (none for a width-1 cell, or one not scored since it was rendered)."""
+        return self.conn.execute("SELECT * FROM parity WHERE cell_key = ?", (cell_key,)).fetchall()
 
     def flag_samples(self, conn: sqlite3.Connection, flags: dict[tuple[str, str, int], str | None]) -> None:
         """(cell key, text identity, seed) -> the sample's problem, or None."""

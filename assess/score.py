@@ -24,6 +24,7 @@ from assess.outdir import disk_full
 from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
+from assess.parity import parity_rows, twin_key
 from assess.setscore import score_sets
 from render.rundir.redact import redact
 from render.rundir.untrusted import contained
@@ -413,11 +414,14 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
         flags.update({(run.cell_key, *key): problem for key, problem in unreadable.items()})
         summary.flagged += [f"{run.path / s.image}: {unreadable[(s.text_id, s.seed)]}"
                             for s in chunk if (s.text_id, s.seed) in unreadable]
+    parity = parity_rows(run, index.cell_samples(twin) if (twin := twin_key(run.cell)) else {}, read_image)
     with index.write() as conn:
         index.write_scores(conn, rows, force=force)
+        index.write_parity(conn, parity)  # a parallel cell against its width-1 twin (assess.parity)
         index.flag_samples(conn, flags)
         index.refresh_cell(conn, run.cell_key)
     summary.written += len(rows)
+    summary.unavailable.update(("parallel_drift", r["unavailable_reason"]) for r in parity if r["unavailable_reason"])
     summary.unavailable.update((r.spec.name, r.outcome.unavailable_reason) for r in rows
                                if r.outcome.unavailable_reason is not None)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -275,3 +275,17 @@ def _image_there(run: RunDir, sample: SampleRecord) -> bool:
         return run.image_path(sample).is_file()
     except OSError:
         return False
+
+
+def with_drift(rows: list[CellStatus], db: Path) -> list[CellStatus]:
+    """Each parallel cell whose samples drift from its width-1 twin's (assess.parity, as last scored into the index
+    at `db`) with `PARALLEL-DRIFT: ...` first in its detail; the rows as they are without an index."""
+    if not db.is_file():
+        return rows
+    from assess.index import Index
+    from assess.parity import drifting
+
+    with Index.open(db, create=False) as index:
+        flags = {key: drifting(index.parity(key)) for key in {r.cell_key for r in rows if r.cell_key}}
+    return [replace(r, detail="; ".join(filter(None, [flag.replace("parallel-drift", "PARALLEL-DRIFT", 1), r.detail])))
+            if r.cell_key and (flag := flags.get(r.cell_key)) else r for r in rows]

@@ -242,6 +242,17 @@ def single_device_job(job: Job) -> Job:
     return replace(job, cell=replace(job.cell, axes=values, labels=axes.labels(values)))
 
 
+def twin_job(job: Job) -> Job | None:
+    """The job that renders a parallel cell's width-1 twin (docs/parallel.md, parity); None for a width-1 cell."""
+    return replace(single_device_job(job), render_anchor=False) if job.gpus > 1 else None
+
+
+def twin_dir(job: Job) -> Path:
+    """Where the runner renders a parallel cell's width-1 twin: one folder per twin cell, reused by every sweep."""
+    twin = single_device_job(job).cell
+    return job.out_root / "twins" / twin.model.name / twin.key
+
+
 def anchor_job(job: Job) -> Job:
     """The job that renders the anchor's samples for the same prompts and seeds."""
     return Job(**{**job.__dict__, "cell": job.anchor, "render_anchor": False})

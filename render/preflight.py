@@ -22,7 +22,7 @@ from render.axes import load_options
 from render.axes.parallel import check_divides
 from render.environment import (check_builtin_model, check_hub_model, check_model_folder, check_text_file,
                                 check_writable_folder)
-from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config, single_device_job
+from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config, single_device_job, twin_job
 from render.errors import RenderError
 from render.introspect import pipeline_info
 from render.laws import Ledger, check_experiment, record_launch
@@ -197,7 +197,8 @@ def preflight_budget(jobs: list[Job]) -> None:
         pending: dict[str, set] = {}
         cells: dict[str, Job] = {}
         for job in group:
-            for j in ([job, anchor_job(job)] if job.render_anchor and not job.is_anchor else [job]):
+            twin = twin_job(job)  # a parallel cell's width-1 twin is rendered alongside: counted like the anchor
+            for j in ([job, anchor_job(job)] if job.render_anchor and not job.is_anchor else [job]) + ([twin] if twin else []):
                 cells.setdefault(j.cell.key, j)
                 pending.setdefault(j.cell.key, set()).update(store.pending(j.cell.key, j.samples))
         try:

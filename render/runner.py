@@ -28,7 +28,7 @@ from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
-from render.cell import Job, anchor_dir, anchor_job
+from render.cell import Job, anchor_dir, anchor_job, twin_dir, twin_job
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
 from render.laws.spend import Purpose, spend_load, spending
@@ -329,27 +329,37 @@ def run_job(job: Job, run_dir: Path, *, store: rundir.SampleStore, pipelines: Pi
             overrides: list[str], launcher: str = "inprocess", progress_factory: Any = None) -> list[CellResult]:
     """Render the job's anchor samples when missing, then the cell's. Returns one result per run directory."""
     results: list[CellResult] = []
-    wants_anchor = job.render_anchor and not job.is_anchor and bool(store.pending(job.anchor.key, job.samples))
-    deferred = wants_anchor and not _render_anchor(job, store, pipelines, launcher, progress_factory, results, wait=False)
+    # frozen references rendered alongside, once: the anchor, and a parallel cell's width-1 twin (parity)
+    companions = [(anchor_job(job), anchor_dir(job), job.anchor_overrides)] if job.render_anchor and not job.is_anchor else []
+    twin = twin_job(job)
+    if twin is not None:
+        companions.append((twin, twin_dir(job), twin_overrides(overrides)))
+    deferred = [c for c in companions if store.pending(c[0].cell.key, job.samples)
+                and not _render_companion(*c, store, pipelines, launcher, progress_factory, results, wait=False)]
     results.append(_run_cell(job, run_dir, store, pipelines, overrides, launcher, progress_factory))
-    if deferred:  # another job was rendering the anchor: check what it left missing once it is done
-        _render_anchor(job, store, pipelines, launcher, progress_factory, results, wait=True)
+    for companion in deferred:  # another job was rendering it: check what it left missing once it is done
+        _render_companion(*companion, store, pipelines, launcher, progress_factory, results, wait=True)
     return results
 
 
-def _render_anchor(job: Job, store: rundir.SampleStore, pipelines: PipelineCache, launcher: str,
-                   progress_factory: Any, results: list[CellResult], *, wait: bool) -> bool:
-    """Render the anchor's missing samples under a lock, so parallel jobs never render them twice.
+def twin_overrides(overrides: list[str]) -> list[str]:
+    """A parallel cell's overrides with its parallel choice (and degrees) replaced by parallel=none."""
+    return [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] != "parallel"] + ["parallel=none"]
+
+
+def _render_companion(companion: Job, root: Path, overrides: list[str], store: rundir.SampleStore,
+                      pipelines: PipelineCache, launcher: str, progress_factory: Any, results: list[CellResult], *,
+                      wait: bool) -> bool:
+    """Render an anchor's (or twin's) missing samples under a lock, so parallel jobs never render them twice.
     Returns False when `wait` is off and another job holds the lock."""
-    with rundir.exclusive(anchor_dir(job) / ".lock", wait=wait) as acquired:
+    with rundir.exclusive(root / ".lock", wait=wait) as acquired:
         if not acquired:
             return False
         store.refresh()  # another process may have rendered them since the scan
-        if store.pending(job.anchor.key, job.samples):
-            anchor = anchor_job(job)
-            folder = anchor_dir(job) / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}-{secrets.token_hex(2)}"
-            log.info("rendering the anchor's missing samples into %s", folder)
-            results.append(_run_cell(anchor, folder, store, pipelines, anchor.anchor_overrides, launcher, progress_factory))
+        if store.pending(companion.cell.key, companion.samples):
+            folder = root / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}-{secrets.token_hex(2)}"
+            log.info("rendering the missing samples of %s into %s", companion.cell.describe(), folder)
+            results.append(_run_cell(companion, folder, store, pipelines, overrides, launcher, progress_factory))
     return True
 
 

@@ -82,14 +82,24 @@ def _run_dir(out_root: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_width_2_ulysses_cell_renders_like_width_1(tmp_path: Path, tiny_cache: Path) -> None:
-    common = ["model=tiny", "device=cpu", "render_anchor=false", "prompts.limit=1"]
-    wide = run_render(*common, "parallel=ulysses", "seed=[0]", f"out_root={tmp_path / 'wide'}", cwd=tmp_path)
+def test_a_width_2_ulysses_cell_renders_like_its_width_1_twin(tmp_path: Path, tiny_cache: Path) -> None:
+    from assess.index import Index
+    from assess.parity import drifting
+    from assess.score import score
+
+    out_root = tmp_path / "out"
+    wide = run_render("model=tiny", "device=cpu", "render_anchor=false", "prompts.limit=1", "parallel=ulysses",
+                      "seed=[0]", f"out_root={out_root}", cwd=tmp_path)
     assert wide.returncode == 0, wide.stderr
-    one = run_render(*common, "seed=[0]", f"out_root={tmp_path / 'one'}", cwd=tmp_path)
-    assert one.returncode == 0, one.stderr
-    images = [np.asarray(Image.open(next((tmp_path / r).glob("runs/*/*/images/*.png"))), dtype=float) for r in ("wide", "one")]
+    # the twin (width 1) was rendered alongside, into its own folder
+    images = [np.asarray(Image.open(next(out_root.glob(f"{r}/images/*.png"))), dtype=float)
+              for r in ("runs/*/*", "twins/tiny/*/*")]
     assert np.abs(images[0] - images[1]).max() <= 1  # 8-bit PNGs of pixels that differ by < 1e-6 (docs/parallel.md)
+    score([out_root], tmp_path / "index.db", metrics=["psnr"])
+    run = json.loads((_run_dir(out_root) / "run.json").read_text())
+    with Index.open(tmp_path / "index.db") as index:
+        (row,) = index.parity(run["cell_key"])
+        assert row["max_levels"] <= 1 and row["ssim"] > 0.999 and drifting([row]) is None
 
 
 def _children(pid: int) -> list[int]:
@@ -149,3 +159,17 @@ def test_a_parallel_cell_costs_its_width_in_gpu_seconds(tiny_cache: Path) -> Non
                           latency_s=0.5, warmup=False, steps=8, s_per_step=None, peak_mem_bytes=None, mem_kind=None,
                           load_s=None, reused_from=None, finished_at=None, latency_calls=(0.5, 0.7), gpus=2)
     assert record.device_s == pytest.approx(2.4)
+
+
+def test_a_parallel_cell_renders_its_width_1_twin_alongside(tiny_cache: Path, tmp_path: Path) -> None:
+    from render.cell import twin_dir, twin_job
+    from render.runner import twin_overrides
+
+    wide = build_job(compose_cfg("model=tiny", "device=cpu", "parallel=ulysses", out_root=tmp_path))
+    one = build_job(compose_cfg("model=tiny", "device=cpu", out_root=tmp_path))
+    twin = twin_job(wide)
+    assert twin is not None and twin_job(one) is None  # a width-1 cell has no twin
+    assert (twin.cell.key, twin.gpus, twin.render_anchor) == (one.cell.key, 1, False)  # the anchor is rendered apart
+    assert twin_dir(wide) == tmp_path / "twins" / "tiny" / one.cell.key
+    assert twin_overrides(["model=tiny", "parallel=ulysses", "parallel.ulysses_degree=4", "+parallel.x=1", "seed=0"]) == [
+        "model=tiny", "seed=0", "parallel=none"]

@@ -88,8 +88,9 @@ def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation], cells: Ma
     (assess.climb.speed)."""
     from assess.climb.speed import choose, untimed_rivals
 
-    at_parity = [c for c, e in current.items() if e.verdict == Verdict.PARITY]
-    candidates = at_parity or [c for c, e in current.items() if plausible(plan, e)]
+    eligible = {c: e for c, e in current.items() if not (c in cells and cells[c].drift)}  # parallel-drift: never crowned
+    at_parity = [c for c, e in eligible.items() if e.verdict == Verdict.PARITY]
+    candidates = at_parity or [c for c, e in eligible.items() if plausible(plan, e)]
     if not candidates:
         return plan.start, IncumbentStatus.START, "", []
     best, rule = choose(plan, candidates, current, cells)

@@ -140,6 +140,7 @@ class CellData:
     # the two side by side (assess.sidebyside): what decides between them on speed, when there is one
     side_by_side: Mapping[str, tuple[float, float | None, float | None, int]] = field(default_factory=dict)
     same_work_as: Coords | None = None  # an earlier cell (grid order) whose images it reproduces byte for byte
+    drift: str | None = None  # a parallel cell outside the band against its width-1 twin (assess.parity): never crowned
 
 
 @dataclass(frozen=True)
@@ -263,5 +264,6 @@ def _at_most(mine: str, theirs: str) -> bool:
 
 
 def _blocked(cell: CellData | None, rung: int) -> bool:
-    return cell is not None and cell.blocked_from is not None and rung >= cell.blocked_from
+    """A cell that failed for good at this rung, or drifts from one GPU (never promoted: it cannot be crowned)."""
+    return cell is not None and (cell.drift is not None or (cell.blocked_from is not None and rung >= cell.blocked_from))
 

@@ -85,6 +85,8 @@ def format_step(step: Step) -> str:
     for coords, cell in sorted(step.observed.cells.items()):
         if cell.failed:
             lines.append(f"  failed: {exp.label(coords)}: {cell.failed}")
+        if cell.drift:
+            lines.append(f"  {exp.label(coords)}: {cell.drift} (never crowned)")
         if cell.unavailable:
             lines.append(f"  {exp.label(coords)}: {len(cell.unavailable)} prompt(s) without {q.metric}: "
                          f"{next(iter(cell.unavailable.values()))}")

@@ -1,0 +1,106 @@
+"""Parity against one GPU: a parallel cell's samples against its width-1 twin's (docs/parallel.md).
+
+A cell with a `parallel` value (render.axes.parallel) renders its twin alongside (render.runner): the same cell
+with `parallel` left out of its key. `assess score` compares each of the cell's samples with the twin's sample of
+the same text and seed on two pixel drift figures, the largest pixel difference (8-bit levels) and SSIM, kept in
+the index's `parity` table. A cell whose worst sample is outside the band is flagged `parallel-drift`: the climb
+never crowns it. Parallelism only reorders floating-point sums, so anything past rounding is a bug (ring attention
+was found at SSIM 0.894, sglang#33327).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from render.rundir import RunDir, SampleRecord, cell_key_of
+from render.rundir.untrusted import contained
+
+MAX_LEVELS = 2  # the band: at most 2 of 255 levels apart in any pixel ...
+MIN_SSIM = 0.999  # ... and SSIM at least this, on every sample (Ulysses on the CPU: 1 level, SSIM 1.0)
+
+
+def twin_key(cell: Mapping[str, Any]) -> str | None:
+    """The cell key of a parallel cell's width-1 twin (its run.json cell without `parallel`); None for a width-1 cell."""
+    if cell.get("parallel") is None:
+        return None
+    return cell_key_of({k: v for k, v in cell.items() if k != "parallel"})
+
+
+def drift(image: Any, twin: Any) -> tuple[int, float | None, str | None]:
+    """(largest pixel difference in 8-bit levels, SSIM against the twin, why SSIM is unavailable)."""
+    import numpy as np
+
+    from assess.metrics import SampleInput
+    from assess.metrics.fidelity import SSIMMetric
+
+    if image.shape != twin.shape:
+        raise ValueError(f"image is {image.shape[1]}x{image.shape[0]}, its twin's {twin.shape[1]}x{twin.shape[0]}")
+    levels = int(np.abs(image.astype(np.int16) - twin.astype(np.int16)).max())
+    (outcome,) = SSIMMetric().score([SampleInput("", 0, image, None, reference=twin)])
+    return levels, outcome.value, outcome.unavailable_reason
+
+
+def outside_band(levels: int | None, ssim: float | None) -> str | None:
+    """Why a sample's drift is outside the band, or None when it is inside."""
+    if levels is not None and levels > MAX_LEVELS:
+        return f"{levels} levels apart (band: {MAX_LEVELS})"
+    if ssim is not None and ssim < MIN_SSIM:
+        return f"SSIM {ssim:.4f} (band: {MIN_SSIM})"
+    return None
+
+
+def parity_rows(run: RunDir, twin_samples: Mapping[tuple[str, int], Any],
+                read: Callable[[Path], Any]) -> list[dict[str, Any]]:
+    """One `parity` row per sample of a parallel run: its drift against the twin's sample, or why there is none.
+    `twin_samples`: the twin cell's sample rows by (text identity, seed) (Index.cell_samples)."""
+    key = twin_key(run.cell)
+    if key is None:
+        return []
+    rows = []
+    for sample in run.samples:
+        row: dict[str, Any] = {"cell_key": run.cell_key, "prompt_sha": sample.text_id, "seed": sample.seed,
+                               "twin_cell_key": key, "max_levels": None, "ssim": None, "unavailable_reason": None}
+        try:
+            row["max_levels"], row["ssim"], row["unavailable_reason"] = _compare(run, sample, twin_samples, read)
+        except (OSError, ValueError) as error:
+            row["unavailable_reason"] = str(error)
+        rows.append(row)
+    return rows
+
+
+def _compare(run: RunDir, sample: SampleRecord, twin_samples: Mapping[tuple[str, int], Any],
+             read: Callable[[Path], Any]) -> tuple[int | None, float | None, str | None]:
+    if sample.frames:
+        return None, None, "clips are not compared with their twin yet"
+    twin = twin_samples.get((sample.text_id, sample.seed))
+    if twin is None:
+        return None, None, (f"twin sample missing (cell {twin_key(run.cell)}, prompt {sample.prompt_id}, seed "
+                            f"{sample.seed}): re-run the parallel cell, which renders it")
+    return drift(read(run.image_path(sample)), read(contained(twin["run_path"], twin["image"], "twin image")))
+
+
+def drifting(rows: Sequence[Any]) -> str | None:
+    """The `parallel-drift` flag of one cell from its `parity` rows: how many samples are outside the band and the
+    worst one's reason, or None when none is."""
+    bad = [(r, why) for r in rows if (why := outside_band(r["max_levels"], r["ssim"]))]
+    if not bad:
+        return None
+    worst, why = max(bad, key=lambda b: (b[0]["max_levels"] or 0, -(b[0]["ssim"] if b[0]["ssim"] is not None else 1.0)))
+    return (f"parallel-drift: {len(bad)} of {len(rows)} sample(s) outside the band against the width-1 twin "
+            f"{worst['twin_cell_key']}; the worst is {why}")
+
+
+def parity_note(rows: Sequence[Any]) -> str | None:
+    """The report's line for a parallel cell: its `parallel-drift` flag, or its worst figures inside the band."""
+    compared = [r for r in rows if r["max_levels"] is not None]
+    if not rows:
+        return None
+    flag = drifting(compared)
+    if flag or not compared:
+        return flag or f"parity with its width-1 twin: not compared ({rows[0]['unavailable_reason']})"
+    ssims = [r["ssim"] for r in compared if r["ssim"] is not None]
+    return (f"parity with its width-1 twin {compared[0]['twin_cell_key']}: {len(compared)} sample(s), at most "
+            f"{max(r['max_levels'] for r in compared)} level(s) apart"
+            + (f", SSIM at least {min(ssims):.4f}" if ssims else "") + f" (band: {MAX_LEVELS} levels, SSIM {MIN_SSIM})")

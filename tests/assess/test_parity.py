@@ -1,0 +1,108 @@
+"""Parity against one GPU (assess.parity): a parallel cell's samples against its width-1 twin's, in the index,
+and the `parallel-drift` flag that keeps the climb from crowning it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assess.index import Index
+from assess.parity import MAX_LEVELS, drift, drifting, outside_band, twin_key
+from assess.score import score
+from tests.assess.conftest import RunFactory, anchor_image, cell_key_of, make_cell, shift
+
+ULYSSES = {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}
+RING = {"name": "ring", "ulysses_degree": 1, "ring_degree": 2, "tp_degree": 1}
+
+
+def _parallel(value: dict[str, Any]) -> dict[str, Any]:
+    return {**make_cell(attention="sdpa"), "parallel": value}
+
+
+def test_the_twin_is_the_cell_without_parallel() -> None:
+    assert twin_key(make_cell()) is None
+    assert twin_key(_parallel(ULYSSES)) == cell_key_of(make_cell(attention="sdpa"))
+
+
+def test_drift_counts_levels_and_ssim() -> None:
+    image = anchor_image("p1", 0)
+    assert drift(image, image) == (0, pytest.approx(1.0), None)
+    levels, ssim, _ = drift(shift(10)(image, "p1", 0), image)
+    assert levels == 10 and ssim is not None and ssim < 1.0
+    one_level = image.copy()
+    one_level[0, 0, 0] += 1  # rounding: inside the band
+    assert outside_band(*drift(one_level, image)[:2]) is None
+    assert outside_band(MAX_LEVELS + 1, 1.0) == f"{MAX_LEVELS + 1} levels apart (band: {MAX_LEVELS})"
+    assert outside_band(0, 0.894) == "SSIM 0.8940 (band: 0.999)"
+    with pytest.raises(ValueError, match="image is 16x16, its twin's 32x32"):
+        drift(image[:16, :16], image)
+
+
+def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory, db: Path, tmp_path: Path) -> None:
+    from assess.report import write_report
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor")
+    outputs.run(outputs.root / "twins" / "tiny" / "k", "stamp", make_cell(attention="sdpa"))  # the width-1 twin
+    outputs.run(sweep, "1_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"])  # the same pixels
+    outputs.run(sweep, "2_ring", _parallel(RING), overrides=["parallel=ring"], perturb=shift(10))  # a broken kernel
+    score([outputs.root], db, metrics=["psnr"])
+    with Index.open(db) as index:
+        ulysses, ring = index.parity(cell_key_of(_parallel(ULYSSES))), index.parity(cell_key_of(_parallel(RING)))
+        assert len(ulysses) == len(ring) == 8
+        assert [(r["max_levels"], r["ssim"]) for r in ulysses] == [(0, pytest.approx(1.0))] * 8
+        assert {r["max_levels"] for r in ring} == {10}
+        assert drifting(ulysses) is None
+        flag = drifting(ring)
+        assert flag is not None and flag.startswith(
+            f"parallel-drift: 8 of 8 sample(s) outside the band against the width-1 twin "
+            f"{cell_key_of(make_cell(attention='sdpa'))}; the worst is 10 levels apart")
+        assert index.parity(cell_key_of(make_cell(attention="sdpa"))) == []  # width 1: nothing to compare
+    from assess.status import status, with_drift
+
+    details = {r.name: r.detail for r in with_drift(status(sweep), db)}  # `assess status` with the index beside it
+    assert details["2_ring"].startswith("PARALLEL-DRIFT: 8 of 8 sample(s) outside the band")
+    assert not details["1_ulysses"].startswith("PARALLEL-DRIFT")
+    assert with_drift(status(sweep), db.with_name("none.db")) == status(sweep)  # no index: the folders alone
+    notes: list[str] = []
+    write_report([sweep], db, tmp_path / "report", notes=notes)  # the report says both, the drift as a warning
+    assert any(" parallel=ring: parallel-drift: 8 of 8 sample(s)" in n for n in notes), notes
+    assert any("parity with its width-1 twin" in n and "at most 0 level(s) apart, SSIM at least 1.0000" in n
+               for n in notes), notes
+
+
+def test_a_missing_twin_is_said_and_flags_nothing(outputs: RunFactory, db: Path) -> None:
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor")
+    outputs.run(sweep, "1_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"])
+    summary = score([sweep], db, metrics=["psnr"])
+    assert any("parallel_drift unavailable for 8 sample(s): twin sample missing" in line for line in summary.lines())
+    with Index.open(db) as index:
+        assert drifting(index.parity(cell_key_of(_parallel(ULYSSES)))) is None
+
+
+def test_scoring_twice_keeps_one_row_per_sample(outputs: RunFactory, db: Path) -> None:
+    sweep = outputs.sweep()
+    outputs.run(outputs.root / "twins" / "tiny" / "k", "stamp", make_cell(attention="sdpa"))
+    outputs.run(sweep, "1_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"])
+    for _ in range(2):
+        score([outputs.root], db, metrics=["psnr"])
+    with Index.open(db) as index:
+        assert len(index.parity(cell_key_of(_parallel(ULYSSES)))) == 8
+
+
+def test_the_climb_never_crowns_a_drifting_cell() -> None:
+    from tests.assess.test_climb_decide import PLAN, ROOMY, generation_one
+
+    from assess.climb.decide import decide
+
+    data = generation_one()
+    assert decide(PLAN, data, [], ROOMY).incumbent == ("4", "none")  # the fastest at parity ...
+    flag = "parallel-drift: 4 of 4 sample(s) outside the band against the width-1 twin k; the worst is SSIM 0.8940"
+    data[("4", "none")] = dataclasses.replace(data[("4", "none")], drift=flag)
+    d = decide(PLAN, data, [], ROOMY)
+    assert d.incumbent == ("8", "taylorseer")  # ... drifts from one GPU: the next fastest at parity is crowned
+    assert ("4", "none") not in [p.coords for p in d.proposals]  # and it is never promoted
