@@ -401,22 +401,26 @@ def test_after_an_amendment_the_config_as_shipped_runs_under_the_amended_rule(tm
         check_rule(ledger, experiment_rule(experiment("experiment.quality.band=0.01")))
 
 
-def test_an_index_of_folded_text_identities_is_migrated_to_exact_ones(tmp_path: Path) -> None:
+def test_an_index_of_folded_text_identities_is_migrated_to_exact_ones(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """An index written before issue 28 keyed samples and scores by the folded text: migration 0007 recomputes both
     from the text (migration 0008 since side-by-side timing took 0007), so a rescore replaces rows instead of adding a second row for the same sample."""
+    from assess import index as schema
     from assess.index import Index
 
     db = tmp_path / "index.db"
-    with Index.open(db) as index:
+    with monkeypatch.context() as old:  # an index of schema 7, as an assess of then made it
+        old.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:7])
+        old.setattr(schema, "SCHEMA_VERSION", 7)
+        index = Index.open(db)
         index.db.execute("INSERT INTO samples (cell_key, prompt_sha, prompt_id, seed, split, run_path, image, prompt, "
                          "warmup) VALUES ('c', ?, 'dev-000', 0, 'dev', '/r', 'images/x.png', 'A Red Cube!', 0)",
                          [rundir.text_hash("A Red Cube!")])
         index.db.execute("INSERT INTO scores (cell_key, prompt_sha, prompt_id, seed, metric, metric_version, value, "
                          "direction, scored_at) VALUES ('c', ?, 'dev-000', 0, 'ssim', 1, 0.9, 'higher', 'now')",
                          [rundir.text_hash("A Red Cube!")])
-        index.db.execute("DELETE FROM migrations WHERE name = '0008_exact_text'")
-        index.db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
         index.db.conn.commit()
+        index.close()
     with Index.open(db) as index:
         exact = rundir.sample_text_hash("A Red Cube!")
         assert [r["prompt_sha"] for r in index.query("SELECT prompt_sha FROM samples")] == [exact]
