@@ -15,13 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from render.errors import RenderError
+
 if TYPE_CHECKING:
     import numpy as np
 
 CHUNK = 8  # frames decoded at once when a clip is read
 
 
-class ClipError(OSError):
+class ClipError(RenderError, OSError):
     """A clip file that does not hold the frames its record says (truncated, foreign, or another rate)."""
 
 
