@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from assess.metrics.shapes import check
-from render.axes.caches import CACHES
+from render.axes.caches import CACHES, caches_taken
 from render.axes.caches.fastercache import runs_branches_separately
 from render.models.shapes import WEIGHTS_DIR, shapes_model_dir
 from assess.metrics.shapes_eval import as_loaded, compose_job, load_shipped, render_job
@@ -23,7 +23,8 @@ from render.models.families import family
 
 SMOKE = ["prompts=smoke", "seed=0"]
 STEPS = 16
-METHODS = [name for name in CACHES if name != "none"]
+METHODS = [name for name in caches_taken("render.models.shapes.ShapesPipeline", "flux") if name != "none"]  # every cache it takes
+REFUSED = sorted(set(CACHES) - set(METHODS) - {"none"})  # the caches diffusers gives no Flux-style pipeline
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +130,14 @@ def test_preflight_accepts_every_cache_for_the_shapes_model(name: str) -> None:
     from render.preflight import check_job
 
     check_job(compose_job(*SMOKE, f"cache={name}"))
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_preflight_refuses_the_caches_it_cannot_take_naming_those_it_can(name: str) -> None:
+    from render.preflight import check_job
+
+    with pytest.raises(Exception, match=f"valid: {', '.join(['none', *METHODS])}"):
+        check_job(compose_job(*SMOKE, f"cache={name}"))
 
 
 def test_patches_round_trip() -> None:
