@@ -130,7 +130,7 @@ def test_a_sweeps_report_covers_its_own_samples_only(rendered: dict[str, Path], 
     assert (anchor["data-samples"], anchor["data-expected"]) == (str(len(asked)), str(len(asked)))
     limit = len(runs[0]["prompts"]["ids"])
     label = anchor["cells"][0]  # the anchor's own command: every axis at the anchor's value, size, guidance, dtype
-    for part in ("model=tiny steps=16 attention=native scheduler=default", "cache=none compile=none",
+    for part in ("model=tiny steps=16 parallel=none attention=native scheduler=default", "cache=none compile=none",
                  f"height=32 width=32 guidance=3.5 dtype=float32 prompts=smoke prompts.limit={limit} seed="):
         assert part in label, (part, label)
     anchor_samples, _ = _scoped(db, anchor_key, asked)
