@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -79,3 +80,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A `slurm` test fails, never skips, without a cluster: CI must not report green SLURM tests it never ran."""
     if item.get_closest_marker("slurm") and slurm_problem():
         pytest.fail(f"no SLURM cluster ({slurm_problem()}): start one with .ci/slurm/up.sh", pytrace=False)
+
+
+def load_benchmark(name: str) -> Any:
+    """benchmarks/<name>.py as a module (it is a script, not a package member), registered in sys.modules first:
+    its dataclasses look their module up."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
+
+from tests.conftest import load_benchmark
 
 pytest.importorskip("optuna")
 
 
-def bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "climb.py"
-    spec = importlib.util.spec_from_file_location("benchmark_climb", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def bench() -> Any:
+    return load_benchmark("climb")
 
 
 @pytest.mark.parametrize("method", ["TPE", "TPE + WilcoxonPruner", "NSGA-II"])

@@ -3,21 +3,15 @@ exits 2 saying so."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.conftest import load_benchmark
 
-def _benchmark():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_families.py"
-    spec = importlib.util.spec_from_file_location("benchmark_gpu_families", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+
+def _benchmark() -> Any:
+    return load_benchmark("gpu_families")
 
 
 @pytest.mark.slow
