@@ -31,6 +31,7 @@ Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's ax
 RESERVED_AXES = ("experiment", "prompts", "seed", "out_root", "tag", "render_anchor", "device", "hydra")
 # Override key -> where the cell (run.json "cell") keeps it, when not at the same dotted path.
 CELL_PATHS = {"dtype": "model.dtype", "model": "model.name"}
+LEFT_OUT = {"parallel": "none"}  # axes a cell leaves out at their default (render.spec.Cell.canonical: pinned keys)
 
 
 class ExperimentError(AssessError):
@@ -42,6 +43,8 @@ def cell_value(cell: dict[str, Any], axis: str) -> str:
     node: Any = cell
     for part in CELL_PATHS.get(axis, axis).split("."):
         if not isinstance(node, dict) or part not in node:
+            if node is cell and axis in LEFT_OUT:
+                return LEFT_OUT[axis]
             raise ExperimentError(f"axis {axis!r} is not part of the cell (run.json 'cell' has no {axis!r}): "
                                   "an axis must change pixels or timing")
         node = node[part]
@@ -436,7 +439,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
         rungs=rungs,
         eta=eta,
         quality=quality,
-        objective=Objective(str(exp.objective)),
+        objective=Objective(str(rule.get("objective", exp.objective))),  # the rule in force's
         budget=budget,
         out_root=root,
         out_root_is_default=out_root is None or Path(out_root) == Path(cfg.out_root),

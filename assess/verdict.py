@@ -252,7 +252,8 @@ def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_
         estimate = Estimate(e.mean, e.low, e.high, e.n) if e.mean is not None else None
         mark = ("*" if coords == decision.incumbent else "") + str(i + 1)
         rows.append(row(mark, " ".join(label) + f" (rung {e.rung})", key, anchor_key, rule,
-                        [Quality(q.metric, {}, estimate)], speed_of(index, key, anchor_key, rendered), e.latency, decided=e.verdict))
+                        [Quality(q.metric, {}, estimate)], speed_of(index, key, anchor_key, rendered),
+                        statistics_median(cell), decided=e.verdict))  # the latency (e.latency is the objective's)
         if what_if_band is not None:  # the same rung's deltas under the command line's band
             deltas = observed.cells[coords].deltas
             guess = replace(rule, band=what_if_band).verdict([deltas[p] for p in exp.dev.ids[:e.rung] if p in deltas])

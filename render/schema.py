@@ -97,7 +97,7 @@ class ExperimentConf:
     rungs: List[int] = field(default_factory=lambda: [8, 24, 60])  # dev prompt counts of successive halving
     eta: int = 3  # halving factor: the best 1/eta of a rung move to the next
     quality: ParityConf = field(default_factory=ParityConf)
-    objective: Objective = Objective.latency  # minimised among cells at parity: latency (median warm s/image)
+    objective: Objective = Objective.latency  # minimised among cells at parity: latency (median warm s/image) | gpu_seconds (x width)
     speed: SpeedConf = field(default_factory=SpeedConf)  # how the objective's speed is compared under noise
     budget: Budget = field(default_factory=Budget)  # render.laws.gpu_budget: the schema is the validated type
     final: bool = False  # set only by `assess climb --final`: unlocks the holdout split and the reserve

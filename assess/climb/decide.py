@@ -58,7 +58,7 @@ from assess.stats import Verdict, pareto_front
 def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
     by_rung: dict[int, dict[Coords, Evaluation]] = {}
     for rung in plan.rungs:
-        raw = {c: evaluate(d.deltas, d.latencies, plan.dev_ids[:rung], plan.band, plan.categories,
+        raw = {c: evaluate(d.deltas, plan.per_image(d), plan.dev_ids[:rung], plan.band, plan.categories,
                            plan.category_min_prompts, plan.test, plan.higher_is_better)
                for c, d in cells.items() if rung in scored_rungs(plan, d)}
         if raw:

@@ -11,7 +11,8 @@ seeds averaged first; for a reference metric such as SSIM the anchor's own value
   `quality.test: equivalence`, TOST with two one-sided paired t-tests, H0: mean <= -band or mean >= +band,
   p = the larger one-sided p ("CI inside the band");
 - out of band, the mirror test: the mean lies beyond the band (non-inferiority: on the worse side);
-- the median warm latency (the objective) over the same prompts.
+- the objective's median over the same prompts: warm latency per image, or under experiment.objective=gpu_seconds
+  latency x the cell's width (the caller passes the latencies so scaled: assess.climb.plan.Plan.per_image).
 
 Per category of the rung's prompts (assess.categories): the same mean delta and interval, and whether the
 category is out of band. A cell at parity that is out of band on a category with enough prompts carries a
@@ -56,7 +57,7 @@ class Evaluation:
     wilcoxon_p: float | None  # two-sided, "differs from the anchor"
     tost_p: float | None  # the parity test's p (raw): non-inferiority (default) or TOST, as the rule says
     out_p: float | None  # beyond the band (raw)
-    latency: float | None  # median warm latency, s/image
+    latency: float | None  # the objective's median: warm latency (s/image), or GPU-s/image under gpu_seconds
     n_warm: int
     wilcoxon_holm: float | None = None
     verdict: Verdict = Verdict.UNDECIDED

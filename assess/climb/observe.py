@@ -22,6 +22,7 @@ from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.parity import drifting
 from assess.stats import per_prompt_deltas, reference_drift
+from assess.verdict import cell_width
 from render.laws.anchor import frozen_anchor
 from render.rundir import Category, CellState, InvalidRunDirectory, experiment_of, read_run_record
 
@@ -144,13 +145,16 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
 
 def with_same_work(index: Index, exp: Experiment, cells: dict[Coords, CellData]) -> dict[Coords, CellData]:
     """The cells with the earlier cell (grid order) whose dev images each reproduces byte for byte, if any: the same
-    work, one result (assess.sidebyside.same_work), never ranked apart."""
+    work, one result (assess.sidebyside.same_work), never ranked apart. Width-1 cells only."""
     from dataclasses import replace
 
     from assess.climb.plan import Plan
     from assess.sidebyside import same_work
 
-    order = sorted((c for c in cells if cells[c].cell_key and not cells[c].is_anchor), key=Plan.from_experiment(exp).grid_index)
+    # a parallel cell reproduces its width-1 twin's pixels by design (its parity, assess.parity), with other work:
+    # it is never the same work as another cell, and its speed is ranked
+    order = sorted((c for c in cells if cells[c].cell_key and not cells[c].is_anchor and cells[c].width == 1),
+                   key=Plan.from_experiment(exp).grid_index)
     by_key = {str(cells[c].cell_key): c for c in order}
     twins = same_work(index, list(by_key), exp.dev.split)
     return {c: replace(d, same_work_as=by_key[twins[d.cell_key]]) if d.cell_key in twins else d for c, d in cells.items()}
@@ -274,7 +278,7 @@ def observe(index: Index, exp: Experiment) -> Observed:
         noise, noisy = speed_noise(index, key, exp.dev.split)
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
                                  is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split),
-                                 noise=noise, noisy=noisy, drift=drifting(index.parity(key)))
+                                 noise=noise, noisy=noisy, drift=drifting(index.parity(key)), width=cell_width(index, key))
     cells = with_side_by_side(index, with_same_work(index, exp, cells))
     anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
                                          else (frozenset(), {}))

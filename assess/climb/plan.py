@@ -14,7 +14,7 @@ from assess.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
 from assess.stats import Verdict
 from render.laws.gpu_budget import Budget
-from render.laws.rule import SPEED_CONFIDENCE
+from render.laws.rule import SPEED_CONFIDENCE, Objective
 from render.rundir.states import Name
 
 
@@ -72,6 +72,7 @@ class Plan:
     category_min_prompts: int = MIN_PROMPTS  # experiment.quality.category_min_prompts
     speed_confidence: float = SPEED_CONFIDENCE  # experiment.speed.confidence: of "faster beyond noise"
     test: str = "noninferiority"  # experiment.quality.test in the rule in force (assess.stats.ParityTest)
+    objective: Objective = Objective.latency  # experiment.objective in the rule in force: what "faster" means
 
     @classmethod
     def from_experiment(cls, exp: Any) -> Plan:
@@ -83,7 +84,8 @@ class Plan:
                    anchor_steps=int(exp.anchor["steps"]), holdout_n=len(exp.holdout.ids),
                    categories=split_categories(exp.dev.file), per_category=bool(quality.get("per_category", False)),
                    category_min_prompts=int(quality.get("category_min_prompts", MIN_PROMPTS)),
-                   speed_confidence=float(speed.get("confidence", SPEED_CONFIDENCE)), test=str(exp.quality.test))
+                   speed_confidence=float(speed.get("confidence", SPEED_CONFIDENCE)), test=str(exp.quality.test),
+                   objective=Objective(str(exp.objective)))
 
     @property
     def top(self) -> int:
@@ -112,6 +114,17 @@ class Plan:
     def families_of(self, coords: Coords) -> list[Family]:
         return list(zip(self.axes, coords, strict=True))
 
+    def per_image(self, cell: CellData) -> Mapping[str, Sequence[float]]:
+        """The cell's warm latencies in the objective's units (gpu_seconds: times its width), per prompt: what every
+        ranking of the climb reads, so its speed intervals scale with them."""
+        if cell.width == 1 or self.objective is Objective.latency:
+            return cell.latencies
+        return {p: [self.objective.per_image(x, cell.width) for x in xs] for p, xs in cell.latencies.items()}
+
+    def width_ratio(self, a: CellData, b: CellData) -> float:
+        """What a latency ratio a/b (timed side by side) is multiplied by to be the objective's ratio."""
+        return self.objective.per_image(1.0, a.width) / self.objective.per_image(1.0, b.width)
+
     def goodness(self, delta: float | None) -> float:
         """Quality delta turned so that higher is better (-inf when unknown)."""
         if delta is None:
@@ -127,7 +140,7 @@ class CellData:
     cell_key: str | None = None
     rendered: frozenset[str] = frozenset()  # dev prompt ids whose every seed is rendered
     deltas: Mapping[str, float] = field(default_factory=dict)  # prompt id -> quality delta (mean over seeds)
-    latencies: Mapping[str, Sequence[float]] = field(default_factory=dict)  # prompt id -> warm latencies
+    latencies: Mapping[str, Sequence[float]] = field(default_factory=dict)  # prompt id -> warm latencies, s
     unscored: frozenset[str] = frozenset()  # rendered prompts without a quality score yet
     unavailable: Mapping[str, str] = field(default_factory=dict)  # prompt id -> why its quality is unavailable
     failed: str | None = None  # "category: message" of a failed run
@@ -141,6 +154,7 @@ class CellData:
     side_by_side: Mapping[str, tuple[float, float | None, float | None, int]] = field(default_factory=dict)
     same_work_as: Coords | None = None  # an earlier cell (grid order) whose images it reproduces byte for byte
     drift: str | None = None  # a parallel cell outside the band against its width-1 twin (assess.parity): never crowned
+    width: int = 1  # the GPUs the cell holds (its parallel value): the objective gpu_seconds ranks latency x width
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def frontier_figure(exp: Experiment, decision: Decision, anchor_latency: float |
                    label=f"incumbent ({decision.incumbent_status})")
     if anchor_latency is not None:
         ax.scatter([anchor_latency], [0.0], marker="*", s=220, c="tab:red", zorder=4, label="anchor")
-    ax.set_xlabel(f"{speed_axis.LABEL}, on {exp.dev.option}")
+    ax.set_xlabel(f"{speed_axis.label(exp.objective)}, on {exp.dev.option}")
     ax.set_ylabel(f"{exp.quality.metric} delta to the anchor ({exp.quality.direction} is better)")
     ax.set_title(f"experiment {exp.name}: speed vs quality on {exp.dev.option}")
     ax.grid(alpha=0.3)

@@ -32,22 +32,26 @@ from assess.stats import CONFIDENCE, Estimate, SpeedRatio, paired_difference, sp
 
 
 def _warm(plan: Plan, cell: CellData, rung: int) -> dict[str, Sequence[float]]:
-    return {p: cell.latencies[p] for p in plan.dev_ids[:rung] if p in cell.latencies}
+    values = plan.per_image(cell)
+    return {p: values[p] for p in plan.dev_ids[:rung] if p in values}
 
 
-def timed_together(a: CellData, b: CellData) -> SpeedRatio | None:
-    """latency(a) / latency(b) from the rounds of a session that timed the two side by side, if one did."""
+def timed_together(plan: Plan, a: CellData, b: CellData) -> SpeedRatio | None:
+    """objective(a) / objective(b) from the rounds of a session that timed the two side by side, if one did (the
+    latency ratio, times the ratio of their widths under gpu_seconds)."""
     figure = a.side_by_side.get(b.cell_key) if b.cell_key else None
     if figure is None:
         return None
     value, low, high, rounds = figure
-    return SpeedRatio(value, low, high, rounds, CONFIDENCE, basis="side-by-side round(s)")
+    k = plan.width_ratio(a, b)
+    return SpeedRatio(value * k, None if low is None else low * k, None if high is None else high * k, rounds,
+                      CONFIDENCE, basis="side-by-side round(s)")
 
 
 def compare(plan: Plan, a: CellData, ea: Evaluation, b: CellData, eb: Evaluation) -> SpeedRatio | None:
-    """latency(a) / latency(b): from side-by-side rounds when the two were timed so, else on the render-time
+    """objective(a) / objective(b) (plan.per_image): from side-by-side rounds when the two were timed so, else on the render-time
     latencies of the prompts of the lower of their two rungs; with its interval."""
-    together = timed_together(a, b)
+    together = timed_together(plan, a, b)
     if together is not None:
         return together
     rung = min(ea.rung, eb.rung)
@@ -57,7 +61,7 @@ def compare(plan: Plan, a: CellData, ea: Evaluation, b: CellData, eb: Evaluation
 def outpaces(plan: Plan, a: CellData, ea: Evaluation, b: CellData, eb: Evaluation) -> bool:
     """a is faster than b beyond noise; a cell flagged noisy outpaces nobody, unless the two were timed side by
     side (one process, interleaved rounds: the noise of its render is not in that figure)."""
-    together = timed_together(a, b)
+    together = timed_together(plan, a, b)
     if together is not None:
         return together.a_faster
     if a.noisy or ea.latency is None:
@@ -90,7 +94,7 @@ def untimed_rivals(plan: Plan, best: Coords, candidates: Sequence[Coords], curre
     data = {c: cells.get(c) or CellData(c) for c in candidates}
     b = data[best]
     return [c for c in candidates if c != best and data[c].cell_key and b.cell_key
-            and timed_together(b, data[c]) is None and current[c].latency is not None
+            and timed_together(plan, b, data[c]) is None and current[c].latency is not None
             and not outpaces(plan, b, current[best], data[c], current[c])
             and not outpaces(plan, data[c], current[c], b, current[best])]
 

@@ -46,7 +46,7 @@ def _speedup(step: Step, coords: tuple[str, ...], rung: int) -> str:
 def cell_table(step: Step) -> list[str]:
     d, exp = step.decision, step.exp
     q = exp.quality
-    rows = [("", "cell", "rung", "n", f"Δ {q.metric} [95% CI]", "p Wilcoxon", "p parity", "verdict", "s/image",
+    rows = [("", "cell", "rung", "n", f"Δ {q.metric} [95% CI]", "p Wilcoxon", "p parity", "verdict", step.plan.objective.unit,
              "speed-up")]
     order = sorted(d.current, key=lambda c: (d.current[c].latency is None, d.current[c].latency or 0.0, c))
     for coords in order:
@@ -78,7 +78,8 @@ def format_step(step: Step) -> str:
     lines += amendment_lines(exp)
     if d.current:
         lines.append(f"cells on {exp.dev.option} ({q.metric} delta to the anchor; parity: {parity_text(q.test, q.band, q.alpha)}; "
-                     f"Wilcoxon Holm-adjusted across each rung's cells; * incumbent, + frontier):")
+                     f"Wilcoxon Holm-adjusted across each rung's cells; * incumbent, + frontier; objective "
+                     f"{plan.objective.text}, speed-up against the anchor in its units):")
         lines += cell_table(step)
     else:
         lines.append(f"no cell of the grid has scored samples on {exp.dev.option} yet")

@@ -56,7 +56,23 @@ def quality_test(quality: dict[str, Any], in_force: dict[str, Any] | None) -> st
 class Objective(Name):
     """What the climb minimises among cells at parity (experiment.objective; members named as their values)."""
 
-    latency = "latency"  # the median warm latency per image
+    latency = "latency"  # the median warm latency per image (s/image)
+    gpu_seconds = "gpu_seconds"  # the median warm GPU-seconds per image: latency x the cell's width (throughput)
+
+    def per_image(self, latency: float, width: int) -> float:
+        """A warm latency of a cell `width` GPUs wide, in this objective's units: a width-2 cell wins on GPU-seconds
+        only when more than twice as fast per image."""
+        return latency * width if self is Objective.gpu_seconds else latency
+
+    @property
+    def unit(self) -> str:
+        return "GPU-s/image" if self is Objective.gpu_seconds else "s/image"
+
+    @property
+    def text(self) -> str:
+        """The objective in words, as the climb's output names it."""
+        return (f"{self.value} (median warm latency x the cell's GPUs, {self.unit})" if self is Objective.gpu_seconds
+                else f"{self.value} (median warm {self.unit})")
 
 
 def check_search(exp: dict[str, Any]) -> None:

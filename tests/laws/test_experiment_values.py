@@ -41,10 +41,18 @@ def test_a_launch_with_a_bad_budget_is_refused_before_anything_is_written(tmp_pa
     assert not (tmp_path / "outputs").exists()
 
 
-def test_the_objective_is_a_choice_refused_at_composition() -> None:
+def test_the_objective_is_a_choice_refused_at_composition(tmp_path: Path) -> None:
+    """A bad objective names the valid ones alike through the renderer (exit 2, nothing written) and assess."""
     with pytest.raises(ConfigCompositionException) as error:
         compose_cfg("experiment=tiny-demo", "experiment.objective=throughput")
-    assert "throughput" in str(error.value.__cause__) and "latency" in str(error.value.__cause__)
+    valid = "expected one of [latency, gpu_seconds]"
+    assert "throughput" in str(error.value.__cause__) and valid in str(error.value.__cause__)
+    result = run_render("-m", "experiment=tiny-demo", "experiment.objective=throughput", cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "experiment.objective=throughput" in result.stderr and valid in result.stderr
+    assert not (tmp_path / "outputs").exists()
+    with pytest.raises(ExperimentError, match=r"experiment.objective=throughput .*expected one of \[latency, gpu_seconds\]"):
+        load_experiment("tiny-demo", ["experiment.objective=throughput"], out_root=tmp_path)
 
 
 def test_the_schema_is_the_validated_type_and_the_ceiling_is_said_once() -> None:

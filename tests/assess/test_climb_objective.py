@@ -1,0 +1,108 @@
+"""The climb's objective (issue 33 item 4): latency (the default) or GPU-seconds per image (latency x the cell's
+width, throughput), frozen with the rule. A width-2 cell must be more than twice as fast per image to win on
+GPU-seconds; every ranking of the climb and its speed interval read the objective's quantity."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from assess.cli import cli
+from assess.climb.decide import decide
+from assess.climb.speed import compare
+from assess.experiment import load_experiment
+from assess.score import score
+from render.laws.rule import Objective, freeze_rule
+from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids, restore_hydra  # noqa: F401  (the fixture)
+from tests.assess.conftest import shift
+from tests.assess.test_climb_speed import IDS, PLAN, ROOMY, cell
+
+pytestmark = pytest.mark.usefixtures("restore_hydra")
+
+ULYSSES = {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}
+AXIS = "+experiment.axes.parallel=[none,ulysses]"
+ONE, TWO = "parallel=none", "parallel=ulysses"
+
+
+def climb(db: Path, *extra: str) -> str:
+    result = CliRunner().invoke(cli, ["climb", "tiny-demo", "--db", str(db), "--set", AXIS, *extra])
+    return result.output + (str(result.exception) if result.exception else "")
+
+
+def incumbent_line(output: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith("incumbent ("))
+
+
+def test_a_width_2_cell_wins_on_latency_and_loses_on_gpu_seconds(tmp_path: Path, db: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """From run directories in the index: 8 steps on one GPU at 0.30 s/image, on two (Ulysses) at 0.20 s/image
+    (0.40 GPU-s/image), the same pixels. Latency crowns the width-2 cell; the objective is frozen with the rule (a
+    climb under another objective is refused); amended to gpu_seconds, the width-1 cell is crowned."""
+    monkeypatch.chdir(tmp_path)
+    runs = DemoRuns((tmp_path / "outputs").resolve())
+    sweep, ids = runs.sweep(), dev_ids(4)
+    runs.run(sweep, demo_cell(8), ids, perturb=shift(1), latency=0.30)
+    runs.run(sweep, {**demo_cell(8), "parallel": ULYSSES}, ids, perturb=shift(1), latency=0.20)
+    runs.anchor(ids)
+    score([sweep], db, metrics=["ssim"])
+
+    latency = climb(db)
+    assert "objective latency (median warm s/image)" in latency
+    # the twins' pixels are the same (parity), their work is not: the width-2 cell is ranked, not "same work"
+    assert incumbent_line(latency).startswith(f"incumbent (parity at rung 4): steps=8 cache=none scheduler=default {TWO}, "
+                                              "chosen on speed: faster beyond noise than")
+
+    exp = load_experiment("tiny-demo", [AXIS])
+    freeze_rule(exp.ledger, exp.rule)  # what the experiment's first launch does (render.laws.rule)
+    refused = climb(db, "--set", "experiment.objective=gpu_seconds")
+    assert 'objective: "latency" -> "gpu_seconds"' in refused and "--amend" in refused
+
+    amended = climb(db, "--set", "experiment.objective=gpu_seconds", "--amend", "count GPU-seconds")
+    assert 'rule amended: objective: "latency" -> "gpu_seconds"' in amended
+    throughput = climb(db)  # the amendment holds without its --set
+    assert "objective gpu_seconds (median warm latency x the cell's GPUs, GPU-s/image)" in throughput
+    assert incumbent_line(throughput) == (  # 0.30 GPU-s/image against 0.40: the ratio is the objective's
+        f"incumbent (parity at rung 4): steps=8 cache=none scheduler=default {ONE}, chosen on speed: faster beyond "
+        f"noise than steps=8 cache=none scheduler=default {TWO} (speed ratio 0.75 [0.75, 0.75] over 3 shared prompt(s))")
+    assert "GPU-s/image" in throughput.split("cells on dev")[1].splitlines()[1]  # the table's column: the objective's unit
+
+
+FAST, SLOW = ("4", "none"), ("4", "fbcache")  # test_climb_speed's plan; the width is the cell's own
+
+
+@pytest.mark.parametrize(("speedup", "winner"), [(1.6, FAST), (2.5, FAST)])
+def test_on_latency_the_wider_cell_wins_whenever_faster(speedup: float, winner: tuple[str, ...]) -> None:
+    one, two = np.full(len(IDS), 0.5), np.full(len(IDS), 0.5 / speedup)
+    d = decide(PLAN, {SLOW: cell(SLOW, -0.01, one), FAST: cell(FAST, -0.01, two, width=2)}, [], ROOMY)
+    assert d.incumbent == winner
+
+
+@pytest.mark.parametrize(("speedup", "winner"), [(1.6, SLOW), (2.5, FAST)])
+def test_on_gpu_seconds_the_wider_cell_must_be_more_than_twice_as_fast(speedup: float, winner: tuple[str, ...]) -> None:
+    plan = dataclasses.replace(PLAN, objective=Objective.gpu_seconds)
+    one, two = np.full(len(IDS), 0.5), np.full(len(IDS), 0.5 / speedup)
+    cells = {SLOW: cell(SLOW, -0.01, one), FAST: cell(FAST, -0.01, two, width=2)}
+    d = decide(plan, cells, [], ROOMY)
+    assert d.incumbent == winner and d.speed_rule.startswith("on speed: faster beyond noise")
+    assert d.current[FAST].latency == pytest.approx(2 * 0.5 / speedup)  # the objective's median, GPU-s/image
+
+
+def test_the_speed_interval_scales_with_the_objective() -> None:
+    """The paired interval of the render-time latencies and a side-by-side figure both turn into GPU-seconds."""
+    rng = np.random.default_rng(1)
+    one, two = 0.5 * np.exp(rng.normal(0, 0.1, len(IDS))), 0.3 * np.exp(rng.normal(0, 0.1, len(IDS)))
+    a, b = cell(FAST, -0.01, two, width=2), cell(SLOW, -0.01, one)
+    gpu = dataclasses.replace(PLAN, objective=Objective.gpu_seconds)
+    ea, eb = (decide(PLAN, {FAST: a, SLOW: b}, [], ROOMY).current[c] for c in (FAST, SLOW))
+    by_latency, by_gpu = compare(PLAN, a, ea, b, eb), compare(gpu, a, ea, b, eb)
+    assert by_latency is not None and by_gpu is not None and by_latency.low is not None and by_gpu.low is not None
+    assert (by_gpu.value, by_gpu.low, by_gpu.high) == pytest.approx(
+        (2 * by_latency.value, 2 * by_latency.low, 2 * (by_latency.high or 0)))
+    timed = dataclasses.replace(a, side_by_side={"key-4-fbcache": (0.6, 0.55, 0.65, 5)})
+    together = compare(gpu, timed, ea, b, eb)
+    assert together is not None and (together.value, together.low, together.high) == pytest.approx((1.2, 1.1, 1.3))
+    assert together.b_faster  # twice the GPUs at 0.6 the latency: slower on GPU-seconds, beyond the interval
