@@ -247,6 +247,14 @@ def twin_job(job: Job) -> Job | None:
     return replace(single_device_job(job), render_anchor=False) if job.gpus > 1 else None
 
 
+def companions(job: Job) -> list[Job]:
+    """What the runner renders alongside a job: its anchor (unless it is the anchor or render_anchor is off) and a
+    parallel cell's width-1 twin. A final's claim lists them with its cells (assess.climb.final.final_cells)."""
+    anchor = [anchor_job(job)] if job.render_anchor and not job.is_anchor else []
+    twin = twin_job(job)
+    return anchor + ([twin] if twin is not None else [])
+
+
 def twin_dir(job: Job) -> Path:
     """Where the runner renders a parallel cell's width-1 twin: one folder per twin cell, reused by every sweep."""
     twin = single_device_job(job).cell

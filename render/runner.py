@@ -28,7 +28,8 @@ from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
-from render.cell import Job, anchor_dir, anchor_job, twin_dir, twin_job
+from render.cell import Job, anchor_dir, twin_dir
+from render.cell import companions as companions_of
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
 from render.laws.spend import Purpose, spend_load, spending
@@ -330,10 +331,8 @@ def run_job(job: Job, run_dir: Path, *, store: rundir.SampleStore, pipelines: Pi
     """Render the job's anchor samples when missing, then the cell's. Returns one result per run directory."""
     results: list[CellResult] = []
     # frozen references rendered alongside, once: the anchor, and a parallel cell's width-1 twin (parity)
-    companions = [(anchor_job(job), anchor_dir(job), job.anchor_overrides)] if job.render_anchor and not job.is_anchor else []
-    twin = twin_job(job)
-    if twin is not None:
-        companions.append((twin, twin_dir(job), twin_overrides(overrides)))
+    companions = [(c, anchor_dir(job), job.anchor_overrides) if c.cell == job.anchor else
+                  (c, twin_dir(job), twin_overrides(overrides)) for c in companions_of(job)]
     deferred = [c for c in companions if store.pending(c[0].cell.key, job.samples)
                 and not _render_companion(*c, store, pipelines, launcher, progress_factory, results, wait=False)]
     results.append(_run_cell(job, run_dir, store, pipelines, overrides, launcher, progress_factory))

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -168,3 +169,37 @@ def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, t
     monkeypatch.chdir(tmp_path)
     spent = run_render(*commands[0].words, "model=tiny", cwd=tmp_path, timeout=120)
     assert spent.returncode == 2 and "token is spent" in spent.stderr
+
+
+def test_a_parallel_incumbents_twin_is_part_of_its_final_and_nothing_else_gets_in(tmp_path: Path) -> None:
+    """The final's claim names every cell it renders on the holdout: a parallel incumbent's width-1 twin, rendered
+    alongside it for parity (render.runner), is claimed with it (before, the claim left it out and the holdout law
+    passed it unseen). A cell whose twin is the final's is still refused: only the claimed cells and their
+    companions are rendered on the holdout."""
+    from assess.climb.final import final_cells
+    from assess.experiment import load_experiment
+    from render.cell import twin_job
+    from render.laws import HoldoutLocked, check_holdout
+    from tests.assess.climb_fixtures import hydra_state_kept
+
+    out_root = tmp_path / "outputs"
+    incumbent = ["steps=8", "cache=none", "scheduler=default", "parallel=ulysses"]
+    with hydra_state_kept():
+        exp = load_experiment("tiny-demo", ["+experiment.axes.parallel=[none,ulysses]"], out_root=out_root)
+        cells = final_cells(exp, [["prompts=holdout", *incumbent]])
+    _, holdout = option_prompts("holdout")
+    claim = claim_final(Ledger("tiny-demo", out_root), {"cells": cells}, content_hash(holdout))
+
+    def final_job(*overrides: str) -> tuple[Any, Any]:
+        cfg = compose_cfg("model=tiny", "experiment=tiny-demo", "prompts=holdout", "experiment.final=true",
+                          f"experiment.final_token={claim['token']}", *overrides, out_root=out_root)
+        return build_job(cfg), cfg
+
+    job, cfg = final_job(*incumbent)
+    twin = twin_job(job)
+    assert twin is not None and sorted({job.cell.key, job.anchor.key, twin.cell.key}) == cells
+    check_holdout(job, cfg)  # the incumbent, with its anchor and its twin alongside
+    check_holdout(*final_job("steps=8", "parallel=none"))  # the twin as a cell of its own (the steps-only control)
+    for other in (["steps=8", "parallel=ring"], ["steps=4", "parallel=ulysses"]):  # its twin is the final's; a neighbour
+        with pytest.raises(HoldoutLocked, match="is not one of its final's cells"):
+            check_holdout(*final_job(*other))

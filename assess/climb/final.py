@@ -207,15 +207,15 @@ def _incumbent(exp: Experiment, index: Index, db: Path | None, force: bool, log:
 
 
 def final_cells(exp: Experiment, commands_overrides: list[list[str]]) -> list[str]:
-    """The cell keys a final may render on the holdout: each command's cell and its anchor (composed as the
-    renderer will compose them)."""
+    """The cell keys a final renders on the holdout: each command's cell and its companions, the anchor and a parallel
+    cell's width-1 twin (composed as the renderer will compose them)."""
     from assess.experiment import compose
-    from render.cell import build_job
+    from render.cell import build_job, companions
 
     keys: list[str] = []
     for overrides in commands_overrides:
         job = build_job(compose([*exp.base_overrides(), *overrides]))
-        keys += [job.cell.key, job.anchor.key]
+        keys += [job.cell.key, job.anchor.key, *(c.cell.key for c in companions(job))]
     return sorted(set(keys))
 
 

@@ -183,9 +183,9 @@ def check_holdout(job: Any, cfg: Any) -> None:
         if token_spent(ledger, experiment.final_token):
             raise HoldoutLocked(f"experiment {experiment.name}: its final is complete and its token is spent; the "
                                 f"holdout cannot be rendered again. See `assess climb {experiment.name} --final`")
-        allowed = set(claim.get("cells") or [])
-        keys = {job.cell.key} | ({job.anchor.key} if job.render_anchor else set())
-        if not keys <= allowed:
+        # the claim's cells; what the runner renders alongside one of them (its anchor, a parallel cell's width-1
+        # twin: render.cell.companions) is rendered because that cell is, and is allowed with it
+        if job.cell.key not in set(claim.get("cells") or []):
             raise HoldoutLocked(f"experiment {experiment.name}: cell {job.cell.describe()} is not one of its final's cells "
                                 "(the incumbent, the anchor, the steps-only control)")
         holdout_texts = {holdout_identity(p.text) for p in holdout}
