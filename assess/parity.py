@@ -92,15 +92,37 @@ def drifting(rows: Sequence[Any]) -> str | None:
             f"{worst['twin_cell_key']}; the worst is {why}")
 
 
-def parity_note(rows: Sequence[Any]) -> str | None:
-    """The report's line for a parallel cell: its `parallel-drift` flag, or its worst figures inside the band."""
+def parity_note(rows: Sequence[Any], floor: str | None = None) -> str | None:
+    """The report's line for a parallel cell: its `parallel-drift` flag, or its worst figures inside the band; with
+    the lossless floor beside them (`floor`: floor_beside)."""
     compared = [r for r in rows if r["max_levels"] is not None]
     if not rows:
         return None
+    tail = f"; {floor}" if floor else ""
     flag = drifting(compared)
     if flag or not compared:
-        return flag or f"parity with its width-1 twin: not compared ({rows[0]['unavailable_reason']})"
+        return (flag or f"parity with its width-1 twin: not compared ({rows[0]['unavailable_reason']})") + tail
     ssims = [r["ssim"] for r in compared if r["ssim"] is not None]
     return (f"parity with its width-1 twin {compared[0]['twin_cell_key']}: {len(compared)} sample(s), at most "
             f"{max(r['max_levels'] for r in compared)} level(s) apart"
-            + (f", SSIM at least {min(ssims):.4f}" if ssims else "") + f" (band: {MAX_LEVELS} levels, SSIM {MIN_SSIM})")
+            + (f", SSIM at least {min(ssims):.4f} (1 - SSIM {1 - min(ssims):.2g})" if ssims else "")
+            + f" (band: {MAX_LEVELS} levels, SSIM {MIN_SSIM})" + tail)
+
+
+def floor_beside(index: Any, cell_key: str) -> str | None:
+    """The lossless floor of the cell's anchor on SSIM (assess.floor: how far renders that change no mathematics
+    drift from the anchor, as 1 - SSIM), to read a parallel cell's drift against; None for a cell without parity
+    rows or an anchor in the index."""
+    from assess.floor import measure
+
+    if not index.parity(cell_key):
+        return None
+    anchor = index.query("SELECT anchor_cell_key FROM runs WHERE cell_key = ? AND anchor_cell_key IS NOT NULL LIMIT 1",
+                         (cell_key,))
+    if not anchor:
+        return None
+    floor = measure(index, anchor[0]["anchor_cell_key"], ["ssim"]).get("ssim")
+    if floor is None:
+        return "lossless floor: not measured (a lossless sibling of the anchor scored on ssim: `assess floor`)"
+    high = f" (95 % up to {floor.high:.2g})" if floor.high is not None else ""
+    return f"lossless floor: 1 - SSIM {floor.value:.2g}{high} on {floor.sibling} against the anchor, {floor.n} prompt(s)"

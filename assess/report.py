@@ -655,7 +655,7 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
     """One row per cache cell (its engagement), per compiled cell (its compile time and break-even) and per parallel
     cell (its parity against one GPU, assess.parity: `parallel-drift` is a warning). A cell merged
     into another's row (the same work) keeps its note, under that row's mark: it says why the two are one."""
-    from assess.parity import parity_note
+    from assess.parity import floor_beside, parity_note
     from assess.speed_notes import NEVER_ENGAGED, compile_costs, engagement_note
 
     costs = compile_costs(index)
@@ -666,7 +666,7 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
         notes = [engagement_note(json.loads(found[0]["cell"]), samples) if found else None]
         cost = costs.get((v.cell_key, v.split))
         notes.append(None if cost is None else cost.note())
-        notes.append(parity_note(index.parity(v.cell_key)))  # a parallel cell against its width-1 twin
+        notes.append(parity_note(index.parity(v.cell_key), floor_beside(index, v.cell_key)))  # against its width-1 twin
         out += [{"mark": row.mark, "label": v.label, "cell_key": v.cell_key, "note": n,
                  "warn": NEVER_ENGAGED in n or "never pays" in n or n.startswith("parallel-drift")} for n in notes if n]
     return out

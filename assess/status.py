@@ -279,13 +279,15 @@ def _image_there(run: RunDir, sample: SampleRecord) -> bool:
 
 def with_drift(rows: list[CellStatus], db: Path) -> list[CellStatus]:
     """Each parallel cell whose samples drift from its width-1 twin's (assess.parity, as last scored into the index
-    at `db`) with `PARALLEL-DRIFT: ...` first in its detail; the rows as they are without an index."""
+    at `db`) with `PARALLEL-DRIFT: ...` first in its detail, the lossless floor beside it; the rows as they are
+    without an index."""
     if not db.is_file():
         return rows
     from assess.index import Index
-    from assess.parity import drifting
+    from assess.parity import drifting, floor_beside
 
     with Index.open(db, create=False) as index:
-        flags = {key: drifting(index.parity(key)) for key in {r.cell_key for r in rows if r.cell_key}}
+        flags = {key: f"{flag}; {floor_beside(index, key)}" if (flag := drifting(index.parity(key))) else None
+                 for key in {r.cell_key for r in rows if r.cell_key}}
     return [replace(r, detail="; ".join(filter(None, [flag.replace("parallel-drift", "PARALLEL-DRIFT", 1), r.detail])))
             if r.cell_key and (flag := flags.get(r.cell_key)) else r for r in rows]

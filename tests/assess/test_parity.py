@@ -49,7 +49,7 @@ def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory
     outputs.run(outputs.root / "twins" / "tiny" / "k", "stamp", make_cell(attention="sdpa"))  # the width-1 twin
     outputs.run(sweep, "1_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"])  # the same pixels
     outputs.run(sweep, "2_ring", _parallel(RING), overrides=["parallel=ring"], perturb=shift(10))  # a broken kernel
-    score([outputs.root], db, metrics=["psnr"])
+    score([outputs.root], db, metrics=["ssim"])  # the twin (attention=sdpa) is a lossless sibling of the anchor: a floor
     with Index.open(db) as index:
         ulysses, ring = index.parity(cell_key_of(_parallel(ULYSSES))), index.parity(cell_key_of(_parallel(RING)))
         assert len(ulysses) == len(ring) == 8
@@ -65,13 +65,16 @@ def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory
 
     details = {r.name: r.detail for r in with_drift(status(sweep), db)}  # `assess status` with the index beside it
     assert details["2_ring"].startswith("PARALLEL-DRIFT: 8 of 8 sample(s) outside the band")
+    floor = "lossless floor: 1 - SSIM 0 (95 % up to 0) on attention=sdpa against the anchor, 4 prompt(s)"
+    assert details["2_ring"].endswith(floor)  # the floor beside the drift
     assert not details["1_ulysses"].startswith("PARALLEL-DRIFT")
     assert with_drift(status(sweep), db.with_name("none.db")) == status(sweep)  # no index: the folders alone
     notes: list[str] = []
     write_report([sweep], db, tmp_path / "report", notes=notes)  # the report says both, the drift as a warning
     assert any(" parallel=ring: parallel-drift: 8 of 8 sample(s)" in n for n in notes), notes
-    assert any("parity with its width-1 twin" in n and "at most 0 level(s) apart, SSIM at least 1.0000" in n
-               for n in notes), notes
+    assert any("parity with its width-1 twin" in n and "at most 0 level(s) apart, SSIM at least 1.0000 (1 - SSIM 0)" in n
+               and n.endswith(floor) for n in notes), notes
+    assert any(" parallel=ring: parallel-drift: " in n and n.endswith(floor) for n in notes), notes
 
 
 def test_a_missing_twin_is_said_and_flags_nothing(outputs: RunFactory, db: Path) -> None:
