@@ -47,6 +47,8 @@ def test_the_report_and_the_climb_draw_speed_on_one_axis() -> None:
 
     fig, _ = pareto_figure([_view(0, 10.0, 1.0, anchor=True), _view(1, 20.0, 0.98)], "ssim")
     assert fig.axes[0].get_xlabel() == speed_axis.LABEL
-    assert "speed_axis.LABEL" in inspect.getsource(climb_report.frontier_figure)
+    assert "speed_axis.label(exp.objective)" in inspect.getsource(climb_report.frontier_figure)
+    assert speed_axis.label("latency") == speed_axis.LABEL  # the climb's default objective: the report's axis
+    assert speed_axis.label("gpu_seconds").startswith("median warm GPU-seconds")
     assert speed_axis.frontier([(0.1, 0.9), (0.2, 0.95), (0.3, 0.9)], quality_higher=True) == [0, 1]
     assert "images_per_s" not in inspect.getsource(report.pareto_figure)
