@@ -14,18 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from render.rundir import RunDir, SampleRecord, cell_key_of
+from render.rundir import RunDir, SampleRecord
+from render.rundir.records import twin_key as twin_key  # the twin's key: render.rundir, which finds its folders
 from render.rundir.untrusted import contained
 
 MAX_LEVELS = 2  # the band: at most 2 of 255 levels apart in any pixel ...
 MIN_SSIM = 0.999  # ... and SSIM at least this, on every sample (Ulysses on the CPU: 1 level, SSIM 1.0)
-
-
-def twin_key(cell: Mapping[str, Any]) -> str | None:
-    """The cell key of a parallel cell's width-1 twin (its run.json cell without `parallel`); None for a width-1 cell."""
-    if cell.get("parallel") is None:
-        return None
-    return cell_key_of({k: v for k, v in cell.items() if k != "parallel"})
 
 
 def drift(image: Any, twin: Any) -> tuple[int, float | None, str | None]:
@@ -55,7 +49,7 @@ def parity_rows(run: RunDir, twin_samples: Mapping[tuple[str, int], Any],
                 read: Callable[[Path], Any]) -> list[dict[str, Any]]:
     """One `parity` row per sample of a parallel run: its drift against the twin's sample, or why there is none.
     `twin_samples`: the twin cell's sample rows by (text identity, seed) (Index.cell_samples)."""
-    key = twin_key(run.cell)
+    key = run.twin_key
     if key is None:
         return []
     rows = []
@@ -76,7 +70,7 @@ def _compare(run: RunDir, sample: SampleRecord, twin_samples: Mapping[tuple[str,
         return None, None, "clips are not compared with their twin yet"
     twin = twin_samples.get((sample.text_id, sample.seed))
     if twin is None:
-        return None, None, (f"twin sample missing (cell {twin_key(run.cell)}, prompt {sample.prompt_id}, seed "
+        return None, None, (f"twin sample missing (cell {run.twin_key}, prompt {sample.prompt_id}, seed "
                             f"{sample.seed}): re-run the parallel cell, which renders it")
     return drift(read(run.image_path(sample)), read(contained(twin["run_path"], twin["image"], "twin image")))
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from render.rundir.errors import InvalidRunDirectory, NotARunDirectory
 from render.rundir.states import Category, CellState
+from render.rundir.identity import cell_key_of
 from render.rundir.files import DONE, FAILED, MULTIRUN_YAML, RUN_JSON, SAMPLES, SWEEP_JSON
 from render.rundir.run_record import RunRecord
 from render.rundir.untrusted import UnsafePath, contained, relative_path
@@ -206,6 +207,11 @@ class RunDir:
         return len(self.prompt_ids) * len(self.seeds)
 
     @property
+    def twin_key(self) -> str | None:
+        """The cell key of a parallel cell's width-1 twin (assess.parity); None for a width-1 cell."""
+        return twin_key(self.cell)
+
+    @property
     def anchor_dir(self) -> Path | None:
         """Where the renderer keeps this cell's anchor runs (run.json anchor.dir under out_root), if named."""
         folder = self.run.anchor.dir
@@ -233,6 +239,14 @@ class RunDir:
     def image_path(self, sample: SampleRecord) -> Path:
         """The sample's image file, resolved; UnsafePath (an OSError) when it leads outside the run folder."""
         return contained(self.path, sample.image, "image")
+
+
+def twin_key(cell: dict[str, Any]) -> str | None:
+    """The cell key of a parallel cell's width-1 twin: its cell without `parallel` (render.cell.single_device_job);
+    None for a width-1 cell."""
+    if cell.get("parallel") is None:
+        return None
+    return cell_key_of({k: v for k, v in cell.items() if k != "parallel"})
 
 
 def load_json(path: Path) -> dict[str, Any]:

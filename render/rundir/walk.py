@@ -130,12 +130,29 @@ def run_dirs_under(path: Path | str) -> list[Path]:
     return found
 
 
+def twin_dirs(runs: Sequence[RunDir]) -> list[Path]:
+    """The run folders of the parallel runs' width-1 twins, wherever they were rendered (`twins/`, or a sweep of the
+    width-1 cell): their output root's registry, which every run folder joins before its first sample."""
+    registries: dict[str, Registry] = {}
+    found: dict[Path, None] = {}
+    for run in runs:
+        key, out_root = run.twin_key, run.run.out_root
+        if key is None or not out_root:
+            continue
+        if out_root not in registries:
+            registries[out_root] = Registry(Path(out_root))
+            registries[out_root].update()
+        found.update((p, None) for p in registries[out_root].by_cell.get(key, []) if (p / RUN_JSON).is_file())
+    return list(found)
+
+
 def load_runs(paths: Sequence[Path | str], with_anchors: bool = False, problems: list[str] | None = None) -> list[RunDir]:
     """Every run directory under `paths` (with the folders an output root registered), parsed; duplicates
     (same folder twice) collapse.
 
     with_anchors: also the anchor runs that the runs' run.json name (anchor.dir under out_root),
-    when that folder exists: the renderer keeps them outside the sweep.
+    when that folder exists: the renderer keeps them outside the sweep; and a parallel run's width-1 twin
+    (`twin_dirs`), its reference for parity (assess.parity).
     problems: when given, a run directory that cannot be read is named there ("<path>: <problem>") and
     skipped, so one bad run does not hide the others; without it, it raises.
     """
@@ -160,4 +177,6 @@ def load_runs(paths: Sequence[Path | str], with_anchors: bool = False, problems:
         for folder in sorted(f for f in folders if f is not None and f.is_dir()):
             for run_path in iter_run_dirs(folder):
                 add(run_path.resolve())
+        for run_path in twin_dirs([run for run in seen.values() if run is not None]):
+            add(run_path)
     return [run for run in seen.values() if run is not None]

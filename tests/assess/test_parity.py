@@ -109,3 +109,24 @@ def test_the_climb_never_crowns_a_drifting_cell() -> None:
     d = decide(PLAN, data, [], ROOMY)
     assert d.incumbent == ("8", "taylorseer")  # ... drifts from one GPU: the next fastest at parity is crowned
     assert ("4", "none") not in [p.coords for p in d.proposals]  # and it is never promoted
+
+
+def test_scoring_a_sweep_finds_the_twin_wherever_it_was_rendered(outputs: RunFactory, db: Path,
+                                                                   tmp_path: Path) -> None:
+    """A final scores its sweeps only (assess.climb.commands.run_and_score), never `twins/`: the scorer finds a
+    parallel cell's twin where the output root's registry says it was rendered, as it finds the anchor."""
+    from render import rundir
+
+    sweep = outputs.sweep()
+    outputs.stored_anchor(seeds=(0, 1, 2))
+    twin_cell = make_cell(attention="sdpa")
+    kept = outputs.run(outputs.root / "twins" / "tiny" / cell_key_of(twin_cell), "stamp", twin_cell)
+    elsewhere = outputs.run(tmp_path / "scratch", "twin", twin_cell, seeds=(2,))  # hydra.run.dir outside out_root
+    for folder in (kept, elsewhere):
+        rundir.register(outputs.root, folder, cell_key_of(twin_cell))  # as the runner does before a first sample
+    outputs.run(sweep, "1_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"], seeds=(0, 1, 2))
+    summary = score([sweep], db, metrics=["psnr"])
+    assert not any("unavailable" in line for line in summary.lines()), summary.lines()
+    with Index.open(db) as index:
+        rows = index.parity(cell_key_of(_parallel(ULYSSES)))
+        assert [(r["max_levels"], r["unavailable_reason"]) for r in rows] == [(0, None)] * 12
