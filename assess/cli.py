@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from assess.errors import AssessError, RunDirError
+from assess.errors import AssessError, Refused, RunDirError
 from assess.outdir import ForeignFolder, disk_full
 from assess.export.errors import TrackerUnavailable
 from assess.metrics.registry import quality_metric_names, scored_metric_names
@@ -44,7 +44,7 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
         yield
     except TrackerUnavailable as exc:
         raise Unavailable(redact(str(exc))) from exc
-    except ForeignFolder as exc:  # bad input, refused before anything was written
+    except (ForeignFolder, Refused) as exc:  # bad input, refused before anything was written
         raise Unavailable(str(exc)) from exc
     except (AssessError, RunDirError) as exc:
         raise click.ClickException(redact(str(exc))) from exc

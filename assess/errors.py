@@ -10,6 +10,10 @@ class AssessError(Exception):
     """Base class: the message is written for the user (what is wrong, what to do)."""
 
 
+class Refused(AssessError):
+    """Bad input refused before anything ran or was written: exit 2, as a launch's preflight."""
+
+
 class IndexSchemaError(AssessError):
     """The index was written by a newer assess, or is not an assess index."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assess.errors import AssessError
+from assess.errors import AssessError, Refused
 from assess.sidebyside import PairTiming, session_pairs
 from render.rundir import RunDir, load_runs
 from render.rundir.timings import TimingSession
@@ -24,6 +24,23 @@ DEFAULT_ROUNDS = 20
 
 class RetimeRefused(AssessError):
     """Nothing can be timed side by side as asked."""
+
+
+class ParallelContender(RetimeRefused, Refused):
+    """A parallel cell among the contenders: a session times in one process on one device (exit 2)."""
+
+
+def parallel_refusal(wide: Sequence[RunDir], skipped: bool = False) -> str:
+    """Why the parallel cells are not timed side by side, and how their latency is measured instead."""
+    from render.axes.parallel import width_of
+
+    named = "; ".join(f"{r.describe or r.cell_key[:12]} (cell {r.cell_key[:12]}, parallel={r.cell['parallel']['name']}, "
+                      f"{width_of(r.cell['parallel'])} GPUs)" for r in wide)
+    return (f"{'not timing' if skipped else 'cannot time'} a parallel cell side by side: {named}. A session times "
+            "every contender in one process on one device, and a parallel cell renders with its ranks (render.ranks), "
+            "which retime does not start: timed at width 1 it would time another cell. Its latency is the one "
+            "recorded as it rendered, with its ranks (warm samples, shown as timed apart; docs/parallel.md)"
+            + ("" if skipped else "; retime the other cells without it"))
 
 
 @dataclass
@@ -104,6 +121,7 @@ class Options:
     pairwise: bool = False  # one set per pair (two pipelines loaded at a time)
     seed: int = 0
     cells: frozenset[str] | None = None  # time only these cell keys (None: every cell under the paths)
+    skip_parallel: bool = False  # leave parallel cells out (the climb, its final) instead of refusing them
     purpose: str = "retime"
     experiment: str | None = None
 
@@ -128,6 +146,13 @@ def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, options: Op
     runs = [r for r in load_runs(list(paths), with_anchors=True) if o.cells is None or r.cell_key in o.cells]
     if not runs:
         raise RetimeRefused(f"no run directories under {', '.join(str(p) for p in paths)}")
+    wide = list({r.cell_key: r for r in runs if r.twin_key is not None}.values())  # before any pipeline is loaded
+    if wide and not o.skip_parallel:
+        raise ParallelContender(parallel_refusal(wide))
+    if wide:
+        if log:
+            log(parallel_refusal(wide, skipped=True))
+        runs = [r for r in runs if r.twin_key is None]
     found = contenders(runs, o.device)
     pairs = default_pairs(runs, set(found), o.every_pair)
     if not pairs:

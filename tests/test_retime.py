@@ -207,6 +207,42 @@ def test_a_cell_that_no_longer_composes_to_its_key_is_refused(sweep: Path, tmp_p
     assert not (run_dir / TIMINGS).exists()
 
 
+def _as_parallel(run_dir: Path, into: Path) -> Path:
+    """A copy of a finished run as a parallel cell (parallel=ulysses, 2 GPUs) would have recorded it."""
+    import shutil
+
+    from render.rundir import cell_key_of
+
+    shutil.copytree(run_dir, into)
+    run = json.loads((into / "run.json").read_text())
+    run["cell"]["parallel"] = {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}
+    old, run["cell_key"], run["overrides"] = run["cell_key"], cell_key_of(run["cell"]), [*run["overrides"], "parallel=ulysses"]
+    (into / "run.json").write_text(json.dumps(run))
+    (into / "samples.jsonl").write_text((into / "samples.jsonl").read_text().replace(old, run["cell_key"]))
+    return into
+
+
+def test_a_parallel_cell_is_refused_before_anything_is_timed_and_the_climb_leaves_it_out(sweep: Path,
+                                                                                          tmp_path: Path) -> None:
+    """A session is one process on one device; a parallel cell renders with its ranks (render.ranks). On main its
+    pipeline raised diffusers' RuntimeError ("torch.distributed must be available and initialized") at its load,
+    after the other contenders had been loaded and warmed."""
+    wide = _as_parallel(sweep / "steps-4", sweep / "steps-4-ulysses")
+    key = load_run(wide).cell_key
+    db = tmp_path / "index.db"
+    refused = CliRunner().invoke(cli, ["retime", str(sweep), "--db", str(db)])
+    assert refused.exit_code == 2, refused.output
+    assert f"cannot time a parallel cell side by side: {load_run(wide).describe} (cell {key[:12]}, parallel=ulysses, " \
+           "2 GPUs)" in refused.output
+    assert "Its latency is the one recorded as it rendered, with its ranks" in refused.output
+    assert not list(sweep.rglob(TIMINGS))  # refused before any pipeline was loaded
+    said: list[str] = []
+    result = retime_runs([sweep], db, Options(rounds=6, skip_parallel=True), log=said.append)  # the climb, its final
+    (session,) = result.sessions
+    assert len(session.contenders) == 3 and session.contender(key) is None and not (wide / TIMINGS).exists()
+    assert any(line.startswith(f"not timing a parallel cell side by side: {load_run(wide).describe}") for line in said)
+
+
 @pytest.mark.parametrize("n, ranks", [(5, None), (6, (1, 6)), (10, (2, 9)), (20, (6, 15)), (40, (14, 27))])
 def test_the_median_interval_takes_the_binomial_order_statistics(n: int, ranks: tuple[int, int] | None) -> None:
     assert median_interval_ranks(n) == ranks

@@ -15,6 +15,7 @@ from typing import Any
 from assess.climb.commands import Command, generation_commands, run_and_score
 from assess.climb.decide import BudgetState, Decision, Estimator, Plan, decide, history_entry, state_fingerprint
 from assess.climb.observe import Observed, observe, sync_run_experiments
+from assess.climb.plan import CellData
 from assess.climb.records import read_generations, sync_index, write_generation
 from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
@@ -188,6 +189,13 @@ def _same_outcome(decision: Decision, record: dict[str, Any], plan: Plan) -> boo
 CLIMB_ROUNDS = 12  # side-by-side rounds of an incumbent and a rival within noise (assess.sidebyside: 95 % interval)
 
 
+def side_by_side_cost(plan: Plan, cell: CellData, value: float | None) -> float:
+    """The device seconds a cell costs in a CLIMB_ROUNDS side-by-side session (its warm-ups and checks: about as
+    much again), from its objective value: GPU-seconds, its latency times the GPUs it holds."""
+    latency = (value or 0.0) / plan.objective.per_image(1.0, cell.width)
+    return CLIMB_ROUNDS * 2 * latency * cell.width
+
+
 def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observed, decision: Decision, log: Log
                 ) -> bool:
     """Before crowning an incumbent over rivals within noise that were never timed with it, time them side by side
@@ -195,10 +203,16 @@ def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observ
     when a session was recorded (the caller observes again)."""
     from assess.retime import Options, retime_runs
 
-    keys = [observed.keys[c] for c in [decision.incumbent, *decision.untimed] if observed.keys.get(c)]
-    if len(keys) < 2:
+    wide = [c for c in [decision.incumbent, *decision.untimed] if observed.cells[c].width > 1]
+    if wide:  # a parallel cell is not timed side by side (assess.retime): it keeps its render-time latency
+        log(f"not timing {', '.join(exp.label(c) for c in wide)} side by side: a parallel cell's latency is the one "
+            "it rendered with its ranks (timed apart)")
+    timed = [c for c in [decision.incumbent, *decision.untimed] if observed.keys.get(c) and c not in wide]
+    keys = [observed.keys[c] for c in timed]
+    if decision.incumbent in wide or len(keys) < 2:
         return False
-    cost = sum(CLIMB_ROUNDS * (decision.current[c].latency or 0.0) * 2 for c in [decision.incumbent, *decision.untimed])
+    plan = Plan.from_experiment(exp)
+    cost = sum(side_by_side_cost(plan, observed.cells[c], decision.current[c].latency) for c in timed)
     budget = decision.budget
     if budget is not None and cost > budget.left_s:
         log(f"not timing {exp.label(decision.incumbent)} against its rivals within noise side by side: an estimated "
@@ -207,7 +221,7 @@ def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observ
     marks = ", ".join("?" * len(keys))
     runs = index.query(f"SELECT DISTINCT path FROM runs WHERE cell_key IN ({marks}) AND split = ?",
                        (*keys, exp.dev.split))
-    log(f"within noise on speed: timing {', '.join(exp.label(c) for c in [decision.incumbent, *decision.untimed])} "
+    log(f"within noise on speed: timing {', '.join(exp.label(c) for c in timed)} "
         f"side by side ({CLIMB_ROUNDS} rounds) before choosing")
     retime_runs([r["path"] for r in runs], db, Options(rounds=CLIMB_ROUNDS, every_pair=True, cells=frozenset(keys),
                                                        purpose="climb", experiment=exp.name), log=log)
