@@ -106,3 +106,16 @@ def test_the_speed_interval_scales_with_the_objective() -> None:
     together = compare(gpu, timed, ea, b, eb)
     assert together is not None and (together.value, together.low, together.high) == pytest.approx((1.2, 1.1, 1.3))
     assert together.b_faster  # twice the GPUs at 0.6 the latency: slower on GPU-seconds, beyond the interval
+
+
+def test_a_side_by_side_sessions_cost_is_gpu_seconds_under_either_objective() -> None:
+    """CLIMB_ROUNDS rounds and as much again for warm-ups and checks, each of the cell's calls holding its GPUs: a
+    width-2 cell at 0.3 s/image costs 0.6 GPU-s a call, whether the objective's figure is its latency or GPU-s."""
+    from assess.climb.generation import CLIMB_ROUNDS, side_by_side_cost
+
+    wide = cell(FAST, -0.01, np.full(len(IDS), 0.3), width=2)
+    gpu = dataclasses.replace(PLAN, objective=Objective.gpu_seconds)
+    assert side_by_side_cost(PLAN, wide, 0.3) == pytest.approx(CLIMB_ROUNDS * 2 * 0.6)
+    assert side_by_side_cost(gpu, wide, 0.6) == pytest.approx(CLIMB_ROUNDS * 2 * 0.6)
+    assert side_by_side_cost(gpu, cell(SLOW, -0.01, np.full(len(IDS), 0.3)), 0.3) == pytest.approx(CLIMB_ROUNDS * 2 * 0.3)
+    assert side_by_side_cost(PLAN, wide, None) == 0.0  # no latency yet: nothing to estimate from
