@@ -334,7 +334,7 @@ def time_final(index: Index, exp: Experiment, claim: dict[str, Any], sweeps: Seq
 def _dev_summary(decision: Any, coords: tuple[str, ...]) -> dict[str, Any] | None:
     e = decision.current.get(coords)
     return None if e is None else {"rung": e.rung, "delta": e.mean, "low": e.low, "high": e.high,
-                                   "tost_p": e.tost_p, "latency": e.latency}
+                                   "tost_p": e.tost_p, "objective_value": e.latency}
 
 
 def _already(exp: Experiment, first: dict[str, Any]) -> str:

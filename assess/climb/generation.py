@@ -95,7 +95,8 @@ def rule_summary(exp: Experiment) -> dict[str, Any]:
     """What a generation record keeps of the decision rule it was decided under."""
     from render.laws.rule import rule_digest
 
-    return {"digest": rule_digest(exp.rule), "quality": exp.rule.get("quality"), "rungs": exp.rule.get("rungs"),
+    return {"digest": rule_digest(exp.rule), "objective": str(exp.objective),  # what objective_value measures
+            "quality": exp.rule.get("quality"), "rungs": exp.rule.get("rungs"),
             "eta": exp.rule.get("eta"), "budget": exp.rule.get("budget"),
             "amendments": [{"at": a.get("at"), "reason": a.get("reason"), "changes": a.get("changes")}
                            for a in exp.amendments]}
@@ -105,7 +106,7 @@ def evaluation_dict(exp: Experiment, decision: Decision, coords: tuple[str, ...]
     e = decision.current.get(coords)
     return {"cell": exp.as_dict(coords), **({} if e is None else {
         "rung": e.rung, "n": e.n, "delta": e.mean, "low": e.low, "high": e.high, "wilcoxon_holm": e.wilcoxon_holm,
-        "tost_p": e.tost_p, "verdict": e.verdict, "latency": e.latency})}
+        "tost_p": e.tost_p, "verdict": e.verdict, "objective_value": e.latency})}
 
 
 def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decision, budget: BudgetState,

@@ -30,6 +30,13 @@ def generation_path(out_root: Path, name: str, number: int) -> Path:
     return experiment_dir(out_root, name) / GENERATIONS / f"g{number:04d}.json"
 
 
+def objective_value(evaluation: dict[str, Any]) -> float | None:
+    """A recorded evaluation's median warm figure in the objective's units (the rule's `objective`: s/image or
+    GPU-s/image); records written before it had its name keep it as `latency`, whatever the objective."""
+    value = evaluation.get("objective_value", evaluation.get("latency"))
+    return None if value is None else float(value)
+
+
 def read_generations(out_root: Path, name: str) -> list[dict[str, Any]]:
     """Every recorded generation, in order; a gap or an unreadable file raises."""
     folder = experiment_dir(out_root, name) / GENERATIONS

@@ -212,9 +212,13 @@ def contact_sheet_png(index: Any, columns: list[Any], out: Path) -> Path | None:
 
 
 def _evaluation(metrics: dict[str, float], prefix: str, e: dict[str, Any]) -> None:
-    for name in ("delta", "low", "high", "tost_p", "wilcoxon_holm", "latency", "rung", "n"):
+    from assess.climb.records import objective_value
+
+    for name in ("delta", "low", "high", "tost_p", "wilcoxon_holm", "rung", "n"):
         if e.get(name) is not None:
             metrics[f"{prefix}/{name}"] = float(e[name])
+    if (value := objective_value(e)) is not None:  # s/image or GPU-s/image: the generation's rule.objective
+        metrics[f"{prefix}/objective_value"] = value
 
 
 def _generation_run(g: dict[str, Any], name: str, parent: str, version: int) -> TrackedRun:
@@ -227,7 +231,8 @@ def _generation_run(g: dict[str, Any], name: str, parent: str, version: int) -> 
         if value is not None:
             metrics[f"budget/{field_name}"] = float(value)
     params = {"generation": str(g["generation"]), "incumbent": " ".join(inc.get("overrides") or []),
-              "incumbent_status": inc["status"], "incumbent_cell_key": str(inc.get("cell_key") or "")}
+              "incumbent_status": inc["status"], "incumbent_cell_key": str(inc.get("cell_key") or ""),
+              "objective": str((g.get("rule") or {}).get("objective") or "")}  # empty: recorded before it was named
     tags = {KIND_TAG: "generation", "hypergrid.experiment": name, "hypergrid.note": g["note"],
             "hypergrid.stop": g.get("stop") or "", "hypergrid.incumbent_verdict": str(inc.get("verdict") or ""),
             "hypergrid.commands": "\n".join(g.get("commands", []))}

@@ -69,6 +69,13 @@ def test_a_width_2_cell_wins_on_latency_and_loses_on_gpu_seconds(tmp_path: Path,
         f"incumbent (parity at rung 4): steps=8 cache=none scheduler=default {ONE}, chosen on speed: faster beyond "
         f"noise than steps=8 cache=none scheduler=default {TWO} (speed ratio 0.75 [0.75, 0.75] over 3 shared prompt(s))")
     assert "GPU-s/image" in throughput.split("cells on dev")[1].splitlines()[1]  # the table's column: the objective's unit
+    from assess.climb.records import read_generations
+
+    records = read_generations(exp.out_root, "tiny-demo")  # each record names its objective and its figure so
+    assert [r["rule"]["objective"] for r in records][-1] == "gpu_seconds"
+    assert records[-1]["incumbent"]["objective_value"] == pytest.approx(0.30) and "latency" not in records[-1]["incumbent"]
+    wide = next(c for c in records[0]["cells"] if c["cell"].get("parallel") == "ulysses")
+    assert records[0]["rule"]["objective"] == "latency" and wide["objective_value"] == pytest.approx(0.20)
 
 
 FAST, SLOW = ("4", "none"), ("4", "fbcache")  # test_climb_speed's plan; the width is the cell's own
@@ -119,3 +126,20 @@ def test_a_side_by_side_sessions_cost_is_gpu_seconds_under_either_objective() ->
     assert side_by_side_cost(gpu, wide, 0.6) == pytest.approx(CLIMB_ROUNDS * 2 * 0.6)
     assert side_by_side_cost(gpu, cell(SLOW, -0.01, np.full(len(IDS), 0.3)), 0.3) == pytest.approx(CLIMB_ROUNDS * 2 * 0.3)
     assert side_by_side_cost(PLAN, wide, None) == 0.0  # no latency yet: nothing to estimate from
+
+
+def test_an_old_generation_records_latency_key_reads_as_its_objective_value() -> None:
+    """Records written before the key was named kept the objective's figure (GPU-s under gpu_seconds) as `latency`."""
+    from assess.climb.records import objective_value
+    from assess.export.runs import _generation_run
+
+    old = {"generation": 1, "note": "", "record": "g0001.json", "rule": {"digest": "d"},
+           "incumbent": {"status": "parity", "overrides": ["steps=8"], "latency": 0.4, "delta": 0.01}}
+    new = {**old, "rule": {"objective": "gpu_seconds"}, "incumbent": {**old["incumbent"], "objective_value": 0.4}}
+    del new["incumbent"]["latency"]
+    assert objective_value(old["incumbent"]) == objective_value(new["incumbent"]) == 0.4
+    assert objective_value({"delta": 0.01}) is None
+    before, after = _generation_run(old, "tiny-demo", "p", 1), _generation_run(new, "tiny-demo", "p", 1)
+    assert before.metrics["incumbent/objective_value"] == after.metrics["incumbent/objective_value"] == 0.4
+    assert "incumbent/latency" not in after.metrics
+    assert (before.params["objective"], after.params["objective"]) == ("", "gpu_seconds")

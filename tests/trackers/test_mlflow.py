@@ -96,7 +96,7 @@ def test_a_climb_in_mlflow_is_a_parent_run_with_one_nested_run_per_generation(
         assert run.data.params["incumbent"] == " ".join(inc["overrides"])
         assert run.data.params["incumbent_status"] == inc["status"]
         assert run.data.tags["hypergrid.note"] == record["note"]
-        for name in ("delta", "low", "high", "tost_p", "latency"):
+        for name in ("delta", "low", "high", "tost_p", "objective_value"):
             if inc.get(name) is not None:
                 assert run.data.metrics[f"incumbent/{name}"] == pytest.approx(inc[name], rel=1e-12)
         assert run.data.metrics["budget/spent_s"] == pytest.approx(record["budget"]["spent_s"], rel=1e-12)
