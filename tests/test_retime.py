@@ -275,6 +275,7 @@ def test_the_climb_ranks_two_cells_on_their_side_by_side_rounds(sweep: Path, tmp
     drifting device makes the render-time figures useless; the paired rounds are exact)."""
     from assess.climb.plan import CellData
     from assess.climb.speed import compare, outpaces
+    from tests.assess.test_climb_speed import PLAN  # the plan says how a latency ratio becomes the objective's
 
     monkeypatch.setattr(engine, "timed_call", Drifting(engine.timed_call))
     db = tmp_path / "index.db"
@@ -285,9 +286,9 @@ def test_the_climb_ranks_two_cells_on_their_side_by_side_rounds(sweep: Path, tmp
     fast = CellData(("2",), runs[2].cell_key, side_by_side={b: f for (a, b), f in ratios.items() if a == runs[2].cell_key},
                     noisy="flagged noisy by its render")
     slow = CellData(("4",), runs[4].cell_key, side_by_side={b: f for (a, b), f in ratios.items() if a == runs[4].cell_key})
-    ratio = compare(None, fast, None, slow, None)  # type: ignore[arg-type]  # side by side: no plan or evaluation read
+    ratio = compare(PLAN, fast, None, slow, None)  # type: ignore[arg-type]  # side by side: no evaluation read
     assert ratio is not None and ratio.value == pytest.approx(0.5) and ratio.a_faster and "side-by-side" in ratio.text()
-    assert outpaces(None, fast, None, slow, None)  # type: ignore[arg-type]  # noisy render, exact rounds
+    assert outpaces(PLAN, fast, None, slow, None)  # type: ignore[arg-type]  # noisy render, exact rounds
 
 
 def test_a_cell_that_reproduces_another_byte_for_byte_is_one_result(tiny_cache: Path, tmp_path: Path) -> None:
