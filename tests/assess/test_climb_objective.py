@@ -143,3 +143,30 @@ def test_an_old_generation_records_latency_key_reads_as_its_objective_value() ->
     assert before.metrics["incumbent/objective_value"] == after.metrics["incumbent/objective_value"] == 0.4
     assert "incumbent/latency" not in after.metrics
     assert (before.params["objective"], after.params["objective"]) == ("", "gpu_seconds")
+
+
+def test_a_parallel_cell_within_noise_is_not_timed_side_by_side(tmp_path: Path, db: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its ranks are not started by a session (assess.retime): the climb says so and times nothing, instead of
+    handing the parallel cell to a session that cannot time it."""
+    from assess.climb.generation import _observe, replay, time_rivals
+    from assess.index import Index
+
+    monkeypatch.chdir(tmp_path)
+    runs = DemoRuns((tmp_path / "outputs").resolve())
+    sweep, ids = runs.sweep(), dev_ids(4)
+    runs.run(sweep, demo_cell(8), ids, perturb=shift(1), latency=0.30)
+    runs.run(sweep, {**demo_cell(8), "parallel": ULYSSES}, ids, perturb=shift(1), latency=0.30)
+    runs.anchor(ids)
+    score([sweep], db, metrics=["ssim"])
+    exp = load_experiment("tiny-demo", [AXIS])
+    said: list[str] = []
+    with Index.open(db) as index:
+        observed = _observe(index, exp, db, False, said.append)
+        decision = replay(exp, observed).decision
+        timed = [decision.incumbent, *decision.untimed]
+        assert {" ".join(exp.cell_overrides(c)).split()[-1] for c in timed} == {ONE, TWO}  # within noise, untimed
+        assert not time_rivals(exp, index, db, observed, decision, said.append)
+    assert any(line.startswith("not timing steps=8") and "a parallel cell's latency is the one it rendered with its "
+               "ranks" in line for line in said), said
+    assert not list((tmp_path / "outputs").rglob("timings.jsonl"))
