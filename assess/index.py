@@ -43,6 +43,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -563,6 +564,20 @@ class ScoreRow:
     reference_cell_key: str | None = None
 
 
+class _IndexTable(sqlite_utils.db.Table):
+    """A table of the index, for its writes. sqlite-utils looks a table up before every insert (sqlite_master for
+    exists(), PRAGMA table_info for its primary key: four queries per upsert); the migrations made every table, so
+    here it exists, and its columns are read once while the schema stays as it was (Index.write compares sqlite's
+    schema_version under the write lock, when no other process can change it, and drops its tables if it changed)."""
+
+    def exists(self) -> bool:
+        return True
+
+    @cached_property
+    def columns(self) -> list[sqlite_utils.db.Column]:  # type: ignore[override]
+        return super().columns
+
+
 class Index:
     """A handle on the index database. Use `Index.open()`; close it (or use `with`)."""
 
@@ -570,6 +585,14 @@ class Index:
         self.conn = conn
         self.path = path
         self.db = sqlite_utils.Database(conn)
+        self._tables: dict[str, _IndexTable] = {}
+        self._schema = -1  # PRAGMA schema_version the cached tables were read at
+
+    def table(self, name: str) -> sqlite_utils.db.Table:
+        """The sqlite-utils table every write of this transaction goes through (see _IndexTable)."""
+        if name not in self._tables:
+            self._tables[name] = _IndexTable(self.db, name)
+        return self._tables[name]
 
     @classmethod
     def open(cls, path: Path | str | None = None, create: bool = True) -> Index:
@@ -642,6 +665,10 @@ class Index:
     def write(self) -> Iterator[sqlite3.Connection]:
         """A short write transaction, taken with BEGIN IMMEDIATE."""
         self._retry_locked(lambda: self.conn.execute("BEGIN IMMEDIATE"))
+        schema = self.conn.execute("PRAGMA schema_version").fetchone()[0]  # sqlite bumps it on every schema change
+        if schema != self._schema:  # another process (or this one) changed the schema since: look tables up afresh
+            self._tables.clear()
+            self._schema = schema
         try:
             yield self.conn
         except BaseException:
@@ -674,8 +701,8 @@ class Index:
                         conn.execute(statement)
                 if name in POST_MIGRATION:
                     POST_MIGRATION[name](self.db)
-                self.db.table("migrations").insert({"name": name, "applied_at": now_iso()}, alter=False)
-            self.db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key", alter=False)
+                self.table("migrations").insert({"name": name, "applied_at": now_iso()}, alter=False)
+            self.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key", alter=False)
             self._write_metric_catalogue()
         self.sync_metric_columns()
 
@@ -711,9 +738,10 @@ class Index:
             missing = [m for m in PIVOT_METRICS if m not in self._summary_columns()]  # again, under the lock
             if not missing:
                 return
-            summary = self.db.table("cell_summary")
+            summary = self.table("cell_summary")
             for metric in missing:
                 summary.add_column(metric, "REAL")
+                self._tables.pop("cell_summary", None)  # its columns changed
                 # a set-based fill from another table: sqlite-utils' update() is one row by primary key
                 conn.execute(
                     f"UPDATE cell_summary SET {metric} = (SELECT c.value FROM cell_scores c WHERE c.cell_key = "
@@ -731,9 +759,9 @@ class Index:
         Runs inside the caller's BEGIN IMMEDIATE transaction (sqlite-utils nests a savepoint in it)."""
         records = chain([list(columns)], rows)
         if pk is not None:
-            self.db.table(table).upsert_all(records, pk=pk, alter=False, batch_size=WRITE_BATCH)
+            self.table(table).upsert_all(records, pk=pk, alter=False, batch_size=WRITE_BATCH)
         else:
-            self.db.table(table).insert_all(records, replace=replace, alter=False, batch_size=WRITE_BATCH)
+            self.table(table).insert_all(records, replace=replace, alter=False, batch_size=WRITE_BATCH)
 
     def _stored(self, conn: sqlite3.Connection, sql: str, cell_keys: Iterable[str]) -> list[sqlite3.Row]:
         """Rows of `sql` (one `cell_key = ?` parameter) for each cell: what a conditional upsert decides from,
@@ -771,13 +799,13 @@ class Index:
     def upsert_timing(self, session: Any) -> None:
         """A side-by-side timing session (render.rundir.timings.TimingSession): its row and its contenders' rows."""
         with self.write():
-            self.db.table("timing_sessions").upsert({
+            self.table("timing_sessions").upsert({
                 "session": session.session, "started_at": session.started_at, "finished_at": session.finished_at,
                 "device": session.device, "device_name": session.device_name, "host": session.host, "pid": session.pid,
                 "rounds": session.rounds, "samples": json_dumps(session.samples), "orders": json_dumps(session.orders),
                 "device_s": session.device_s, "complete": int(session.complete), "purpose": session.purpose,
                 "experiment": session.experiment}, pk="session", alter=False)
-            self.db.table("timing_cells").upsert_all([{
+            self.table("timing_cells").upsert_all([{
                 "session": session.session, "cell_key": c.cell_key, "position": i, "run_path": c.run_dir,
                 "latencies": json_dumps(c.latencies), "warmup_calls": c.warmup_calls, "load_s": c.load_s,
                 "matched": c.matched, "differed": c.differed, "unchecked": c.unchecked}
@@ -795,7 +823,7 @@ class Index:
 
     def flag_samples(self, conn: sqlite3.Connection, flags: dict[tuple[str, str, int], str | None]) -> None:
         """(cell key, text identity, seed) -> the sample's problem, or None (a sample not indexed is skipped)."""
-        samples = self.db.table("samples")
+        samples = self.table("samples")
         for key, problem in flags.items():
             try:
                 samples.update(key, {"problem": problem})
@@ -831,14 +859,14 @@ class Index:
             chosen[(*key, r.spec.version)] = (
                 r.cell_key, r.prompt_sha, r.prompt_id, r.seed, r.spec.name, r.spec.version, r.outcome.value,
                 r.outcome.unavailable_reason, r.spec.direction, r.config, r.reference_cell_key, r.outcome.detail, stamp)
-        scores = self.db.table("scores")
+        scores = self.table("scores")
         for key in sorted(stale):  # rare: a metric's version changed
             scores.delete_where("cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? AND metric_version = ?", key)
         self._insert("scores", SCORE_COLUMNS, chosen.values(), replace=True)  # every column given: replace = upsert
 
     def write_set_score(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         """Upsert one set score (other versions of the metric for the cell and split are replaced)."""
-        self.db.table("set_scores").delete_where(
+        self.table("set_scores").delete_where(
             "cell_key = ? AND split = ? AND metric = ? AND metric_version <> ?",
             (row["cell_key"], row["split"], row["metric"], row["metric_version"]))
         self._insert("set_scores", [*row, "scored_at"], [[*row.values(), now_iso()]], replace=True)
@@ -885,9 +913,9 @@ class Index:
                     summaries: list[dict[str, Any]]) -> None:
         """Replace the cell's `cell_scores` and `cell_summary` rows."""
         stamp = now_iso()
-        self.db.table("cell_scores").delete_where("cell_key = ?", (cell_key,))
+        self.table("cell_scores").delete_where("cell_key = ?", (cell_key,))
         self._insert("cell_scores", CELL_SCORE_COLUMNS, ((*row, stamp) for row in rows))
-        self.db.table("cell_summary").delete_where("cell_key = ?", (cell_key,))
+        self.table("cell_summary").delete_where("cell_key = ?", (cell_key,))
         if summaries:
             self._insert("cell_summary", [*summaries[0], "updated_at"], ([*s.values(), stamp] for s in summaries))
 

@@ -58,7 +58,7 @@ def sync_run_experiments(index: Index) -> None:
                       "final": int(bool(experiment and experiment.final)), "read_at": now_iso()})
     if found:
         with index.write():
-            index.db.table("run_experiments").insert_all(found, replace=True, alter=False)
+            index.table("run_experiments").insert_all(found, replace=True, alter=False)
 
 
 def unindexed_runs(index: Index, exp: Experiment) -> list[Path]:

@@ -62,19 +62,19 @@ def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final
                final_path: Path | None) -> None:
     """Make the index's climb tables equal to the files."""
     with index.write():
-        index.db.table("generations").delete_where("experiment = ?", (name,))
-        index.db.table("generation_cells").delete_where("experiment = ?", (name,))
-        index.db.table("generations").insert_all([{
+        index.table("generations").delete_where("experiment = ?", (name,))
+        index.table("generation_cells").delete_where("experiment = ?", (name,))
+        index.table("generations").insert_all([{
             "experiment": name, "number": g["generation"], "created_at": g["created_at"], "state": g["state"],
             "incumbent": json_dumps(g["incumbent"]["cell"]), "incumbent_status": g["incumbent"]["status"],
             "stop": g.get("stop"), "note": g["note"], "commands": json_dumps(g.get("commands", [])),
             "record": g["record"]} for g in generations], alter=False)
-        index.db.table("generation_cells").insert_all([{
+        index.table("generation_cells").insert_all([{
             "experiment": name, "number": g["generation"], "cell": json_dumps(p["cell"]), "rung": p["rung"],
             "kind": p["kind"], "reason": p["reason"], "est_s": p.get("est_s")}
             for g in generations for p in g.get("proposals", [])], replace=True, alter=False)
         if final is not None:  # a claim stays in the index for good: deleting a ledger copy does not reset it
-            index.db.table("finals").insert({
+            index.table("finals").insert({
                 "experiment": name, "claimed_at": final.get("claimed_at") or final.get("at", ""),
                 "incumbent": json_dumps(final.get("incumbent", {}).get("cell", {})), "record": str(final_path)},
                 replace=True, alter=False)
