@@ -574,7 +574,7 @@ class _IndexTable(sqlite_utils.db.Table):
         return True
 
     @cached_property
-    def columns(self) -> list[sqlite_utils.db.Column]:  # type: ignore[override]
+    def columns(self) -> list[sqlite_utils.db.Column]:
         return super().columns
 
 
@@ -839,9 +839,9 @@ class Index:
         """
         stamp = now_iso()
         stored: dict[tuple[str, str, int, str], dict[int, tuple[float | None, str]]] = defaultdict(dict)
-        for r in self._stored(conn, "SELECT cell_key, prompt_sha, seed, metric, metric_version, value, config "
+        for s in self._stored(conn, "SELECT cell_key, prompt_sha, seed, metric, metric_version, value, config "
                                     "FROM scores WHERE cell_key = ?", (r.cell_key for r in rows)):
-            stored[(r["cell_key"], r["prompt_sha"], r["seed"], r["metric"])][r["metric_version"]] = (r["value"], r["config"])
+            stored[(s["cell_key"], s["prompt_sha"], s["seed"], s["metric"])][s["metric_version"]] = (s["value"], s["config"])
         stale: set[tuple[str, str, int, str, int]] = set()
         chosen: dict[tuple[str, str, int, str, int], tuple[Any, ...]] = {}
         for r in rows:
@@ -860,8 +860,9 @@ class Index:
                 r.cell_key, r.prompt_sha, r.prompt_id, r.seed, r.spec.name, r.spec.version, r.outcome.value,
                 r.outcome.unavailable_reason, r.spec.direction, r.config, r.reference_cell_key, r.outcome.detail, stamp)
         scores = self.table("scores")
-        for key in sorted(stale):  # rare: a metric's version changed
-            scores.delete_where("cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? AND metric_version = ?", key)
+        for old_key in sorted(stale):  # rare: a metric's version changed
+            scores.delete_where("cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? AND metric_version = ?",
+                                old_key)
         self._insert("scores", SCORE_COLUMNS, chosen.values(), replace=True)  # every column given: replace = upsert
 
     def write_set_score(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
