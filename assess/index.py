@@ -577,6 +577,10 @@ class _IndexTable(sqlite_utils.db.Table):
     def columns(self) -> list[sqlite_utils.db.Column]:
         return super().columns
 
+    @cached_property
+    def columns_dict(self) -> dict[str, Any]:
+        return super().columns_dict
+
 
 class Index:
     """A handle on the index database. Use `Index.open()`; close it (or use `with`)."""
@@ -838,27 +842,32 @@ class Index:
         that did. Decided here from the rows stored, read in the same transaction.
         """
         stamp = now_iso()
-        stored: dict[tuple[str, str, int, str], dict[int, tuple[float | None, str]]] = defaultdict(dict)
+        stored: dict[tuple[str, str, int, str], dict[int, tuple[float | None, str]]] = {}
         for s in self._stored(conn, "SELECT cell_key, prompt_sha, seed, metric, metric_version, value, config "
                                     "FROM scores WHERE cell_key = ?", (r.cell_key for r in rows)):
-            stored[(s["cell_key"], s["prompt_sha"], s["seed"], s["metric"])][s["metric_version"]] = (s["value"], s["config"])
+            stored.setdefault((s["cell_key"], s["prompt_sha"], s["seed"], s["metric"]), {})[s["metric_version"]] = (
+                s["value"], s["config"])
         stale: set[tuple[str, str, int, str, int]] = set()
         chosen: dict[tuple[str, str, int, str, int], tuple[Any, ...]] = {}
         for r in rows:
-            key = (r.cell_key, r.prompt_sha, r.seed, r.spec.name)
-            versions = stored[key]
-            for version in [v for v in versions if v != r.spec.version]:
-                del versions[version]
-                stale.add((*key, version))
-                chosen.pop((*key, version), None)
-            old = versions.get(r.spec.version)
-            if (old is not None and not force and r.outcome.value is None and old[0] is not None
-                    and old[1] == r.config):
-                continue  # unavailable never undoes a value of the same version and configuration
-            versions[r.spec.version] = (r.outcome.value, r.config)
-            chosen[(*key, r.spec.version)] = (
-                r.cell_key, r.prompt_sha, r.prompt_id, r.seed, r.spec.name, r.spec.version, r.outcome.value,
-                r.outcome.unavailable_reason, r.spec.direction, r.config, r.reference_cell_key, r.outcome.detail, stamp)
+            spec, outcome = r.spec, r.outcome
+            key = (r.cell_key, r.prompt_sha, r.seed, spec.name)
+            versions = stored.get(key)
+            if versions is None:  # the common case: nothing stored for the sample and metric
+                stored[key] = {spec.version: (outcome.value, r.config)}
+            else:
+                for version in [v for v in versions if v != spec.version]:
+                    del versions[version]
+                    stale.add((*key, version))
+                    chosen.pop((*key, version), None)
+                old = versions.get(spec.version)
+                if (old is not None and not force and outcome.value is None and old[0] is not None
+                        and old[1] == r.config):
+                    continue  # unavailable never undoes a value of the same version and configuration
+                versions[spec.version] = (outcome.value, r.config)
+            chosen[(*key, spec.version)] = (
+                r.cell_key, r.prompt_sha, r.prompt_id, r.seed, spec.name, spec.version, outcome.value,
+                outcome.unavailable_reason, spec.direction, r.config, r.reference_cell_key, outcome.detail, stamp)
         scores = self.table("scores")
         for old_key in sorted(stale):  # rare: a metric's version changed
             scores.delete_where("cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? AND metric_version = ?",
