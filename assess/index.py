@@ -28,6 +28,12 @@ Views: cells (one row per cell and split, main metrics as columns), leaderboard 
 their anchor: deltas and speed-up), failures (failed runs), cache_engagement (steps and units a cache
 cell computed and reused), compile_break_even (compile time cold and warm, images until it pays).
 
+Writes go through sqlite-utils (`Index.table`, list-mode insert_all/upsert_all, delete_where, add_column,
+create_view). The conditional upserts (a reuse never replaces the rendering run's sample; an "unavailable" score never
+undoes a value of the same version and config) are decided in Python from the rows read in the same BEGIN IMMEDIATE
+transaction. SQL stays for the migration scripts (history) and one set-based fill (sync_metric_columns).
+`python benchmarks/index.py` times these writes against the hand-written SQL they replaced (benchmarks/index_baseline.py).
+
 Longer than the house's ~300 lines on purpose: the schema, its migrations and the SQL that reads it
 change together; split apart, a column added in one place would be missed in another.
 """
@@ -74,7 +80,7 @@ CELL_SCORE_COLUMNS = ("cell_key", "split", "metric", "metric_version", "directio
 PARITY_COLUMNS = ("cell_key", "prompt_sha", "seed", "twin_cell_key", "max_levels", "ssim", "unavailable_reason",
                   "computed_at")
 METRIC_COLUMNS = ("name", "version", "family", "level", "direction", "needs_reference", "unit", "description")
-# Rows per multi-row INSERT (sqlite-utils caps it at 999 variables per statement): one statement for a cell's scores.
+# Rows per multi-row insert (sqlite-utils caps it at 999 variables per statement): one statement for a cell's scores.
 WRITE_BATCH = 1000
 
 SCHEMA_0001 = """
@@ -759,7 +765,7 @@ class Index:
     def _insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
                 pk: str | tuple[str, ...] | None = None, replace: bool = False) -> None:
         """Write rows through sqlite-utils in list mode (column names once, then value lists: no dict per row),
-        as an upsert on pk, or INSERT (OR REPLACE); alter=False: the schema is the migrations', never the rows'.
+        as an upsert on pk, or an insert (or replace); alter=False: the schema is the migrations', never the rows'.
         Runs inside the caller's BEGIN IMMEDIATE transaction (sqlite-utils nests a savepoint in it)."""
         records = chain([list(columns)], rows)
         if pk is not None:
