@@ -487,6 +487,8 @@ CREATE TABLE parity (
 )
 """
 
+# History: these scripts stay SQL as they were applied. A new migration is a function of the sqlite-utils Database
+# (table.transform, add_column, create_view), as POST_MIGRATION's steps are.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
