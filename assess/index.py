@@ -28,6 +28,12 @@ Views: cells (one row per cell and split, main metrics as columns), leaderboard 
 their anchor: deltas and speed-up), failures (failed runs), cache_engagement (steps and units a cache
 cell computed and reused), compile_break_even (compile time cold and warm, images until it pays).
 
+Writes go through sqlite-utils (`Index.table`, list-mode insert_all/upsert_all, delete_where, add_column,
+create_view). The conditional upserts (a reuse never replaces the rendering run's sample; an "unavailable" score never
+undoes a value of the same version and config) are decided in Python from the rows read in the same BEGIN IMMEDIATE
+transaction. SQL stays for the migration scripts (history) and one set-based fill (sync_metric_columns).
+`python benchmarks/index.py` times these writes against the hand-written SQL they replaced (benchmarks/index_baseline.py).
+
 Longer than the house's ~300 lines on purpose: the schema, its migrations and the SQL that reads it
 change together; split apart, a column added in one place would be missed in another.
 """
@@ -40,9 +46,11 @@ import sqlite3
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -63,6 +71,17 @@ BUSY_TIMEOUT_S = 120.0
 # The metric columns of cell_summary and the `cells` view (cell_scores pivoted): every registered metric.
 # An index made before a metric was registered gains its column when opened (`Index.sync_metric_columns`).
 PIVOT_METRICS = tuple(SPECS)
+
+# The columns the index's writes give, in list mode (sqlite-utils: the first record names the columns).
+SCORE_COLUMNS = ("cell_key", "prompt_sha", "prompt_id", "seed", "metric", "metric_version", "value",
+                 "unavailable_reason", "direction", "config", "reference_cell_key", "detail", "scored_at")
+CELL_SCORE_COLUMNS = ("cell_key", "split", "metric", "metric_version", "direction", "value", "unavailable_reason",
+                      "n", "n_unavailable", "detail", "low", "high", "updated_at")
+PARITY_COLUMNS = ("cell_key", "prompt_sha", "seed", "twin_cell_key", "max_levels", "ssim", "unavailable_reason",
+                  "computed_at")
+METRIC_COLUMNS = ("name", "version", "family", "level", "direction", "needs_reference", "unit", "description")
+# Rows per multi-row insert (sqlite-utils caps it at 999 variables per statement): one statement for a cell's scores.
+WRITE_BATCH = 1000
 
 SCHEMA_0001 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -187,9 +206,11 @@ CREATE TABLE cell_summary (           -- maintained with cell_scores, in the sam
 
 
 def cells_view_sql(metrics: Iterable[str] = PIVOT_METRICS) -> str:
-    return f"""
-CREATE VIEW cells AS
-SELECT s.cell_key, s.split, r.describe, s.anchor_cell_key, s.is_anchor, s.status, s.n_runs, s.n_samples,
+    return f"\nCREATE VIEW cells AS\n{cells_select_sql(metrics)}"
+
+
+def cells_select_sql(metrics: Iterable[str] = PIVOT_METRICS) -> str:
+    return f"""SELECT s.cell_key, s.split, r.describe, s.anchor_cell_key, s.is_anchor, s.status, s.n_runs, s.n_samples,
   s.n_flagged, s.n_expected, r.model, r.attention, r.cache, r.scheduler, r.steps, r.guidance, r.height, r.width, r.device_kind,
   r.overrides, r.sweep, s.latest_run,
   {", ".join("s." + m for m in metrics)}
@@ -198,6 +219,10 @@ FROM cell_summary s JOIN runs r ON r.path = s.latest_run
 
 
 def leaderboard_view_sql(metrics: Iterable[str] = PIVOT_METRICS) -> str:
+    return f"\nCREATE VIEW leaderboard AS\n{leaderboard_select_sql(metrics)}"
+
+
+def leaderboard_select_sql(metrics: Iterable[str] = PIVOT_METRICS) -> str:
     """Cells vs their anchor: sample metrics (and, for those without a reference, the difference to the
     anchor), speed-up, and the speed columns of the registry's leaderboard."""
     sample = [m for m in metrics if SPECS[m].level == "sample"]
@@ -206,9 +231,7 @@ def leaderboard_view_sql(metrics: Iterable[str] = PIVOT_METRICS) -> str:
     columns = [f"c.{m}" for m in sample] + [f"c.{m} - a.{m} AS {m}_delta" for m in deltas]
     columns += ["c.latency_median_s", "a.latency_median_s / c.latency_median_s AS speedup"]
     columns += [f"c.{m}" for m in speed]
-    return f"""
-CREATE VIEW leaderboard AS
-SELECT c.cell_key, c.split, c.describe, c.is_anchor, c.status, c.overrides, c.n_samples, c.n_expected,
+    return f"""SELECT c.cell_key, c.split, c.describe, c.is_anchor, c.status, c.overrides, c.n_samples, c.n_expected,
   {", ".join(columns)},
   c.anchor_cell_key, a.latency_median_s AS anchor_latency_median_s
 FROM cells c
@@ -464,6 +487,8 @@ CREATE TABLE parity (
 )
 """
 
+# History: these scripts stay SQL as they were applied. A new migration is a function of the sqlite-utils Database
+# (table.transform, add_column, create_view), as POST_MIGRATION's steps are.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0001_initial", [SCHEMA_0001, _cell_summary_sql(), cells_view_sql(), leaderboard_view_sql(), FAILURES_VIEW]),
     ("0002_climb", [SCHEMA_0002_CLIMB]),
@@ -485,10 +510,11 @@ def cell_status(run_statuses: Iterable[str]) -> str:
     return "done" if "done" in statuses else "incomplete" if "incomplete" in statuses else "failed"
 
 
-def _fill_prompt_shas(conn: sqlite3.Connection) -> None:
+def _fill_prompt_shas(db: sqlite_utils.Database) -> None:
     """0003: each run's prompts by text identity, read from its folder (its indexed samples when it is gone)."""
     from render.rundir import RunDirError, load_run
 
+    conn = db.conn
     for (path,) in conn.execute("SELECT path FROM runs").fetchall():
         try:
             shas = load_run(Path(path)).prompt_text_ids
@@ -496,7 +522,7 @@ def _fill_prompt_shas(conn: sqlite3.Connection) -> None:
             by_id = dict(conn.execute("SELECT prompt_id, prompt_sha FROM samples WHERE run_path = ?", (path,)).fetchall())
             ids = json.loads(conn.execute("SELECT prompt_ids FROM runs WHERE path = ?", (path,)).fetchone()[0])
             shas = [by_id.get(p, f"id:{p}") for p in ids]
-        conn.execute("UPDATE runs SET prompt_shas = ? WHERE path = ?", (json.dumps(shas), path))
+        db.table("runs").update(path, {"prompt_shas": json.dumps(shas)})
 
 
 POST_MIGRATION = {"0003_text_identity": _fill_prompt_shas, "0008_exact_text": _fill_prompt_shas}
@@ -546,6 +572,24 @@ class ScoreRow:
     reference_cell_key: str | None = None
 
 
+class _IndexTable(sqlite_utils.db.Table):
+    """A table of the index, for its writes. sqlite-utils looks a table up before every insert (sqlite_master for
+    exists(), PRAGMA table_info for its primary key: four queries per upsert); the migrations made every table, so
+    here it exists, and its columns are read once while the schema stays as it was (Index.write compares sqlite's
+    schema_version under the write lock, when no other process can change it, and drops its tables if it changed)."""
+
+    def exists(self) -> bool:
+        return True
+
+    @cached_property
+    def columns(self) -> list[sqlite_utils.db.Column]:
+        return super().columns
+
+    @cached_property
+    def columns_dict(self) -> dict[str, Any]:
+        return super().columns_dict
+
+
 class Index:
     """A handle on the index database. Use `Index.open()`; close it (or use `with`)."""
 
@@ -553,6 +597,14 @@ class Index:
         self.conn = conn
         self.path = path
         self.db = sqlite_utils.Database(conn)
+        self._tables: dict[str, _IndexTable] = {}
+        self._schema = -1  # PRAGMA schema_version the cached tables were read at
+
+    def table(self, name: str) -> sqlite_utils.db.Table:
+        """The sqlite-utils table every write of this transaction goes through (see _IndexTable)."""
+        if name not in self._tables:
+            self._tables[name] = _IndexTable(self.db, name)
+        return self._tables[name]
 
     @classmethod
     def open(cls, path: Path | str | None = None, create: bool = True) -> Index:
@@ -625,6 +677,10 @@ class Index:
     def write(self) -> Iterator[sqlite3.Connection]:
         """A short write transaction, taken with BEGIN IMMEDIATE."""
         self._retry_locked(lambda: self.conn.execute("BEGIN IMMEDIATE"))
+        schema = self.conn.execute("PRAGMA schema_version").fetchone()[0]  # sqlite bumps it on every schema change
+        if schema != self._schema:  # another process (or this one) changed the schema since: look tables up afresh
+            self._tables.clear()
+            self._schema = schema
         try:
             yield self.conn
         except BaseException:
@@ -656,14 +712,10 @@ class Index:
                     for statement in _split_statements(script):
                         conn.execute(statement)
                 if name in POST_MIGRATION:
-                    POST_MIGRATION[name](conn)
-                conn.execute("INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, now_iso()))
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(SCHEMA_VERSION),),
-            )
-            self._write_metric_catalogue(conn)
+                    POST_MIGRATION[name](self.db)
+                self.table("migrations").insert({"name": name, "applied_at": now_iso()}, alter=False)
+            self.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key", alter=False)
+            self._write_metric_catalogue()
         self.sync_metric_columns()
 
     def _check_version(self) -> int:
@@ -674,25 +726,17 @@ class Index:
             )
         return version
 
-    @staticmethod
-    def _write_metric_catalogue(conn: sqlite3.Connection) -> None:
-        conn.executemany(
-            "INSERT INTO metrics (name, version, family, level, direction, needs_reference, unit, description) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
-            "family = excluded.family, level = excluded.level, direction = excluded.direction, "
-            "needs_reference = excluded.needs_reference, unit = excluded.unit, description = excluded.description",
-            [
-                (s.name, s.version, s.family, s.level, s.direction, int(s.needs_reference), s.unit, s.description)
-                for s in SPECS.values()
-            ],
-        )
+    def _write_metric_catalogue(self) -> None:
+        self._insert("metrics", METRIC_COLUMNS, [
+            (m.name, m.version, m.family, m.level, m.direction, int(m.needs_reference), m.unit, m.description)
+            for m in SPECS.values()], pk="name")
 
     def sync_metric_catalogue(self) -> None:
         """Keep the `metrics` table equal to the registry (cheap; done by every `assess score`)."""
         rows = {r["name"]: r["version"] for r in self.conn.execute("SELECT name, version FROM metrics")}
         if rows != {s.name: s.version for s in SPECS.values()}:
-            with self.write() as conn:
-                self._write_metric_catalogue(conn)
+            with self.write():
+                self._write_metric_catalogue()
 
     def _summary_columns(self) -> set[str]:
         return {r["name"] for r in self.conn.execute("PRAGMA table_info(cell_summary)")}
@@ -706,118 +750,144 @@ class Index:
             missing = [m for m in PIVOT_METRICS if m not in self._summary_columns()]  # again, under the lock
             if not missing:
                 return
+            summary = self.table("cell_summary")
             for metric in missing:
-                conn.execute(f"ALTER TABLE cell_summary ADD COLUMN {metric} REAL")
+                summary.add_column(metric, "REAL")
+                self._tables.pop("cell_summary", None)  # its columns changed
+                # a set-based fill from another table: sqlite-utils' update() is one row by primary key
                 conn.execute(
                     f"UPDATE cell_summary SET {metric} = (SELECT c.value FROM cell_scores c WHERE c.cell_key = "
                     "cell_summary.cell_key AND c.split = cell_summary.split AND c.metric = ? "
                     "ORDER BY c.metric_version DESC LIMIT 1)", (metric,))
-            conn.execute("DROP VIEW IF EXISTS leaderboard")
-            conn.execute("DROP VIEW IF EXISTS cells")
-            conn.execute(cells_view_sql().strip())
-            conn.execute(leaderboard_view_sql().strip())
+            self.db.create_view("cells", cells_select_sql(), replace=True)
+            self.db.create_view("leaderboard", leaderboard_select_sql(), replace=True)
 
     # -- writes -----------------------------------------------------------------------------
 
+    def _insert(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
+                pk: str | tuple[str, ...] | None = None, replace: bool = False) -> None:
+        """Write rows through sqlite-utils in list mode (column names once, then value lists: no dict per row),
+        as an upsert on pk, or an insert (or replace); alter=False: the schema is the migrations', never the rows'.
+        Runs inside the caller's BEGIN IMMEDIATE transaction (sqlite-utils nests a savepoint in it)."""
+        records = chain([list(columns)], rows)
+        if pk is not None:
+            self.table(table).upsert_all(records, pk=pk, alter=False, batch_size=WRITE_BATCH)
+        else:
+            self.table(table).insert_all(records, replace=replace, alter=False, batch_size=WRITE_BATCH)
+
+    def _stored(self, conn: sqlite3.Connection, sql: str, cell_keys: Iterable[str]) -> list[sqlite3.Row]:
+        """Rows of `sql` (one `cell_key = ?` parameter) for each cell: what a conditional upsert decides from,
+        read in the same write transaction as the write."""
+        return [row for key in sorted(set(cell_keys)) for row in conn.execute(sql, (key,))]
+
     def upsert_run(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
-        columns = list(row)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "path")
-        conn.execute(
-            f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT (path) DO UPDATE SET {updates}",
-            [row[c] for c in columns],
-        )
+        self._insert("runs", list(row), [list(row.values())], pk="path")
 
     def upsert_samples(self, conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
-        """Insert samples; a sample rendered by a run is never replaced by another run's reuse of it."""
+        """Insert samples; a sample rendered by a run is never replaced by another run's reuse of it, and a sample
+        written again by the run that holds it keeps its problem unless the new row has one."""
         if not rows:
             return
-        columns = list(rows[0])
-        keep = ("cell_key", "prompt_sha", "seed", "problem")
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keep)
-        conn.executemany(
-            f"INSERT INTO samples ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT (cell_key, prompt_sha, seed) DO UPDATE SET {updates}, "
-            "problem = CASE WHEN samples.run_path = excluded.run_path AND excluded.problem IS NULL "
-            "THEN samples.problem ELSE excluded.problem END "
-            "WHERE excluded.reused_from IS NULL OR samples.reused_from IS NOT NULL "
-            "OR samples.run_path = excluded.run_path",
-            [[r[c] for c in columns] for r in rows],
-        )
+        stored = {(r["cell_key"], r["prompt_sha"], r["seed"]): (r["run_path"], r["reused_from"], r["problem"])
+                  for r in self._stored(conn, "SELECT cell_key, prompt_sha, seed, run_path, reused_from, problem "
+                                              "FROM samples WHERE cell_key = ?", (r["cell_key"] for r in rows))}
+        columns = [*rows[0]] if "problem" in rows[0] else [*rows[0], "problem"]
+        chosen: dict[tuple[str, str, int], dict[str, Any]] = {}
+        for row in rows:
+            key = (row["cell_key"], row["prompt_sha"], row["seed"])
+            problem = row.get("problem")
+            if key in stored:
+                run_path, reused_from, old_problem = stored[key]
+                same_run = run_path == row["run_path"]
+                if row["reused_from"] is not None and reused_from is None and not same_run:
+                    continue  # a reuse never replaces the rendering run's sample
+                if same_run and problem is None:
+                    problem = old_problem
+            stored[key] = (row["run_path"], row["reused_from"], problem)
+            chosen[key] = {**row, "problem": problem}
+        self._insert("samples", columns, ([r.get(c) for c in columns] for r in chosen.values()),
+                     pk=("cell_key", "prompt_sha", "seed"))
 
     def upsert_timing(self, session: Any) -> None:
         """A side-by-side timing session (render.rundir.timings.TimingSession): its row and its contenders' rows."""
         with self.write():
-            self.db["timing_sessions"].upsert({  # type: ignore[union-attr]
+            self.table("timing_sessions").upsert({
                 "session": session.session, "started_at": session.started_at, "finished_at": session.finished_at,
                 "device": session.device, "device_name": session.device_name, "host": session.host, "pid": session.pid,
                 "rounds": session.rounds, "samples": json_dumps(session.samples), "orders": json_dumps(session.orders),
                 "device_s": session.device_s, "complete": int(session.complete), "purpose": session.purpose,
-                "experiment": session.experiment}, pk="session")
-            self.db["timing_cells"].upsert_all([{  # type: ignore[union-attr]
+                "experiment": session.experiment}, pk="session", alter=False)
+            self.table("timing_cells").upsert_all([{
                 "session": session.session, "cell_key": c.cell_key, "position": i, "run_path": c.run_dir,
                 "latencies": json_dumps(c.latencies), "warmup_calls": c.warmup_calls, "load_s": c.load_s,
                 "matched": c.matched, "differed": c.differed, "unchecked": c.unchecked}
-                for i, c in enumerate(session.contenders)], pk=("session", "cell_key"))
+                for i, c in enumerate(session.contenders)], pk=("session", "cell_key"), alter=False)
 
     def write_parity(self, conn: sqlite3.Connection, rows: list[dict[str, Any]]) -> None:
         """Upsert a parallel cell's `parity` rows (assess.parity.parity_rows)."""
         stamp = now_iso()
-        conn.executemany(
-            "INSERT OR REPLACE INTO parity (cell_key, prompt_sha, seed, twin_cell_key, max_levels, ssim, "
-            "unavailable_reason, computed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [(r["cell_key"], r["prompt_sha"], r["seed"], r["twin_cell_key"], r["max_levels"], r["ssim"],
-              r["unavailable_reason"], stamp) for r in rows])
+        self._insert("parity", PARITY_COLUMNS, ([*(r[c] for c in PARITY_COLUMNS[:-1]), stamp] for r in rows),
+                     replace=True)
 
     def parity(self, cell_key: str) -> list[sqlite3.Row]:
         """A parallel cell's `parity` rows (none for a width-1 cell, or one not scored since it was rendered)."""
         return self.conn.execute("SELECT * FROM parity WHERE cell_key = ?", (cell_key,)).fetchall()
 
     def flag_samples(self, conn: sqlite3.Connection, flags: dict[tuple[str, str, int], str | None]) -> None:
-        """(cell key, text identity, seed) -> the sample's problem, or None."""
-        conn.executemany(
-            "UPDATE samples SET problem = ? WHERE cell_key = ? AND prompt_sha = ? AND seed = ?",
-            [(problem, *key) for key, problem in flags.items()],
-        )
+        """(cell key, text identity, seed) -> the sample's problem, or None (a sample not indexed is skipped)."""
+        samples = self.table("samples")
+        for key, problem in flags.items():
+            try:
+                samples.update(key, {"problem": problem})
+            except sqlite_utils.db.NotFoundError:
+                continue
 
     def write_scores(self, conn: sqlite3.Connection, rows: list[ScoreRow], force: bool = False) -> None:
         """Upsert scores; other versions of the same (sample, metric) are replaced.
 
         An "unavailable" outcome never replaces a value of the same version and configuration
         (unless force): a concurrent scorer that did not see the anchor yet must not undo one
-        that did.
+        that did. Decided here from the rows stored, read in the same transaction.
         """
         stamp = now_iso()
-        conn.executemany(
-            "DELETE FROM scores WHERE cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? "
-            "AND metric_version <> ?",
-            [(r.cell_key, r.prompt_sha, r.seed, r.spec.name, r.spec.version) for r in rows],
-        )
-        conn.executemany(
-            "INSERT INTO scores (cell_key, prompt_sha, prompt_id, seed, metric, metric_version, value, "
-            "unavailable_reason, direction, config, reference_cell_key, detail, scored_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (cell_key, prompt_sha, seed, metric, metric_version) DO UPDATE SET prompt_id = excluded.prompt_id, "
-            "value = excluded.value, unavailable_reason = excluded.unavailable_reason, "
-            "direction = excluded.direction, config = excluded.config, "
-            "reference_cell_key = excluded.reference_cell_key, detail = excluded.detail, "
-            "scored_at = excluded.scored_at "
-            "WHERE ? OR excluded.value IS NOT NULL OR scores.value IS NULL OR scores.config <> excluded.config",
-            [
-                (r.cell_key, r.prompt_sha, r.prompt_id, r.seed, r.spec.name, r.spec.version, r.outcome.value,
-                 r.outcome.unavailable_reason, r.spec.direction, r.config, r.reference_cell_key,
-                 r.outcome.detail, stamp, int(force))
-                for r in rows
-            ],
-        )
+        stored: dict[tuple[str, str, int, str], dict[int, tuple[float | None, str]]] = {}
+        for s in self._stored(conn, "SELECT cell_key, prompt_sha, seed, metric, metric_version, value, config "
+                                    "FROM scores WHERE cell_key = ?", (r.cell_key for r in rows)):
+            stored.setdefault((s["cell_key"], s["prompt_sha"], s["seed"], s["metric"]), {})[s["metric_version"]] = (
+                s["value"], s["config"])
+        stale: set[tuple[str, str, int, str, int]] = set()
+        chosen: dict[tuple[str, str, int, str, int], tuple[Any, ...]] = {}
+        for r in rows:
+            spec, outcome = r.spec, r.outcome
+            key = (r.cell_key, r.prompt_sha, r.seed, spec.name)
+            versions = stored.get(key)
+            if versions is None:  # the common case: nothing stored for the sample and metric
+                stored[key] = {spec.version: (outcome.value, r.config)}
+            else:
+                for version in [v for v in versions if v != spec.version]:
+                    del versions[version]
+                    stale.add((*key, version))
+                    chosen.pop((*key, version), None)
+                old = versions.get(spec.version)
+                if (old is not None and not force and outcome.value is None and old[0] is not None
+                        and old[1] == r.config):
+                    continue  # unavailable never undoes a value of the same version and configuration
+                versions[spec.version] = (outcome.value, r.config)
+            chosen[(*key, spec.version)] = (
+                r.cell_key, r.prompt_sha, r.prompt_id, r.seed, spec.name, spec.version, outcome.value,
+                outcome.unavailable_reason, spec.direction, r.config, r.reference_cell_key, outcome.detail, stamp)
+        scores = self.table("scores")
+        for old_key in sorted(stale):  # rare: a metric's version changed
+            scores.delete_where("cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? AND metric_version = ?",
+                                old_key)
+        self._insert("scores", SCORE_COLUMNS, chosen.values(), replace=True)  # every column given: replace = upsert
 
     def write_set_score(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         """Upsert one set score (other versions of the metric for the cell and split are replaced)."""
-        conn.execute("DELETE FROM set_scores WHERE cell_key = ? AND split = ? AND metric = ? AND metric_version <> ?",
-                     (row["cell_key"], row["split"], row["metric"], row["metric_version"]))
-        columns = [*row, "scored_at"]
-        conn.execute(f"INSERT OR REPLACE INTO set_scores ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                     [*row.values(), now_iso()])
+        self.table("set_scores").delete_where(
+            "cell_key = ? AND split = ? AND metric = ? AND metric_version <> ?",
+            (row["cell_key"], row["split"], row["metric"], row["metric_version"]))
+        self._insert("set_scores", [*row, "scored_at"], [[*row.values(), now_iso()]], replace=True)
 
     def set_score(self, cell_key: str, split: str, metric: str) -> dict[str, Any] | None:
         found = self.query("SELECT * FROM set_scores WHERE cell_key = ? AND split = ? AND metric = ? "
@@ -853,20 +923,19 @@ class Index:
                 rows.append((cell_key, split, spec.name, spec.version, spec.direction, outcome.value,
                              outcome.unavailable_reason, len(samples_by_split.get(split, [])), 0, outcome.detail,
                              outcome.low, outcome.high))
+        summaries = [self._summary(cell_key, split, split_runs, samples_by_split.get(split, []), rows)
+                     for split, split_runs in runs_by_split.items()]
+        self._write_cell(conn, cell_key, rows, summaries)
+
+    def _write_cell(self, conn: sqlite3.Connection, cell_key: str, rows: list[tuple[Any, ...]],
+                    summaries: list[dict[str, Any]]) -> None:
+        """Replace the cell's `cell_scores` and `cell_summary` rows."""
         stamp = now_iso()
-        conn.execute("DELETE FROM cell_scores WHERE cell_key = ?", (cell_key,))
-        conn.executemany(
-            "INSERT INTO cell_scores (cell_key, split, metric, metric_version, direction, value, "
-            "unavailable_reason, n, n_unavailable, detail, low, high, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*row, stamp) for row in rows],
-        )
-        conn.execute("DELETE FROM cell_summary WHERE cell_key = ?", (cell_key,))
-        for split, split_runs in runs_by_split.items():
-            summary = self._summary(cell_key, split, split_runs, samples_by_split.get(split, []), rows)
-            columns = [*summary, "updated_at"]
-            conn.execute(f"INSERT INTO cell_summary ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                         [*summary.values(), stamp])
+        self.table("cell_scores").delete_where("cell_key = ?", (cell_key,))
+        self._insert("cell_scores", CELL_SCORE_COLUMNS, ((*row, stamp) for row in rows))
+        self.table("cell_summary").delete_where("cell_key = ?", (cell_key,))
+        if summaries:
+            self._insert("cell_summary", [*summaries[0], "updated_at"], ([*s.values(), stamp] for s in summaries))
 
     @staticmethod
     def _summary(cell_key: str, split: str, runs: list[sqlite3.Row], samples: list[sqlite3.Row],

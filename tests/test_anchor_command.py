@@ -24,6 +24,7 @@ CELLS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", CELLS, ids=[" ".join(c) for c in CELLS])
 def test_the_printed_anchor_command_composes_the_anchor_cell(overrides: list[str], tmp_path) -> None:
     job = build_job(compose_cfg(*overrides, "device=cpu", out_root=tmp_path))

@@ -32,6 +32,7 @@ def render_one(tmp_path: Path, *overrides: str) -> np.ndarray:
     return np.asarray(Image.open(run_dir / record["image"]), dtype=np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 def test_cpu_attention_backends_render(backend: str, tiny_cache: Path, tmp_path: Path) -> None:
     image = render_one(tmp_path, f"attention={backend}")
@@ -46,6 +47,7 @@ def test_gpu_only_backends_fail_in_preflight(backend: str) -> None:
         preflight_config(compose_cfg("model=tiny", "device=cpu", f"attention={backend}"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", sorted(family("flux").schedulers))
 def test_flux_schedulers_render_and_change_the_image(scheduler: str, tiny_cache: Path, tmp_path: Path) -> None:
     image = render_one(tmp_path, f"scheduler={scheduler}")

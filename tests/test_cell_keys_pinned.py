@@ -9,6 +9,7 @@ only on purpose (the contract's version bumped, docs/run-directory.md saying so)
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def _options(group: str) -> list[str]:
     return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
 
 
+@functools.cache
 def cases() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for model in _options("model"):
@@ -67,6 +69,17 @@ def keys_of(overrides: list[str]) -> dict[str, str]:
 
 
 PINNED = json.loads(PINS.read_text()) if PINS.exists() else {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def composed_as_a_sweep_composes():
+    """The ~600 configs composed the way a sweep composes its cells (render.composition.composed_once: each
+    config file read and each defaults list built once), which tests/test_composition.py holds to Hydra's own
+    result: a tenth of the time of composing each from nothing."""
+    from render.composition import composed_once
+
+    with composed_once():
+        yield
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))

@@ -33,6 +33,7 @@ def manifest(tmp_path: Path, lines: list[tuple[str, str]]) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["plain option", "another option's file", "dev ids, holdout texts", "a trailing full stop"])
 def test_no_route_renders_a_holdout_text(tmp_path: Path, route: str) -> None:
     texts = [json.loads(line)["text"] for line in HOLDOUT.read_text().splitlines()]
@@ -62,6 +63,7 @@ def test_a_registered_experiments_holdout_is_locked_for_every_render(tmp_path: P
     assert "experiment mine's holdout (secret)" in refused(tmp_path, f"prompts.file={other}")
 
 
+@pytest.mark.slow
 def test_the_final_needs_its_claims_token_and_renders_only_its_cells(tmp_path: Path) -> None:
     _, holdout = option_prompts("holdout")
     out_root = tmp_path / "outputs"

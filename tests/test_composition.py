@@ -67,6 +67,7 @@ EACH_ALONE = [["model=tiny", "steps=4"], ["model=tiny", "steps=8", "cache=fbcach
               ["~render_anchor", "hydra.job.name=other"], ["model=tiny", "cache=magcache", "cache.threshold=0.2"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("patch", PATCHES)
 def test_each_patch_alone_composes_what_hydra_does(patch: str) -> None:
     assert outcomes(EACH_ALONE, memo=True, patches=(patch,)) == outcomes(EACH_ALONE, memo=False)
@@ -82,6 +83,7 @@ def test_the_tested_hydra_line_is_the_one_installed() -> None:
     assert SUPPORTED  # pyproject pins hydra-core 1.3; outside it nothing is memoised (and this says so)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OVERRIDES, min_size=2, max_size=4))
 def test_a_memoised_composition_is_hydras_own(cells: list[list[str]]) -> None:

@@ -21,6 +21,7 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (Path(CONF_DIR) / group).glob("*.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_option_composes(group: str, option: str) -> None:
     cfg = compose_cfg("model=tiny", f"{group}={option}")
@@ -57,6 +58,7 @@ def test_cache_none_accepts_and_ignores_method_parameters() -> None:
     assert plain.key == swept.key
 
 
+@pytest.mark.slow
 def test_cell_key_ignores_seeds_paths_and_tags_but_not_pixels(tmp_path: Path) -> None:
     base = build_job(compose_cfg("model=tiny", "device=cpu")).cell.key
     assert build_job(compose_cfg("model=tiny", "device=cpu", "seed=[1,2]", "tag=x", "prompts=dev", out_root=tmp_path)).cell.key == base

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import re
 import shlex
 from pathlib import Path
@@ -43,6 +44,7 @@ def test_ci_runs_every_slow_and_slurm_test_and_the_linters() -> None:
     assert any(line.startswith("mypy") for line in lines)
 
 
+@pytest.mark.slow
 def test_readmes_default_sweep_runs(tiny_cache: Path, tmp_path: Path) -> None:
     main = readme_commands()[0]
     render_args = shlex.split(main.split("&&")[-1])[3:]  # after "python -m render"

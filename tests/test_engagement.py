@@ -32,6 +32,7 @@ def render(root: Path, pipelines: PipelineCache, *overrides: str) -> tuple[Path,
 ENGAGING = {"fbcache": [], "pab": [], "taylorseer": [], "fastercache": []}  # each reuses work at 8 steps here
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache", list(ENGAGING))
 def test_every_cache_method_counts_its_steps_and_units(cache: str, tmp_path: Path) -> None:
     _, (record,) = render(tmp_path, PipelineCache(), "steps=8", f"cache={cache}")
@@ -39,6 +40,7 @@ def test_every_cache_method_counts_its_steps_and_units(cache: str, tmp_path: Pat
     assert record["steps_reused"] > 0 and record["blocks_reused"] > 0 and record["blocks_computed"] > 0
 
 
+@pytest.mark.slow
 def test_no_cache_counts_nothing_and_the_hook_chain_is_left_as_it_was(tmp_path: Path) -> None:
     """cache=none records no counts; a cell rendered after a counted cache cell in the same process renders
     the same bytes as alone (the counter's wrappers are gone when the cache is disabled)."""
@@ -50,6 +52,7 @@ def test_no_cache_counts_nothing_and_the_hook_chain_is_left_as_it_was(tmp_path: 
     assert all(after[k] is None for k in ("steps_computed", "steps_reused", "blocks_computed", "blocks_reused"))
 
 
+@pytest.mark.slow
 def test_status_report_and_index_say_when_the_cache_never_engaged(tmp_path: Path) -> None:
     """The issue's sweep: fbcache (threshold 0.3) at 4 steps writes the bytes cache=none writes and reuses no
     step; at 8 steps it reuses. status, the report (HTML and printed) and the index say which is which."""
@@ -78,6 +81,7 @@ def test_status_report_and_index_say_when_the_cache_never_engaged(tmp_path: Path
     assert rows == {idle["cell_key"]: 1, engaged["cell_key"]: 0}
 
 
+@pytest.mark.slow
 def test_compile_break_even_against_the_eager_twin(tmp_path: Path) -> None:
     """A compiled cell's compile time (a first call that compiled from nothing: cold) and the images after
     which it pays against its eager twin, in the index's view and the report; no twin: said so."""

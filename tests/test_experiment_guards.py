@@ -24,11 +24,13 @@ def test_final_flag_without_a_claimed_final_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2 and "assess climb tiny-demo --final" in result.stderr
 
 
+@pytest.mark.slow
 def test_anchor_override_is_refused(tmp_path: Path) -> None:
     result = run_render("-m", "experiment=tiny-demo", "model.anchor.steps=4,8", cwd=tmp_path, timeout=120)
     assert result.returncode == 2 and "the anchor is frozen" in result.stderr and not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_over_budget_sweep_is_refused_before_anything_is_written(tiny_cache: Path, tmp_path: Path) -> None:
     result = run_render("-m", "experiment=tiny-demo", "steps=2,4", "prompts=dev", "experiment.budget.gpu_hours=0.00001",
                         "experiment.budget.reserve_gpu_hours=0", cwd=tmp_path, timeout=120)

@@ -50,6 +50,7 @@ def render_one(tmp_path: Path, model: str, *overrides: str) -> np.ndarray:
     return render_sample(tmp_path, model, *overrides)[0]
 
 
+@pytest.mark.slow
 def test_every_family_is_a_module_and_every_model_yaml_names_one() -> None:
     assert {"flux", "sd3", "sdxl", "flux2", "qwen-image", "z-image", "wan"} <= set(families())
     assert {f.name: f.twin.name for f in families().values() if f.twin} == {"flux": "tiny", **{v: k for k, v in NEW_TWINS.items()}}
@@ -62,6 +63,7 @@ def test_every_family_is_a_module_and_every_model_yaml_names_one() -> None:
         assert compose_cfg(f"model={name}").model.id == f"hypergrid:{name}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(NEW_TWINS))
 def test_twin_renders_its_default_cell_through_the_cli_and_scores(model: str, twin_cache: Path, tmp_path: Path) -> None:
     result = run_render(f"model={model}", "prompts.limit=2", cwd=tmp_path)
@@ -82,6 +84,7 @@ def test_twin_renders_its_default_cell_through_the_cli_and_scores(model: str, tw
     assert "scored 2 run(s), 4 sample(s)" in scored.output and "0 score(s) written" not in scored.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,scheduler", [(m, s) for m, f in sorted(NEW_TWINS.items()) for s in family(f).schedulers])
 def test_every_scheduler_of_the_family_renders_on_its_twin(model: str, scheduler: str, twin_cache: Path, tmp_path: Path) -> None:
     image = render_one(tmp_path, model, f"scheduler={scheduler}")
@@ -93,6 +96,7 @@ def test_every_scheduler_of_the_family_renders_on_its_twin(model: str, scheduler
         assert np.array_equal(image, default)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(NEW_TWINS))
 def test_the_guidance_knob_reaches_each_twins_pipeline(model: str, twin_cache: Path, tmp_path: Path) -> None:
     """guidance_scale for FLUX.2 (its guidance embedding) and Z-Image (CFG), true_cfg_scale for Qwen-Image."""
@@ -101,6 +105,7 @@ def test_the_guidance_knob_reaches_each_twins_pipeline(model: str, twin_cache: P
     assert np.abs(low - high).mean() > 0.01
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,backend", [(m, b) for m in sorted(NEW_TWINS) for b in CPU_BACKENDS])
 def test_every_cpu_attention_backend_renders_on_the_twins(model: str, backend: str, twin_cache: Path, tmp_path: Path) -> None:
     image = render_one(tmp_path, model, f"attention={backend}")
@@ -108,6 +113,7 @@ def test_every_cpu_attention_backend_renders_on_the_twins(model: str, backend: s
     assert np.isfinite(image).all() and np.abs(image - native).mean() < 1.0  # the same math up to rounding
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,cache", [(m, c) for m, f in sorted(NEW_TWINS.items()) for c in caches(f) if c != "none"])
 def test_every_cache_the_family_takes_renders_on_its_twin(model: str, cache: str, twin_cache: Path, tmp_path: Path) -> None:
     image, record = render_sample(tmp_path, model, f"cache={cache}", "steps=8")  # the twin's default steps: the cache engages
@@ -196,6 +202,7 @@ def _doc_row(family_name: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family_name", sorted(families()))
 def test_docs_models_table_says_what_each_family_takes(family_name: str) -> None:
     text = (CONF_MODELS.parents[2] / "docs" / "models.md").read_text()
@@ -213,6 +220,7 @@ def test_seacache_skips_work_on_the_wan_twin_through_the_cli(twin_cache: Path, t
     assert json.loads((samples.parent / "run.json").read_text())["cell"]["cache"]["name"] == "seacache"
 
 
+@pytest.mark.slow
 def test_a_cache_the_family_does_not_take_exits_2_naming_those_it_does(tmp_path: Path) -> None:
     result = run_render("model=tiny-flux2", "cache=seacache", cwd=tmp_path, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]

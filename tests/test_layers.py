@@ -77,6 +77,7 @@ def graph() -> nx.DiGraph:
     return g
 
 
+@pytest.mark.slow
 def test_the_graph_sees_the_imports(graph: nx.DiGraph) -> None:
     # The reader is what every other test trusts: check it on edges known to exist.
     assert graph.has_edge("render.cell", "render.axes")

@@ -68,6 +68,7 @@ def test_the_command_line_refusal_exits_2(tmp_path: Path, tiny_cache: Path) -> N
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_cell_wider_than_the_gpus_launchers_gpus_exits_2_before_any_folder(tmp_path: Path, tiny_cache: Path) -> None:
     result = run_render("-m", "hydra/launcher=gpus", "hydra.launcher.gpus=[0]", "model=tiny", "device=cpu",
                         "parallel=none,ulysses", f"out_root={tmp_path}", f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)

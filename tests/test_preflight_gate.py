@@ -169,6 +169,7 @@ def test_a_damaged_tiny_model_in_the_cache_is_refused(tmp_path: Path, monkeypatc
             tmp_path=tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,key", [([], "hydra.run.dir"), (["-m"], "hydra.sweep.dir")])
 def test_a_hydra_folder_that_is_a_symlink_loop_exits_2(args: list[str], key: str, tmp_path: Path) -> None:
     (tmp_path / "loop").symlink_to(tmp_path / "loop")

@@ -195,6 +195,7 @@ def test_a_hub_dataset_is_downloaded_once_into_the_cache(tmp_path: Path) -> None
     assert list((tmp_path / "cache" / "datasets").glob("datasets--someone--drawbench/snapshots/*/data/drawbench.csv"))
 
 
+@pytest.mark.slow
 def test_a_hub_dataset_neither_cached_nor_reachable_is_refused_naming_the_download(tmp_path: Path) -> None:
     result = run_render("model=tiny", f"prompts.dataset={DATASET}", f"prompts.file={FILE}", cwd=tmp_path,
                         env_extra={"HF_HUB_OFFLINE": "1", "HYPERGRID_CACHE": str(tmp_path / "cache")})
@@ -250,6 +251,7 @@ def test_real_models_render_the_project_suite_by_default(model: str) -> None:
     assert all(p.category for p in job.prompts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", REAL_MODELS)
 def test_no_shape_caption_reaches_a_real_model(model: str) -> None:
     for option in ("smoke", "dev", "holdout"):
@@ -264,6 +266,7 @@ def test_the_shapes_splits_stay_the_shapes_models() -> None:
     assert build_job(compose_cfg("model=shapes", "prompts=dev", "device=cpu")).prompts[0].id == "dev-000"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", ["the option", "its texts in a plain-text file"])
 def test_the_suites_holdout_is_locked(tmp_path: Path, route: str) -> None:
     args = ["prompts=suite-holdout"]

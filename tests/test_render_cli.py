@@ -19,6 +19,7 @@ def records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_single_run_writes_a_complete_run_directory(tiny_cache: Path, tmp_path: Path) -> None:
     result = run_render("model=tiny", "steps=2", "render_anchor=false", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -37,6 +38,7 @@ def test_single_run_writes_a_complete_run_directory(tiny_cache: Path, tmp_path: 
     assert samples[0]["load_s"] > 0 and all(s["load_s"] == 0 for s in samples[1:])
 
 
+@pytest.mark.slow
 def test_sweep_renders_one_cell_per_combination_and_the_anchor(tiny_cache: Path, tmp_path: Path) -> None:
     result = run_render("-m", "model=tiny", "steps=1,2", "cache=none,fbcache", "seed=42", "prompts.limit=2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -50,6 +52,7 @@ def test_sweep_renders_one_cell_per_combination_and_the_anchor(tiny_cache: Path,
     assert "4 of 4 cells done" in result.stdout
 
 
+@pytest.mark.slow
 def test_rerun_renders_nothing_and_loads_no_model(tiny_cache: Path, tmp_path: Path) -> None:
     args = ("-m", "model=tiny", "steps=1,2", "prompts.limit=2")
     assert run_render(*args, cwd=tmp_path).returncode == 0
@@ -63,6 +66,7 @@ def test_rerun_renders_nothing_and_loads_no_model(tiny_cache: Path, tmp_path: Pa
         assert "loaded model" not in (run / "render.log").read_text()
 
 
+@pytest.mark.slow
 def test_larger_prompt_set_renders_only_the_new_prompts(tiny_cache: Path, tmp_path: Path) -> None:
     assert run_render("model=tiny", "steps=1", "prompts.limit=2", "render_anchor=false", cwd=tmp_path).returncode == 0
     assert run_render("model=tiny", "steps=1", "prompts.limit=4", "render_anchor=false", cwd=tmp_path).returncode == 0
@@ -71,6 +75,7 @@ def test_larger_prompt_set_renders_only_the_new_prompts(tiny_cache: Path, tmp_pa
     assert (done["n_rendered"], done["n_reused"], done["n_samples"]) == (2, 2, 4)
 
 
+@pytest.mark.slow
 def test_cell_images_do_not_depend_on_the_cells_before_it(tiny_cache: Path, tmp_path: Path) -> None:
     """In-process sweeps reuse the pipeline; resetting attention, cache and scheduler must be exact."""
     swept = run_render("-m", "model=tiny", "cache=taylorseer,none", "scheduler=dpmpp-2m,default", "attention=math,native", "steps=6", "prompts.limit=1",
@@ -108,6 +113,7 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[" ".join(a) for a, _ in BAD_INPUTS])
 def test_bad_input_fails_clearly_and_writes_nothing(case: int, tmp_path: Path) -> None:
     args, message = BAD_INPUTS[case]
@@ -125,6 +131,7 @@ def test_malformed_prompt_manifest_names_the_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "mine.jsonl:2" in result.stderr and not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.slow
 def test_two_sweeps_started_in_the_same_second_never_share_a_folder(tiny_cache: Path, tmp_path: Path) -> None:
     import os
     import subprocess

@@ -68,6 +68,7 @@ class Drifting:
         return pixels, cell.steps * 0.01 * self.slowness
 
 
+@pytest.mark.slow
 def test_a_session_times_each_contender_once_per_round_in_one_process_and_writes_no_image(sweep: Path,
                                                                                           tmp_path: Path) -> None:
     db = tmp_path / "index.db"
@@ -93,6 +94,7 @@ def test_a_session_times_each_contender_once_per_round_in_one_process_and_writes
         (load_run(r).cell_key, load_run(r).anchor_cell_key) for r in sweep.iterdir()}
 
 
+@pytest.mark.slow
 def test_interleaved_rounds_recover_the_true_ratio_on_a_drifting_device(sweep: Path, tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     drifting = Drifting(engine.timed_call)
@@ -104,6 +106,7 @@ def test_interleaved_rounds_recover_the_true_ratio_on_a_drifting_device(sweep: P
         assert pair.speedup.low == pytest.approx(16 / cell["steps"]) == pytest.approx(pair.speedup.high)
 
 
+@pytest.mark.slow
 def test_a_session_stopped_mid_way_keeps_its_rounds_marked_incomplete(sweep: Path, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     real, calls = engine.timed_call, []
@@ -123,6 +126,7 @@ def test_a_session_stopped_mid_way_keeps_its_rounds_marked_incomplete(sweep: Pat
     assert all(len(c.latencies) == 4 for s in sessions for c in s.contenders)  # the cut round counts for nobody
 
 
+@pytest.mark.slow
 def test_an_output_that_differs_from_its_judged_image_is_reported(sweep: Path, tmp_path: Path) -> None:
     run_dir = next(sweep.iterdir())
     lines = (run_dir / "samples.jsonl").read_text().splitlines()
@@ -137,6 +141,7 @@ def test_an_output_that_differs_from_its_judged_image_is_reported(sweep: Path, t
     assert any("an output differs from its judged image" in line for line in result.lines())
 
 
+@pytest.mark.slow
 def test_every_tool_shows_the_side_by_side_figure_once_timed_and_says_timed_apart_before(
         sweep: Path, tmp_path: Path) -> None:
     from assess.export.runs import cell_metrics
@@ -169,6 +174,7 @@ def test_every_tool_shows_the_side_by_side_figure_once_timed_and_says_timed_apar
     assert metrics and all(m["speedup/side_by_side"] == 1.0 and "speedup/render_time" in m for m in metrics)
 
 
+@pytest.mark.slow
 def test_a_rebuilt_index_finds_the_sessions_in_the_run_directories(sweep: Path, tmp_path: Path) -> None:
     from assess.rebuild import rebuild_index
 
@@ -181,6 +187,7 @@ def test_a_rebuilt_index_finds_the_sessions_in_the_run_directories(sweep: Path, 
         assert side_by_side(index, run.cell_key, run.anchor_cell_key) is not None
 
 
+@pytest.mark.slow
 def test_bad_input_is_refused_with_what_would_be_valid(sweep: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     db = str(tmp_path / "index.db")
@@ -269,6 +276,7 @@ def test_the_round_interval_covers_the_true_ratio_at_its_stated_rate_even_with_b
     assert covered / 2000 >= 0.95
 
 
+@pytest.mark.slow
 def test_the_climb_ranks_two_cells_on_their_side_by_side_rounds(sweep: Path, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Two cells within noise on their render-time figures: once timed side by side, the rounds decide (the
@@ -291,6 +299,7 @@ def test_the_climb_ranks_two_cells_on_their_side_by_side_rounds(sweep: Path, tmp
     assert outpaces(PLAN, fast, None, slow, None)  # type: ignore[arg-type]  # noisy render, exact rounds
 
 
+@pytest.mark.slow
 def test_a_cell_that_reproduces_another_byte_for_byte_is_one_result(tiny_cache: Path, tmp_path: Path) -> None:
     from assess.report import sweep_cells, write_report
     from assess.score import score

@@ -52,6 +52,7 @@ def test_shipped_weights_are_small_safetensors_loaded_by_dotted_path(loaded) -> 
     assert loaded.pipe.transformer.dtype == torch.float32
 
 
+@pytest.mark.slow
 def test_the_anchor_draws_what_the_smoke_prompts_ask_for(loaded) -> None:
     """A broken checkpoint or loader fails here: fixed seed, the anchor's settings, the checker's verdicts."""
     job = compose_job(*SMOKE)
@@ -96,6 +97,7 @@ def test_guidance_runs_both_branches_in_their_cache_contexts(loaded, monkeypatch
     assert contexts == ["cond"] * 3  # no guidance: no unconditional branch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["default", *family("flux").schedulers])
 def test_every_flux_scheduler_renders_the_prompt(loaded, scheduler: str) -> None:
     job = compose_job(*SMOKE, f"steps={STEPS}", f"scheduler={scheduler}")
@@ -108,6 +110,7 @@ def test_every_flux_scheduler_renders_the_prompt(loaded, scheduler: str) -> None
     assert sum(v.correct for v in verdicts) >= 3, [v.detail() for v in verdicts]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", METHODS)
 def test_every_cache_method_applies_and_resets(loaded, name: str) -> None:
     baseline = images(loaded, compose_job(*SMOKE, f"steps={STEPS}"))
@@ -161,6 +164,7 @@ def test_other_sizes_must_be_multiples_of_the_patch(loaded) -> None:
         pipe("a red circle in the centre", num_inference_steps=2, height=30, output_type="np")
 
 
+@pytest.mark.slow
 def test_an_in_memory_pipeline_configures_like_a_loaded_one(loaded) -> None:
     """A pipeline built in memory (training) has no scheduler `_class_name` until saved; as_loaded supplies it."""
     from diffusers import FlowMatchEulerDiscreteScheduler

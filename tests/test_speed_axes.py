@@ -71,6 +71,7 @@ def render(tmp_path: Path, pipelines: PipelineCache, *overrides: str, out: str |
     return (run_dir / record["image"]).read_bytes(), record, json.loads((run_dir / "run.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RENDERS)
 def test_every_cpu_option_renders(name: str, tiny_cache: Path, tmp_path: Path) -> None:
     import numpy as np
@@ -99,6 +100,7 @@ def test_missing_backend_package_names_the_extra(option: str, extra: str, monkey
         preflight_config(compose_cfg(*SHAPES, f"quant={option}"))
 
 
+@pytest.mark.slow
 def test_refusal_exits_2_before_anything_is_written(tmp_path: Path) -> None:
     result = run_render("model=shapes", "device=cpu", "quant=nf4", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -106,6 +108,7 @@ def test_refusal_exits_2_before_anything_is_written(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_every_value_enters_the_cell_key_and_the_anchor_takes_none() -> None:
     variants = [[], *RENDERS.values(), ["compile=regional", "compile.mode=max-autotune-no-cudagraphs"],
                 ["compile=regional", "compile.dynamic=true"], ["quant=int8wo", "quant.components=[transformer,text_encoder]"],
@@ -143,6 +146,7 @@ def test_alone_and_after_other_cells_give_the_same_bytes(cells: list[list[str]],
         assert alone == image, f"{cell}: differs after the other cells"
 
 
+@pytest.mark.slow
 def test_quantized_weights_do_not_leak_into_the_next_cell(tmp_path: Path) -> None:
     import torch
 
@@ -158,6 +162,7 @@ def test_quantized_weights_do_not_leak_into_the_next_cell(tmp_path: Path) -> Non
     assert again["weights_bytes"] == quantized["weights_bytes"]
 
 
+@pytest.mark.slow
 def test_warmup_count_defaults_to_what_the_cell_needs(tmp_path: Path) -> None:
     from render.axes import default_warmups
 
@@ -227,6 +232,7 @@ def test_inductor_compile_is_close_to_eager_and_records_compile_time(tmp_path: P
     assert record["compile_s"] > 1 and record["compiled_frames"] > 0
 
 
+@pytest.mark.slow
 def test_experiments_take_the_speed_axes() -> None:
     """An experiment can put the new groups and toggles in its axes; the anchor supplies their start
     (none / false) and a rendered cell's coordinates are read back from its run.json cell."""

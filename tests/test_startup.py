@@ -5,6 +5,7 @@ anything imports them; no timing is asserted (benchmarks/startup.py measures the
 
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import subprocess
@@ -68,6 +69,7 @@ def counted_render(*args: str, cwd: Path) -> dict[str, int]:
     return json.loads((cwd / "COUNTS.json").read_text())
 
 
+@pytest.mark.slow
 def test_an_in_process_sweep_composes_and_checks_each_cell_once(tiny_cache: Path, tmp_path: Path) -> None:
     counts = counted_render("-m", *CELL, "steps=1,2,3", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
     assert counts["compose_cell"] == 3  # the sweeper's preflight composes; the launcher takes its configs
@@ -78,12 +80,14 @@ def test_an_in_process_sweep_composes_and_checks_each_cell_once(tiny_cache: Path
     assert (again["compose_cell"], again["build_job"]) == (3, 3)  # a do-nothing re-run: the same, nothing twice
 
 
+@pytest.mark.slow
 def test_a_single_run_checks_its_cell_once(tiny_cache: Path, tmp_path: Path) -> None:
     counts = counted_render(*CELL, "steps=1", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
     assert counts["build_job"] == 1  # the preflight callback's job is the one the run renders
     assert counts["merge"] == 1  # Hydra's get_mode composition and the run's are one
 
 
+@pytest.mark.slow
 def test_a_cell_does_not_read_its_own_samples_again_for_every_sample(tiny_cache: Path, tmp_path: Path) -> None:
     cell = [*CELL[:-2], "prompts.limit=6", "render_anchor=false"]
     counts = counted_render(*cell, "steps=1", f"out_root={tmp_path / 'out'}", cwd=tmp_path)
@@ -91,6 +95,7 @@ def test_a_cell_does_not_read_its_own_samples_again_for_every_sample(tiny_cache:
     assert counts["store_reads"] <= 3  # not once per sample: its samples.jsonl is read again only when changed
 
 
+@pytest.mark.slow
 def test_a_do_nothing_rerun_links_in_one_write_a_cell_and_hashes_no_image_twice(tiny_cache: Path, tmp_path: Path) -> None:
     cell = [*CELL[:-2], "prompts.limit=4", "render_anchor=false", "steps=1,2,3", f"out_root={tmp_path / 'out'}"]
     counted_render("-m", *cell, cwd=tmp_path)
@@ -118,6 +123,7 @@ def test_a_prompt_file_edited_between_reads_is_read_again(tmp_path: Path) -> Non
     assert len(load_prompts(str(manifest))) == 1
 
 
+@pytest.mark.slow
 def test_a_rerun_of_a_finished_sweep_asks_nothing_of_the_machine_and_imports_no_diffusers(tiny_cache: Path,
                                                                                           tmp_path: Path) -> None:
     # cache=fbcache makes preflight inspect the pipeline class (does its transformer take cache hooks?): an import

@@ -84,6 +84,7 @@ def _steady_reference(monkeypatch: pytest.MonkeyPatch, *values: float) -> None:
     monkeypatch.setattr("render.runner.CLOCK", timing.CLOCK)
 
 
+@pytest.mark.slow
 def test_a_noisy_job_is_flagged_in_status_index_and_report(tiny_cache: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from assess.index import Index
@@ -180,6 +181,7 @@ def test_byte_identical_cells_are_never_ranked_apart() -> None:
     assert speed_order(fast, _rows([0.33 + i * 0.001 for i in range(8)]), 0.1, 0.1) == 0  # 10 % apart: within it
 
 
+@pytest.mark.slow
 def test_repeated_calls_count_the_caches_work_of_one_call(tiny_cache: Path, tmp_path: Path) -> None:
     run_dir = _render(tmp_path, "cache=fbcache", "steps=4", "timing.repeats=3")
     records, _ = read_samples(run_dir, json.loads((run_dir / "run.json").read_text())["cell_key"])

@@ -33,6 +33,7 @@ def test_no_conf_folder_no_extra_path(tmp_path: Path, monkeypatch) -> None:
         compose_cfg("model=my-flux")
 
 
+@pytest.mark.slow
 def test_the_example_model_composes_and_preflight_names_its_folder(in_repo: Path) -> None:
     cfg = compose_cfg("model=my-flux", "device=cpu")
     assert (cfg.model.name, cfg.model.pipeline, cfg.model.id) == ("my-flux", "FluxPipeline", "~/models/FLUX.1-dev")
@@ -58,6 +59,7 @@ def test_assess_climb_finds_the_example_experiment(in_repo: Path) -> None:
     assert exp.axes["cache"] == ("none", "fbcache", "pab", "taylorseer")
 
 
+@pytest.mark.slow
 def test_a_render_run_outside_the_repo_finds_a_user_model(tmp_path: Path, tiny_cache: Path) -> None:
     from tests.conftest import run_render
 

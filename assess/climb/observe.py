@@ -55,12 +55,11 @@ def sync_run_experiments(index: Index) -> None:
             experiment = experiment_of(read_run_record(row["path"]))
         except (OSError, InvalidRunDirectory):
             continue  # moved or unreadable since it was indexed: `assess score` reports it
-        found.append((row["path"], experiment and experiment.name, int(bool(experiment and experiment.final)),
-                      now_iso()))
+        found.append({"path": row["path"], "experiment": experiment and experiment.name,
+                      "final": int(bool(experiment and experiment.final)), "read_at": now_iso()})
     if found:
-        with index.write() as conn:
-            conn.executemany("INSERT OR REPLACE INTO run_experiments (path, experiment, final, read_at) "
-                             "VALUES (?, ?, ?, ?)", found)
+        with index.write():
+            index.table("run_experiments").insert_all(found, replace=True, alter=False)
 
 
 def unindexed_runs(index: Index, exp: Experiment) -> list[Path]:

@@ -68,22 +68,20 @@ def write_generation(out_root: Path, name: str, record: dict[str, Any]) -> Path:
 def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final: dict[str, Any] | None,
                final_path: Path | None) -> None:
     """Make the index's climb tables equal to the files."""
-    with index.write() as conn:
-        conn.execute("DELETE FROM generations WHERE experiment = ?", (name,))
-        conn.execute("DELETE FROM generation_cells WHERE experiment = ?", (name,))
-        for g in generations:
-            conn.execute(
-                "INSERT INTO generations (experiment, number, created_at, state, incumbent, incumbent_status, stop, "
-                "note, commands, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, g["generation"], g["created_at"], g["state"], json_dumps(g["incumbent"]["cell"]),
-                 g["incumbent"]["status"], g.get("stop"), g["note"], json_dumps(g.get("commands", [])), g["record"]))
-            conn.executemany(
-                "INSERT OR REPLACE INTO generation_cells (experiment, number, cell, rung, kind, reason, est_s) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(name, g["generation"], json_dumps(p["cell"]), p["rung"], p["kind"], p["reason"], p.get("est_s"))
-                 for p in g.get("proposals", [])])
+    with index.write():
+        index.table("generations").delete_where("experiment = ?", (name,))
+        index.table("generation_cells").delete_where("experiment = ?", (name,))
+        index.table("generations").insert_all([{
+            "experiment": name, "number": g["generation"], "created_at": g["created_at"], "state": g["state"],
+            "incumbent": json_dumps(g["incumbent"]["cell"]), "incumbent_status": g["incumbent"]["status"],
+            "stop": g.get("stop"), "note": g["note"], "commands": json_dumps(g.get("commands", [])),
+            "record": g["record"]} for g in generations], alter=False)
+        index.table("generation_cells").insert_all([{
+            "experiment": name, "number": g["generation"], "cell": json_dumps(p["cell"]), "rung": p["rung"],
+            "kind": p["kind"], "reason": p["reason"], "est_s": p.get("est_s")}
+            for g in generations for p in g.get("proposals", [])], replace=True, alter=False)
         if final is not None:  # a claim stays in the index for good: deleting a ledger copy does not reset it
-            conn.execute("DELETE FROM finals WHERE experiment = ?", (name,))
-            conn.execute("INSERT INTO finals (experiment, claimed_at, incumbent, record) VALUES (?, ?, ?, ?)",
-                         (name, final.get("claimed_at") or final.get("at", ""), json_dumps(final.get("incumbent", {}).get("cell", {})),
-                          str(final_path)))
+            index.table("finals").insert({
+                "experiment": name, "claimed_at": final.get("claimed_at") or final.get("at", ""),
+                "incumbent": json_dumps(final.get("incumbent", {}).get("cell", {})), "record": str(final_path)},
+                replace=True, alter=False)

@@ -49,6 +49,7 @@ def test_the_demo_composes_with_its_grid_splits_and_anchor(demo) -> None:
     ("experiment.objective=quality", "experiment=tiny-demo: Error merging override experiment.objective=quality (Invalid value 'quality', expected one of [latency, gpu_seconds])"),
     ("+experiment.axes.seed=[0,1]", "experiment.axes.seed: seed is set by the climb, not an axis"),
 ])
+@pytest.mark.slow
 def test_a_bad_experiment_is_refused_with_the_key_and_the_fix(override: str, message: str) -> None:
     with pytest.raises(ExperimentError) as err:
         load_experiment("tiny-demo", [override])

@@ -66,6 +66,7 @@ def first_generation(runs: DemoRuns, db: Path) -> None:
     score([sweep], db, metrics=["ssim"])
 
 
+@pytest.mark.slow
 def test_the_first_generation_on_an_empty_index(workdir: Path, db: Path) -> None:
     result = climb(db)
     assert result.exit_code == 0, result.output
@@ -88,6 +89,7 @@ def test_the_first_generation_on_an_empty_index(workdir: Path, db: Path) -> None
     assert not (workdir / "outputs/experiments/tiny-demo/generations/g0002.json").exists()
 
 
+@pytest.mark.slow
 def test_the_second_generation_promotes_and_sweeps_around_the_incumbent(runs: DemoRuns, db: Path) -> None:
     assert climb(db).exit_code == 0
     first_generation(runs, db)
@@ -117,6 +119,7 @@ def test_unscored_samples_are_named_with_the_command_that_scores_them(runs: Demo
                              f"{sweep} --metrics ssim` (or climb with --apply)\n")
 
 
+@pytest.mark.slow
 def test_holdout_samples_never_reach_the_navigation(runs: DemoRuns, db: Path) -> None:
     first_generation(runs, db)
     sweep = runs.sweep()
@@ -197,6 +200,7 @@ def test_a_bad_axis_value_is_named(workdir: Path, db: Path) -> None:
                                     "fastercache, fbcache, magcache, none, pab, seacache, taylorseer, textkv\n")
 
 
+@pytest.mark.slow
 def test_the_anchor_cannot_be_an_axis(workdir: Path, db: Path) -> None:
     result = climb(db, "--set", "+experiment.axes={model.anchor.steps:[8,16]}")
     assert result.exit_code == 1
@@ -204,12 +208,14 @@ def test_the_anchor_cannot_be_an_axis(workdir: Path, db: Path) -> None:
                              "an experiment cannot move it\n")
 
 
+@pytest.mark.slow
 def test_a_bad_scalar_value_is_named(workdir: Path, db: Path) -> None:
     result = climb(db, "--set", "experiment.axes.steps=[4,many]")
     assert result.exit_code == 1
     assert result.output.startswith("Error: experiment.axes.steps: many: Value 'many' of type 'str' could not be")
 
 
+@pytest.mark.slow
 def test_generations_are_rebuilt_into_a_new_index_from_the_files(runs: DemoRuns, db: Path, tmp_path: Path) -> None:
     assert climb(db).exit_code == 0
     first_generation(runs, db)
@@ -222,6 +228,7 @@ def test_generations_are_rebuilt_into_a_new_index_from_the_files(runs: DemoRuns,
         assert [r["number"] for r in index.query("SELECT number FROM generations ORDER BY number")] == [1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("removed", [(), ("ledger",), ("ledger", "index"), ("ledger", "index", "result")])
 def test_a_finished_final_is_shown_never_run_again(workdir: Path, db: Path, removed: tuple[str, ...]) -> None:
     from assess.climb.final import RESULT, FinalResult
@@ -244,6 +251,7 @@ def test_a_finished_final_is_shown_never_run_again(workdir: Path, db: Path, remo
     assert after.exit_code == 1 and f"its final was claimed on {first}" in after.output
 
 
+@pytest.mark.slow
 def test_holdout_samples_found_before_the_final_make_it_refuse(runs: DemoRuns, db: Path, workdir: Path) -> None:
     first_generation(runs, db)
     sweep = runs.sweep()
@@ -254,6 +262,7 @@ def test_holdout_samples_found_before_the_final_make_it_refuse(runs: DemoRuns, d
     assert not (workdir / "outputs/experiments/tiny-demo/FINAL.json").exists()
 
 
+@pytest.mark.slow
 def test_the_final_is_refused_while_the_climb_goes_on(runs: DemoRuns, db: Path, workdir: Path) -> None:
     first_generation(runs, db)
     result = climb(db, "--final")
@@ -271,6 +280,7 @@ def test_the_final_is_refused_when_its_cost_does_not_fit(runs: DemoRuns, db: Pat
     assert not (workdir / "outputs/experiments/tiny-demo/FINAL.json").exists()
 
 
+@pytest.mark.slow
 def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db: Path, workdir: Path) -> None:
     from render.laws import Ledger, claim_final
 
@@ -333,6 +343,7 @@ def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:
         assert {"run_experiments", "generations", "generation_cells", "finals"} <= set(index.db.table_names())
 
 
+@pytest.mark.slow
 def test_the_report_replays_the_decision_the_climb_printed(runs: DemoRuns, db: Path, workdir: Path) -> None:
     """The report decides with the climb's own replay (its cost estimator included): a stop that only the final's
     estimated cost explains is the report's stop too."""

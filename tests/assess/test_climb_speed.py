@@ -119,6 +119,7 @@ def test_the_speed_confidence_is_frozen_with_the_rule_and_old_rules_still_read(t
         check_rule(ledger, strict)
 
 
+@pytest.mark.slow
 def test_the_plan_takes_the_confidence_of_the_rule_and_a_bad_one_is_refused(tmp_path: Path) -> None:
     from assess.experiment import ExperimentError, load_experiment
 

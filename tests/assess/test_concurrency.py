@@ -29,6 +29,7 @@ def snapshot(db: Path) -> dict[str, list[dict]]:
         return {name: index.query(sql) for name, sql in TABLES.items()}
 
 
+@pytest.mark.slow
 def test_eight_concurrent_scorers(outputs: RunFactory, tmp_path: Path) -> None:
     """PSNR only (no torch import), so eight processes fit in the default test run."""
     _race(outputs, tmp_path, "psnr")

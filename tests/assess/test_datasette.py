@@ -49,6 +49,7 @@ def test_canned_queries_run_against_the_schema(index_db: Path) -> None:
     assert rows[0]["is_anchor"] == 1 and len(rows) == 4
 
 
+@pytest.mark.slow
 def test_assess_ui_renames_the_database_for_any_file_name(index_db: Path, tmp_path: Path) -> None:
     other = tmp_path / "my-index.db"
     shutil.copy(index_db, other)

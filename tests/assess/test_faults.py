@@ -42,6 +42,7 @@ def _fill(disk: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_scoring_is_one_line_and_the_index_intact(outputs: RunFactory, small_disk: Path) -> None:
     db = small_disk / "index.db"
     sweep = outputs.sweep()
@@ -83,6 +84,7 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in found]
 
 
+@pytest.mark.slow
 def test_assess_ui_stops_on_sigterm_and_leaves_no_child_nor_temporary_file(outputs: RunFactory, db: Path,
                                                                            tmp_path: Path) -> None:
     pytest.importorskip("datasette")

@@ -118,6 +118,7 @@ def test_the_index_file_follows_the_umask(umask: int, mode: int, sweep_with_anch
     assert stat.S_IMODE(db.stat().st_mode) == mode
 
 
+@pytest.mark.slow
 def test_a_read_only_index_can_be_reported_on(sweep_with_anchor: Path) -> None:
     """As another user (root: `nobody`, via setpriv) or with the folder made read-only: no -wal/-shm can be made."""
     shared = Path(tempfile.mkdtemp(prefix="hypergrid-ro-"))

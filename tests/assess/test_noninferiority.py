@@ -25,6 +25,7 @@ def values(mean: float, spread: float, n: int = 12) -> list[float]:
     return [mean + (spread if i % 2 else -spread) * (1 + i / 10) for i in range(n)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mean", [-0.06, -0.04, -0.01, 0.0, 0.03, 0.07, 0.2])
 @pytest.mark.parametrize("spread", [0.005, 0.02, 0.05])
 @pytest.mark.parametrize("higher", [True, False])
@@ -77,6 +78,7 @@ def test_a_new_experiment_asks_noninferiority_and_the_rule_says_so(tmp_path: Pat
     assert Plan.from_experiment(exp).test == "noninferiority"
 
 
+@pytest.mark.slow
 def test_an_experiment_frozen_before_the_key_keeps_its_equivalence_test(tmp_path: Path) -> None:
     with hydra_state_kept():
         rule = dict(load_experiment("tiny-demo", out_root=tmp_path).rule)

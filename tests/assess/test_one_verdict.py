@@ -76,6 +76,7 @@ def test_the_sweep_report_shows_the_recorded_verdict_and_the_band_as_a_what_if(f
     assert 'id="what-if"' in html and WHAT_IF in html
 
 
+@pytest.mark.slow
 def test_the_experiment_report_labels_a_command_line_band_as_a_what_if(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -105,6 +106,7 @@ def test_a_sweep_export_tags_each_cell_with_its_recorded_verdict(final: tuple[Pa
     assert "frozen rule: ssim band 0.002" in incumbent.tags["hypergrid.verdict_source"]
 
 
+@pytest.mark.slow
 def test_an_experiment_export_carries_the_finals_recorded_result(final: tuple[Path, Path], tmp_path: Path) -> None:
     """The final is exported as its ledger recorded it (under the rule at its claim), not recomputed."""
     from assess.export.runs import experiment_runs

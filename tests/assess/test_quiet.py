@@ -37,6 +37,7 @@ def _pytree_warning() -> None:
     pytree._register_pytree_node(Box, lambda b: ([], None), lambda values, context: Box())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ["assess", "render"])
 def test_the_entry_points_filter_torchs_pytree_warning_and_nothing_else(entry: str) -> None:
     """Each entry point run for real (`--help`), then torch's deprecated call made in the same process."""
@@ -52,6 +53,7 @@ def test_the_entry_points_filter_torchs_pytree_warning_and_nothing_else(entry: s
     assert "a warning of our own" in result.stderr  # a filter by message, not a silenced category
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ["assess", "render", None])
 def test_torchaos_logged_enum_warning_is_dropped_at_the_entry_points_only(entry: str | None) -> None:
     """torchao's import logs "<enum ...> is an Enum subclass ..." through torch's `_pytree` logger (a render of a
@@ -89,6 +91,7 @@ def test_progress_off_a_terminal_writes_clean_lines() -> None:
     assert text.splitlines() == [f"abcd1234 samples: {n}/10 img" for n in (3, 5, 8, 10)]
 
 
+@pytest.mark.slow
 def test_a_render_off_a_terminal_leaves_no_control_sequences(tiny_cache: Path, tmp_path: Path) -> None:
     from tests.conftest import run_render
 

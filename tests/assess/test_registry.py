@@ -84,6 +84,7 @@ def test_shapes_show_in_the_leaderboard_and_serve_as_the_quality_axis(db: Path, 
     assert "Speed / quality (shapes)" in html
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("restore_hydra")
 def test_the_experiment_schema_takes_exactly_the_climbable_metrics() -> None:
     assert set(climb_metric_names()) == {n for n, s in SPECS.items() if s.climbable}

@@ -26,6 +26,7 @@ def rendered(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return sweep
 
 
+@pytest.mark.slow
 def test_every_record_the_renderer_writes_parses_and_verifies(rendered: Path) -> None:
     runs = rundir.load_runs([rendered], with_anchors=True)
     assert len(runs) == 3 and sum(r.is_anchor for r in runs) == 1

@@ -129,6 +129,7 @@ def test_pareto_front() -> None:
     assert pareto_front([(0.2, 0.1), (0.1, 0.1)], maximize=(False, True)) == [1]  # lower latency wins
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
 def test_report_loads_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
@@ -150,6 +151,7 @@ def test_report_loads_in_a_headless_browser(report: Path, tmp_path: Path) -> Non
     assert run.returncode == 0 and shot.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
 def test_the_browser_check_catches_a_broken_image(report: Path, tmp_path: Path) -> None:

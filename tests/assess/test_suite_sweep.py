@@ -4,6 +4,7 @@ the report and `assess status --json`."""
 
 from __future__ import annotations
 
+import pytest
 import json
 import sqlite3
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.conftest import run_render
 LIMIT = 4
 
 
+@pytest.mark.slow
 def test_a_sweep_on_the_project_suite_scored_with_every_metric(tiny_cache: Path, tiny_clip: Path, tmp_path: Path) -> None:
     result = run_render("-m", "model=tiny", "prompts=suite-dev", f"prompts.limit={LIMIT}", "steps=2,4", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -235,6 +235,7 @@ def test_credentials_in_urls_reach_neither_the_index_nor_the_report(outputs: Run
     assert SECRET not in html and "https://***@hub.example.org" in html
 
 
+@pytest.mark.slow
 def test_a_tracking_uri_with_a_password_is_not_printed_back(scored: Path, db: Path) -> None:
     pytest.importorskip("mlflow")
     result = invoke("export", "mlflow", str(scored), "--db", str(db), "--tracking-uri",

@@ -148,12 +148,14 @@ def fits_the_first_screen(attrs: dict[str, str]) -> None:
     assert attrs["data-verdict-scroll"] == "0", "the page scrolls horizontally"
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
 def test_the_sweep_reports_verdict_table_fits_1280x800(report: Path, tmp_path: Path) -> None:
     fits_the_first_screen(_browser(report, tmp_path))
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
 def test_the_browser_check_catches_a_table_too_wide(report: Path, tmp_path: Path) -> None:
@@ -165,6 +167,7 @@ def test_the_browser_check_catches_a_table_too_wide(report: Path, tmp_path: Path
         fits_the_first_screen(_browser(report, tmp_path))
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.usefixtures("restore_hydra")
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")

@@ -19,7 +19,9 @@ def test_discovery(cls: type) -> None:
     assert cls.__name__ in [x.__name__ for x in Plugins.instance().discover(Launcher)]
 
 
-@pytest.mark.parametrize("launcher_name, overrides", [("inprocess", []), ("gpus", GPUS)])
+# The gpus launcher's runs start worker processes (seconds each): the slow tier holds them, as it holds every
+# integration run (each is a `python` subprocess).
+@pytest.mark.parametrize("launcher_name, overrides", [("inprocess", []), pytest.param("gpus", GPUS, marks=pytest.mark.slow)])
 class TestLauncherContract(LauncherTestSuite):
     pass
 
@@ -32,5 +34,6 @@ class TestLauncherContract(LauncherTestSuite):
                      ["-m"], id="gpus"),
     ],
 )
+@pytest.mark.slow
 class TestLauncherIntegration(IntegrationTestSuite):
     pass

@@ -30,6 +30,7 @@ def the_sweep(root: Path) -> Path:
     return sweep
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["gpus", SLURM])
 def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
     result = run_render("-m", "model=tiny", "steps=2,3,4", "cache=none,fbcache", "prompts.limit=2", *LAUNCHERS[launcher], cwd=tmp_path)
@@ -49,6 +50,7 @@ def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str
     assert len(list((tmp_path / "outputs" / "anchors").glob("*/*/*/run.json"))) == 1, "the anchor was rendered twice"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["gpus", SLURM])
 def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken-model"

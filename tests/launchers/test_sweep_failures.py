@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import run_render
 
 
+@pytest.mark.slow
 def test_the_gpus_launcher_without_gpus_writes_nothing(tmp_path: Path) -> None:
     result = run_render("-m", "model=tiny", "steps=1,2", "hydra/launcher=gpus", f"out_root={tmp_path / 'out'}",
                         cwd=tmp_path, env_extra={"CUDA_VISIBLE_DEVICES": ""}, timeout=180)
@@ -28,6 +29,7 @@ def test_an_out_root_that_cannot_be_created_is_exit_2_naming_it(sweep: bool, tmp
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_cells_folder_holds_its_own_overrides_only(tiny_cache: Path, tmp_path: Path) -> None:
     result = run_render("-m", "model=tiny", "steps=1,2", f"out_root={tmp_path / 'elsewhere'}", "prompts=dev",
                         "prompts.limit=1", "render_anchor=false", cwd=tmp_path)

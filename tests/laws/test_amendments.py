@@ -38,6 +38,7 @@ def amended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_after_an_amendment_the_grid_seeds_and_band_hold_without_the_set(amended: Path) -> None:
     exp = load_experiment("tiny-demo")  # composed as shipped: no --set
     assert exp.axes["steps"] == ("2", "4", "6", "8", "12", "16")
@@ -49,6 +50,7 @@ def test_after_an_amendment_the_grid_seeds_and_band_hold_without_the_set(amended
     assert all("seed=[0,1]" in c for c in commands), commands  # the amended seeds, passed on to the renderer
 
 
+@pytest.mark.slow
 def test_the_report_after_an_amendment_shows_its_history_not_a_mismatch(amended: Path) -> None:
     runs = DemoRuns((amended / "outputs").resolve())
     sweep = runs.sweep()

@@ -181,6 +181,7 @@ def test_a_deleted_ledger_with_runs_that_name_the_experiment_refuses_the_launch(
         check_evidence(ledger, History.scan([tmp_path]))
 
 
+@pytest.mark.slow
 def test_a_render_after_the_ledger_was_deleted_mid_climb_is_refused(tmp_path: Path, tiny_cache: Path) -> None:
     """The named route: the ledger's copies deleted mid-climb, then a wider band by --set: refused, nothing written."""
     from tests.conftest import run_render
@@ -221,6 +222,7 @@ def test_logged_spend_stays_when_run_folders_are_deleted(tmp_path: Path) -> None
     assert spent_gpu_seconds(ledger) == pytest.approx(12.0)
 
 
+@pytest.mark.slow
 def test_a_budget_refused_first_launch_records_its_preflight_measurements(tmp_path: Path, tiny_cache: Path) -> None:
     """The named route: a first launch refused by the budget measured its cells in preflight (pipeline calls); that
     device time is spent, although nothing was admitted."""
@@ -235,6 +237,7 @@ def test_a_budget_refused_first_launch_records_its_preflight_measurements(tmp_pa
     assert spent_gpu_seconds(Ledger("tiny-demo", tmp_path / "outputs")) > 0
 
 
+@pytest.mark.slow
 def test_a_reservation_lives_while_any_process_of_its_launch_runs(tmp_path: Path) -> None:
     """The launcher ends while a worker that inherited its reservation still renders: the reservation stays live
     (it is not released by the launcher), and the last process to end releases it."""
@@ -388,6 +391,7 @@ def test_every_metric_model_variable_is_one_the_rule_reads() -> None:
 # -- issue 30 item 5: the rule in force is the ledger's ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_after_an_amendment_the_config_as_shipped_runs_under_the_amended_rule(tmp_path: Path) -> None:
     from render.laws import RuleChanged, amend_rule
     from render.laws.rule import budget_in_force

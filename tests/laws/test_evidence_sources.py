@@ -66,6 +66,7 @@ def bob_bf16(runs: DemoRuns, db: Path) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_a_colleagues_bfloat16_rung_is_refused_then_adopted_and_never_ranked(workdir: Path) -> None:
     """The named example: Alice's climb must not rank Bob's bfloat16 cell (more samples, at her steps=4 coords)
     against her anchor; it refuses, naming the difference, until the runs are adopted by a recorded entry; then they
@@ -103,6 +104,7 @@ def test_a_colleagues_bfloat16_rung_is_refused_then_adopted_and_never_ranked(wor
     assert before == pytest.approx(alice_only + bob_spent)
 
 
+@pytest.mark.slow
 def test_a_shared_index_brings_runs_outside_the_ledgers_out_roots_into_the_budget(workdir: Path) -> None:
     """Bob renders the experiment into his own out_root and scores it into the shared index: Alice's ledger never
     heard of that out_root, but her budget counts his samples (the index is evidence too)."""
@@ -135,6 +137,7 @@ def test_a_launch_is_refused_while_a_stranger_is_not_adopted(workdir: Path) -> N
     check_evidence(ledger, history)  # adopted: recorded in the ledger, the launch goes on
 
 
+@pytest.mark.slow
 def test_a_colleague_with_another_state_folder_cannot_render_bfloat16_into_the_shared_out_root(
         tmp_path: Path, tiny_cache: Path) -> None:
     """The named example through the renderer: Bob's state folder has no copy of Alice's ledger, but the shared

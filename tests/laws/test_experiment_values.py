@@ -22,6 +22,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides, message", BAD)
 def test_render_and_assess_refuse_the_same_values_with_the_same_words(tmp_path: Path, overrides: list[str],
                                                                       message: str) -> None:
@@ -33,6 +34,7 @@ def test_render_and_assess_refuse_the_same_values_with_the_same_words(tmp_path: 
     assert message in str(rendered.value) and message in str(assessed.value)
 
 
+@pytest.mark.slow
 def test_a_launch_with_a_bad_budget_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     result = run_render("-m", "experiment=tiny-demo", "experiment.budget.gpu_hours=1",
                         "experiment.budget.reserve_gpu_hours=3", cwd=tmp_path, timeout=120)

@@ -78,6 +78,7 @@ def variants(draw: st.DrawFn) -> tuple[str, str]:
     return text, unicodedata.normalize(normal, variant)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(variants())
 def test_every_unicode_variant_of_a_holdout_text_is_that_text(pair: tuple[str, str]) -> None:

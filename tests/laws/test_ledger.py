@@ -55,6 +55,7 @@ def test_older_registries_are_read_as_ledger_entries(tmp_path: Path) -> None:
 # -- the decision rule ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_rule_is_frozen_and_a_change_is_refused_with_both_versions(tmp_path: Path) -> None:
     ledger = Ledger("tiny-demo", tmp_path)
     freeze_rule(ledger, experiment_rule(experiment()))
@@ -70,6 +71,7 @@ def test_the_rule_is_frozen_and_a_change_is_refused_with_both_versions(tmp_path:
         assert shown in str(error.value) and "in force:" in str(error.value) and "--amend" in str(error.value)
 
 
+@pytest.mark.slow
 def test_the_splits_enter_the_rule_by_content_not_by_option_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ledger = Ledger("tiny-demo", tmp_path)
     freeze_rule(ledger, experiment_rule(experiment()))
@@ -85,6 +87,7 @@ def test_the_splits_enter_the_rule_by_content_not_by_option_name(tmp_path: Path,
         check_rule(ledger, experiment_rule(experiment("experiment.dev=dev2")))
 
 
+@pytest.mark.slow
 def test_an_amendment_is_recorded_and_shown_and_refused_after_the_claim(tmp_path: Path) -> None:
     ledger = Ledger("tiny-demo", tmp_path)
     freeze_rule(ledger, experiment_rule(experiment()))
@@ -100,6 +103,7 @@ def test_an_amendment_is_recorded_and_shown_and_refused_after_the_claim(tmp_path
         amend_rule(ledger, experiment_rule(experiment("experiment.quality.band=0.02")), "too late")
 
 
+@pytest.mark.slow
 def test_assess_refuses_a_changed_rule_and_amend_takes_it(tmp_path: Path) -> None:
     from assess.experiment import ExperimentError, load_experiment
 
@@ -116,6 +120,7 @@ def test_assess_refuses_a_changed_rule_and_amend_takes_it(tmp_path: Path) -> Non
     assert "quality.band: 0.002 -> 0.005" in amendment_lines(amended)[0]
 
 
+@pytest.mark.slow
 def test_a_render_with_a_changed_rule_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     ledger = Ledger("tiny-demo", (tmp_path / "outputs").resolve())
     freeze_rule(ledger, experiment_rule(experiment()))
@@ -125,6 +130,7 @@ def test_a_render_with_a_changed_rule_is_refused_before_anything_is_written(tmp_
     assert not (tmp_path / "outputs" / "multirun").exists()
 
 
+@pytest.mark.slow
 def test_the_finals_verdict_is_the_one_under_the_rule_at_its_claim(tmp_path: Path) -> None:
     from assess.climb.final import claim_quality
     from assess.experiment import load_experiment
@@ -239,6 +245,7 @@ def test_every_sweeper_path_goes_through_the_admission_or_is_refused(tmp_path: P
     assert not (tmp_path / "outputs" / "multirun").exists()
 
 
+@pytest.mark.slow
 def test_a_running_sweep_stops_before_the_reserve(tiny_cache: Path, tmp_path: Path) -> None:
     """The estimate is wrong (a history that says samples cost nothing): admission passes, and the running sweep
     is stopped by its measured spend before it reaches the final's reserve: recorded `cancelled`, `budget:`."""
@@ -282,6 +289,7 @@ def test_the_finals_token_opens_its_holdout_samples_only(tmp_path: Path) -> None
         check_holdout(job, cfg)
 
 
+@pytest.mark.slow
 def test_the_per_category_rule_is_part_of_the_rule_when_it_decides(tmp_path: Path) -> None:
     """A rule frozen with the per-category keys at their defaults equals one frozen before they existed; turning
     per_category on (or changing its minimum) is a change of the rule."""

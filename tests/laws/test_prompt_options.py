@@ -33,6 +33,7 @@ def test_a_missing_option_names_the_folders_searched(user_conf: Path) -> None:
         option_prompts("nope")
 
 
+@pytest.mark.slow
 def test_an_experiment_launch_on_such_a_dev_option(user_conf: Path, tiny_cache: Path) -> None:
     """The route the issue names: a launch of an experiment whose dev split is that option (the laws read it inside
     the running Hydra app)."""

@@ -3,6 +3,7 @@ renaming one cannot leave a reader or a writer behind."""
 
 from __future__ import annotations
 
+import pytest
 import ast
 from pathlib import Path
 
@@ -24,6 +25,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return ids
 
 
+@pytest.mark.slow
 def test_no_code_outside_the_contract_spells_a_run_directory_file_name() -> None:
     found = []
     for package in ("render", "assess", "hydra_plugins"):

@@ -22,6 +22,7 @@ def refused(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> st
     return result.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_hostile_prompt_id_is_refused(tmp_path: Path) -> None:
     manifest = tmp_path / "hostile.jsonl"
     manifest.write_text(json.dumps({"id": "../../../../escaped/pwn", "text": "a red circle"}) + "\n")
@@ -29,6 +30,7 @@ def test_a_hostile_prompt_id_is_refused(tmp_path: Path) -> None:
     assert "prompt id='../../../../escaped/pwn' cannot be used in a file name" in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override", ["model.name=../../../../esc", "prompts.name=../x", "+experiment.name=../../x"])
 def test_a_hostile_name_is_refused(tmp_path: Path, override: str) -> None:
     if override.startswith("+experiment"):
@@ -45,10 +47,12 @@ def test_a_hostile_name_is_refused(tmp_path: Path, override: str) -> None:
     (("cache.threshold=0.1",), "cache.threshold=0.1: not a parameter of this run's cache"),
     (("-m", "steps=2,3", "cache.threshold=0.1"), "not a parameter of the cache of any of the sweep's 2 cells"),
 ])
+@pytest.mark.slow
 def test_overrides_that_would_be_ignored_are_refused(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
     assert says in refused(tmp_path, *args, "model=tiny")
 
 
+@pytest.mark.slow
 def test_a_sweep_that_gives_a_cache_parameter_to_some_cells_is_valid(tmp_path: Path) -> None:
     overrides = [["cache=none", "cache.threshold=0.1"], ["cache=fbcache", "cache.threshold=0.1"]]
     jobs = preflight_all([(o, compose_cfg("model=tiny", *o, out_root=tmp_path)) for o in overrides])
@@ -73,6 +77,7 @@ def test_a_slurm_launcher_without_a_controller_fails_before_the_sweep_is_recorde
     assert "hydra/launcher=slurm: no SLURM controller can be reached (`scontrol ping` says: Slurmctld(primary) at nowhere is DOWN)" in message
 
 
+@pytest.mark.slow
 def test_a_hub_model_neither_cached_nor_reachable_names_the_download_and_the_local_folder(tmp_path: Path) -> None:
     message = refused(tmp_path, "model=flux-dev", env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
     assert "model.id=black-forest-labs/FLUX.1-dev: not in the local Hugging Face cache" in message

@@ -42,6 +42,7 @@ def test_keys_it_does_not_know_are_kept(tmp_path: Path) -> None:
     (lambda d: d.update(seeds=0), "'seeds' and 'prompts.ids' must be lists"),
     (lambda d: d.update(seeds=["zero"]), "invalid literal for int()"),
 ])
+@pytest.mark.slow
 def test_a_record_breaking_the_contract_is_refused_naming_it(tmp_path: Path, change, words: str) -> None:
     data = written(tmp_path)
     change(data)

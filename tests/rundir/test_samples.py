@@ -38,12 +38,14 @@ def first(tiny_cache: Path, tmp_path: Path) -> Path:
     return result.run_dir
 
 
+@pytest.mark.slow
 def test_a_rerun_reuses_every_verified_sample(first: Path) -> None:
     second = render(first.parents[1], "second")
     assert (second.n_rendered, second.n_reused) == (0, 4)
     assert (second.run_dir / "images" / "smoke-000__s0.png").stat().st_ino == (first / "images" / "smoke-000__s0.png").stat().st_ino
 
 
+@pytest.mark.slow
 def test_truncated_bitflipped_and_swapped_images_are_rendered_again(first: Path, caplog: pytest.LogCaptureFixture) -> None:
     images = first / "images"
     truncated, flipped, a, b = (images / f"smoke-00{i}__s0.png" for i in range(4))
@@ -62,6 +64,7 @@ def test_truncated_bitflipped_and_swapped_images_are_rendered_again(first: Path,
         assert rundir.verify(rundir.ExistingSample(second.run_dir, record)) is None
 
 
+@pytest.mark.slow
 def test_a_damaged_sample_in_a_resumed_folder_is_replaced_with_one_new_record(first: Path) -> None:
     (first / "DONE.json").unlink()
     (first / "images" / "smoke-002__s0.png").write_bytes(b"not a png")
@@ -72,6 +75,7 @@ def test_a_damaged_sample_in_a_resumed_folder_is_replaced_with_one_new_record(fi
     assert all(rundir.verify(rundir.ExistingSample(first, r)) is None for r in records)
 
 
+@pytest.mark.slow
 def test_a_prompt_with_the_same_id_but_another_text_is_another_sample(first: Path, tmp_path: Path) -> None:
     manifest = tmp_path / "edited.jsonl"
     texts = ["a red circle in the centre", "something else entirely", "x", "y"]
@@ -134,6 +138,7 @@ def test_a_short_write_of_a_record_fails_the_cell_and_leaves_no_torn_record(
     assert done["n_samples"] == len(records) == 4 and not problems
 
 
+@pytest.mark.slow
 def test_the_watchdog_flags_a_render_slowed_on_purpose(first: Path, monkeypatch: pytest.MonkeyPatch,
                                                         caplog: pytest.LogCaptureFixture) -> None:
     real = runner.render_sample

@@ -30,6 +30,7 @@ def all_runs(uri: str, experiment: str) -> list:
     return c.search_runs([c.get_experiment_by_name(experiment).experiment_id], max_results=1000)
 
 
+@pytest.mark.slow
 def test_a_sweep_in_mlflow_holds_the_report_s_numbers_and_exports_again_without_duplicates(
         scored_sweep: tuple[Path, Path], mlflow_server: str, tmp_path: Path) -> None:
     sweep, db = scored_sweep
@@ -72,6 +73,7 @@ def test_a_sweep_in_mlflow_holds_the_report_s_numbers_and_exports_again_without_
         assert len(c.get_metric_history(run.info.run_id, "samples")) == 1
 
 
+@pytest.mark.slow
 def test_a_climb_in_mlflow_is_a_parent_run_with_one_nested_run_per_generation(
         climbed: tuple[Path, Path], mlflow_server: str) -> None:
     workdir, db = climbed
@@ -134,6 +136,7 @@ def test_a_target_that_is_neither_a_sweep_nor_an_experiment_is_exit_2(tmp_path: 
     assert "'no-such-thing' is neither a folder nor an experiment" in result.output and "tiny-demo" in result.output
 
 
+@pytest.mark.slow
 def test_a_climb_s_final_is_on_the_experiment_run(climbed: tuple[Path, Path], mlflow_server: str) -> None:
     """A claimed final with its holdout renders (written through the contract module, scored for real): the
     experiment run holds its holdout speed-up and quality delta, as `assess climb --final` computes them."""

@@ -4,6 +4,7 @@ bounded time with one line that says what was exported and how to resume."""
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 import threading
@@ -25,6 +26,7 @@ def _client(uri: str):
     return MlflowClient(tracking_uri=uri)
 
 
+@pytest.mark.slow
 def test_a_run_left_running_by_a_killed_export_is_finished_by_the_next(scored_sweep: tuple[Path, Path],
                                                                         mlflow_server: str, tmp_path: Path) -> None:
     from assess.export.runs import KEY_TAG, sweep_runs
@@ -90,6 +92,7 @@ class _Vanishing(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_a_server_that_goes_away_mid_export_is_one_line_in_bounded_time(scored_sweep: tuple[Path, Path],
                                                                          mlflow_server: str) -> None:
     sweep, db = scored_sweep

@@ -155,6 +155,7 @@ def _listening(port: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_a_launch_that_asks_for_metrics_gets_them_while_it_runs(tiny_cache: Path, tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -188,6 +189,7 @@ def test_a_launch_that_asks_for_metrics_gets_them_while_it_runs(tiny_cache: Path
     assert not _listening(port)  # stopped with the sweep
 
 
+@pytest.mark.slow
 def test_metrics_a_launch_cannot_provide_are_refused_at_preflight(tiny_cache: Path, tmp_path: Path) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

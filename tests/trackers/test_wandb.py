@@ -26,6 +26,7 @@ def staged_report(out: Path) -> str:
     return staged[0].read_text()
 
 
+@pytest.mark.slow
 def test_a_sweep_as_offline_w_and_b_runs_holds_the_report_s_numbers(scored_sweep: tuple[Path, Path],
                                                                      tmp_path: Path) -> None:
     sweep, db = scored_sweep
@@ -61,6 +62,7 @@ def test_a_sweep_as_offline_w_and_b_runs_holds_the_report_s_numbers(scored_sweep
     assert len(offline_runs(out)) == 4  # no run file written again
 
 
+@pytest.mark.slow
 def test_changed_numbers_resume_the_same_run_id(scored_sweep: tuple[Path, Path], tmp_path: Path) -> None:
     sweep, db = scored_sweep
     out = tmp_path / "wb"
@@ -75,6 +77,7 @@ def test_changed_numbers_resume_the_same_run_id(scored_sweep: tuple[Path, Path],
     assert len(ids) == 5 and ids.count(key) == 2 and len(set(ids)) == 4  # `wandb sync` resumes one run, no new one
 
 
+@pytest.mark.slow
 def test_a_climb_as_offline_w_and_b_runs_groups_the_generations_under_the_experiment(
         climbed: tuple[Path, Path], tmp_path: Path) -> None:
     workdir, db = climbed
@@ -104,6 +107,7 @@ def test_a_missing_client_names_the_extra(scored_sweep: tuple[Path, Path], tmp_p
     assert not (tmp_path / "wb").exists()
 
 
+@pytest.mark.slow
 def test_an_unreadable_export_ledger_is_exit_2_with_the_fix(scored_sweep: tuple[Path, Path], tmp_path: Path) -> None:
     sweep, db = scored_sweep
     ledger = tmp_path / "wb" / "wandb" / "hypergrid-export.json"
