@@ -229,8 +229,7 @@ def _as_parallel(run_dir: Path, into: Path) -> Path:
     return into
 
 
-def test_a_parallel_cell_is_refused_before_anything_is_timed_and_the_climb_leaves_it_out(sweep: Path,
-                                                                                          tmp_path: Path) -> None:
+def test_a_parallel_cell_is_refused_before_anything_is_timed(sweep: Path, tmp_path: Path) -> None:
     """A session is one process on one device; a parallel cell renders with its ranks (render.ranks). On main its
     pipeline raised diffusers' RuntimeError ("torch.distributed must be available and initialized") at its load,
     after the other contenders had been loaded and warmed."""
@@ -243,6 +242,12 @@ def test_a_parallel_cell_is_refused_before_anything_is_timed_and_the_climb_leave
            "2 GPUs)" in refused.output
     assert "Its latency is the one recorded as it rendered, with its ranks" in refused.output
     assert not list(sweep.rglob(TIMINGS))  # refused before any pipeline was loaded
+
+
+@pytest.mark.slow
+def test_the_climb_and_its_final_time_the_others_without_a_parallel_cell(sweep: Path, tmp_path: Path) -> None:
+    wide = _as_parallel(sweep / "steps-4", sweep / "steps-4-ulysses")
+    key, db = load_run(wide).cell_key, tmp_path / "index.db"
     said: list[str] = []
     result = retime_runs([sweep], db, Options(rounds=6, skip_parallel=True), log=said.append)  # the climb, its final
     (session,) = result.sessions
