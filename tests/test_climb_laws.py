@@ -173,6 +173,7 @@ def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, t
     assert spent.returncode == 2 and "token is spent" in spent.stderr
 
 
+@pytest.mark.slow
 def test_a_parallel_incumbents_twin_is_part_of_its_final_and_nothing_else_gets_in(tmp_path: Path) -> None:
     """The final's claim names every cell it renders on the holdout: a parallel incumbent's width-1 twin, rendered
     alongside it for parity (render.runner), is claimed with it (before, the claim left it out and the holdout law

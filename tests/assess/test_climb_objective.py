@@ -37,6 +37,7 @@ def incumbent_line(output: str) -> str:
     return next(line for line in output.splitlines() if line.startswith("incumbent ("))
 
 
+@pytest.mark.slow
 def test_a_width_2_cell_wins_on_latency_and_loses_on_gpu_seconds(tmp_path: Path, db: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """From run directories in the index: 8 steps on one GPU at 0.30 s/image, on two (Ulysses) at 0.20 s/image

@@ -37,6 +37,7 @@ def test_every_record_the_renderer_writes_parses_and_verifies(rendered: Path) ->
         assert all(rundir.verify(rundir.ExistingSample(run.path, s)) is None for s in run.samples)
 
 
+@pytest.mark.slow
 def test_status_score_and_report_of_a_rendered_sweep(rendered: Path, tmp_path: Path) -> None:
     rows = status(rendered)
     assert [(r.state, r.n_done, r.n_expected) for r in rows] == [("done", 4, 4)] * 2

@@ -110,6 +110,7 @@ def test_a_climb_in_mlflow_is_a_parent_run_with_one_nested_run_per_generation(
     assert len(all_runs(mlflow_server, "climb-test")) == 3
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_is_exit_2_and_nothing_is_written(scored_sweep: tuple[Path, Path],
                                                                 mlflow_server: str) -> None:
     from tests.trackers.conftest import free_port
