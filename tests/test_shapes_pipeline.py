@@ -64,6 +64,7 @@ def test_the_anchor_draws_what_the_smoke_prompts_ask_for(loaded) -> None:
     assert np.mean([v.fit for v in verdicts]) > 0.8
 
 
+@pytest.mark.slow
 def test_the_runners_call_is_deterministic_per_seed(loaded) -> None:
     job = compose_job("prompts=smoke", "seed=[0,1]", f"steps={STEPS}")
     configure(loaded, job.cell, calibrate=None)

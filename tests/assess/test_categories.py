@@ -90,6 +90,7 @@ def _degraded_text_sweep(outputs, db):
     return sweep
 
 
+@pytest.mark.slow
 def test_the_report_flags_a_cell_at_parity_that_breaks_on_a_category(outputs, db, tmp_path) -> None:
     from assess.report import write_report
 
@@ -129,6 +130,7 @@ def test_status_json_carries_each_cells_answers_per_category(outputs, db) -> Non
     assert bad.exit_code == 1 and "unknown quality metric 'fid'" in bad.output
 
 
+@pytest.mark.slow
 def test_an_experiment_on_the_suite_gives_the_climb_its_categories_and_per_category() -> None:
     from assess.experiment import load_experiment
 

@@ -138,6 +138,7 @@ def test_holdout_samples_never_reach_the_navigation(runs: DemoRuns, db: Path) ->
     assert "WARNING: 2 run(s) of the holdout exist before the final" in result.output
 
 
+@pytest.mark.slow
 def test_the_climb_pairs_each_latency_with_its_jobs_reference_and_reads_the_noise(runs: DemoRuns, db: Path) -> None:
     sweep = runs.sweep()
     ids = dev_ids(4)

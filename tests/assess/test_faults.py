@@ -118,6 +118,7 @@ def test_assess_ui_stops_on_sigterm_and_leaves_no_child_nor_temporary_file(outpu
     assert not list(temp.iterdir())
 
 
+@pytest.mark.slow
 def test_status_serve_stops_on_sigterm_and_binds_loopback(outputs: RunFactory, tmp_path: Path) -> None:
     pytest.importorskip("prometheus_client")
     from tests.trackers.conftest import free_port

@@ -98,6 +98,7 @@ def test_a_climb_as_offline_w_and_b_runs_groups_the_generations_under_the_experi
         assert run.artefacts[0]["files"] == [f"generation/g{record['generation']:04d}.json"]
 
 
+@pytest.mark.slow
 def test_a_missing_client_names_the_extra(scored_sweep: tuple[Path, Path], tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     sweep, db = scored_sweep
