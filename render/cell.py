@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ class Job:
 
 def resolve_device(device: str) -> tuple[str, str]:
     """(torch device, device kind). The kind is "cpu" or the GPU's name, which enters the cell key."""
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):  # cuda:x would otherwise reach int() below on a GPU host
         raise ConfigError(f"device={device!r}: valid values are auto, cpu, cuda, cuda:N")
     if device == "cpu" or (device == "auto" and not Path("/dev/nvidiactl").exists() and not Path("/dev/dxg").exists()):
         return "cpu", "cpu"  # no NVIDIA driver: decided without importing torch, so a re-run that renders nothing stays fast
@@ -222,7 +223,7 @@ def build_job(cfg: DictConfig) -> Job:
         anchor=anchor,
         anchor_overrides=anchor_overrides(cfg, anchor),
         prompts_name=cfg.prompts.name,
-        split=cfg.prompts.split,
+        split=str(cfg.prompts.split),
         prompts_file=cfg.prompts.file,
         prompts=prompts,
         seeds=parse_seeds(cfg.seed),

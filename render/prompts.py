@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from render.rundir import Name
 from render.suites import READERS, Prompt, PromptError, read_suite
 from render.suites.project import DEV_FILE as SUITE_DEV, HOLDOUT_FILE as SUITE_HOLDOUT
 
@@ -30,7 +31,21 @@ def resolve_manifest(file: str) -> Path:
     )
 
 
-ORDERS = ("stratified", "file")  # prompts.order: categories round-robin (default), or the file's own order
+class Split(Name):
+    """What a prompts option is for (prompts.split; members named as their values, so a bad one fails at composition
+    naming these): holdout renders are locked by the climb (render.laws.holdout)."""
+
+    smoke = "smoke"
+    dev = "dev"
+    holdout = "holdout"
+    custom = "custom"
+
+
+class Order(Name):
+    """The order `prompts.limit` takes a split's first N prompts from (prompts.order)."""
+
+    stratified = "stratified"  # categories round-robin in order of first appearance: N prompts cover N categories
+    file = "file"  # the file's own order
 
 
 def stratified(prompts: list[Prompt]) -> list[Prompt]:
@@ -51,11 +66,12 @@ def stratified(prompts: list[Prompt]) -> list[Prompt]:
 
 
 def ordered(prompts: list[Prompt], order: str = "stratified") -> list[Prompt]:
-    """The split's prompts in the order `prompts.limit` takes them from (render.schema.PromptsConf.order)."""
-    if order not in ORDERS:
-        raise PromptError(f"prompts.order={order!r}: valid orders are {', '.join(ORDERS)} (stratified: categories "
-                          "round-robin, so prompts.limit=N covers N categories; file: the file's own order)")
-    return stratified(prompts) if order == "stratified" else list(prompts)
+    """The split's prompts in the order `prompts.limit` takes them from (render.schema.PromptsConf.order). A composed
+    config's order is checked by its schema; this check is for a prompts option read raw (the holdout lock's)."""
+    if order not in Order.__members__:
+        raise PromptError(f"prompts.order={order!r}: valid orders are {', '.join(Order.__members__)} (stratified: "
+                          "categories round-robin, so prompts.limit=N covers N categories; file: the file's own order)")
+    return stratified(prompts) if order == Order.stratified else list(prompts)
 
 
 def load_prompts(file: str, limit: int | None = None, format: str = "auto", dataset: str | None = None,
@@ -92,5 +108,5 @@ def load_split(conf: Any) -> list[Prompt]:
                         str(conf.get("order") or "stratified"))
 
 
-__all__ = ["PACKAGE_PROMPTS", "Prompt", "PromptError", "SUITE_DEV", "SUITE_HOLDOUT", "load_prompts",
+__all__ = ["Order", "PACKAGE_PROMPTS", "Prompt", "PromptError", "Split", "SUITE_DEV", "SUITE_HOLDOUT", "load_prompts",
            "load_split", "ordered", "resolve_manifest", "stratified"]

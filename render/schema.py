@@ -21,6 +21,7 @@ from render import axes
 from render.laws.gpu_budget import Budget
 from render.laws.rule import SPEED_CONFIDENCE, Objective
 from render.metrics import MetricsConf
+from render.prompts import Order, Split
 from render.spec import DType
 from render.timing import TimingConf
 
@@ -57,10 +58,10 @@ class ModelConf:
 @dataclass
 class PromptsConf:
     name: str = MISSING  # manifest name, e.g. smoke, dev, holdout
-    split: str = MISSING  # smoke | dev | holdout | custom: holdout renders are locked by the climb
+    split: Split = MISSING  # smoke | dev | holdout | custom: holdout renders are locked by the climb
     file: str = MISSING  # a suite file (relative: cwd, then the package's prompts/), or the file's path in `dataset`
     limit: Optional[int] = None  # render only the first N prompts of `order` (a rung of successive halving)
-    order: str = "stratified"  # stratified: categories round-robin in order of first appearance | file: the file's order
+    order: Order = Order.stratified  # stratified: categories round-robin in order of first appearance | file: the file's order
     format: str = "auto"  # the file's reader: auto (by suffix) or a reader's name (render.suites.READERS)
     dataset: Optional[str] = None  # a hub dataset id holding `file`: downloaded once into the cache (docs/quality.md)
     revision: Optional[str] = None  # the dataset's revision (commit or tag); pin it for reproducible splits

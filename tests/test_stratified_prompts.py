@@ -8,6 +8,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from hydra.errors import ConfigCompositionException
 
 from render.cell import build_job
 from render.prompts import PromptError, load_prompts
@@ -57,6 +58,11 @@ def test_a_render_of_the_first_n_prompts_covers_n_categories(tmp_path: Path) -> 
 
 
 def test_a_bad_order_names_the_valid_ones(tmp_path: Path) -> None:
+    """A composed order is an Enum (refused at composition); a prompts option read raw (the holdout lock's) is
+    checked by the reader."""
     file = drawbench(tmp_path / "drawbench.csv")
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_cfg("model=tiny", f"prompts.file={file}", "prompts.order=random", out_root=tmp_path)
+    assert "Invalid value 'random', expected one of [stratified, file]" in str(error.value.__cause__)
     with pytest.raises(PromptError, match="prompts.order='random': valid orders are stratified, file"):
-        build_job(compose_cfg("model=tiny", f"prompts.file={file}", "prompts.order=random", out_root=tmp_path))
+        load_prompts(str(file), order="random")
