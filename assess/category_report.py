@@ -96,7 +96,7 @@ def cells_quality(index: Any, cell_keys: list[str], metric: str | None = None, b
     (assess.scope.Scope: the runs asked about), each cell and its anchor over the scope's (prompt, seed) pairs only,
     as the report and the exports count them; a cell key is shared by every sweep that renders it."""
     from assess.errors import UnknownMetric
-    from assess.metrics.registry import quality_metric_names
+    from render.metric_specs import quality_metric_names
 
     if metric is not None and metric not in quality_metric_names():
         raise UnknownMetric(f"unknown quality metric {metric!r}. Valid: {', '.join(quality_metric_names())}")

@@ -18,7 +18,7 @@ import click
 from assess.errors import AssessError, Refused, RunDirError
 from assess.outdir import ForeignFolder, disk_full
 from assess.export.errors import TrackerUnavailable
-from assess.metrics.registry import quality_metric_names, scored_metric_names
+from render.metric_specs import quality_metric_names, scored_metric_names
 from render.rundir.redact import redact
 from render.signals import Cancelled
 

@@ -22,7 +22,7 @@ from typing import Any
 from assess.errors import AssessError
 from render.laws import canon
 from render.laws.gpu_budget import Budget
-from render.laws.rule import BadRule, Objective, check_search, rule_test
+from render.laws.rule import BadRule, Objective, check_quality_metric, check_search, rule_test
 from render.rundir import shared_texts
 
 Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's axis order
@@ -299,14 +299,13 @@ def _refuse_non_finite(node: Any, where: str) -> None:
 
 
 def _quality(exp: Any, test: str) -> Quality:
-    from assess.metrics.registry import SPECS, climb_metric_names
+    from render.metric_specs import SPECS
 
     metric = str(exp.quality.metric)
-    valid = climb_metric_names()
-    if metric not in valid:
-        why = (f"parity is a band around the anchor's own value, and {metric} of the anchor against itself has "
-               "none; " if metric in SPECS and SPECS[metric].is_quality else "")
-        raise ExperimentError(f"experiment.quality.metric={metric}: {why}valid metrics are {', '.join(valid)}")
+    try:
+        check_quality_metric(metric)
+    except BadRule as error:
+        raise ExperimentError(str(error)) from None
     spec = SPECS[metric]
     identity = spec.identity
     band, alpha = float(exp.quality.band), float(exp.quality.alpha)

@@ -101,7 +101,7 @@ def measure(index: Any, anchor_cell_key: str, metrics: Sequence[str]) -> dict[st
 
 def floors_of(index: Any, views: Sequence[Any]) -> dict[str, Floor]:
     """metric -> the largest floor over the anchors of a report's cells (assess.report.CellView rows)."""
-    from assess.metrics.registry import quality_metric_names
+    from render.metric_specs import quality_metric_names
 
     out: dict[str, Floor] = {}
     for anchor in sorted({v.anchor_cell_key for v in views}):
@@ -115,7 +115,7 @@ def floor_lines(path: Any, db: Any, multiple: float = MULTIPLE) -> tuple[list[st
     """`assess floor`: per anchor of the indexed runs under `path`, each metric's floor and the band it suggests."""
     from assess.errors import NotScored
     from assess.index import Index
-    from assess.metrics.registry import quality_metric_names
+    from render.metric_specs import quality_metric_names
     from assess.scope import path_scope
 
     lines: list[str] = []

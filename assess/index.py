@@ -59,7 +59,7 @@ import sqlite_utils
 
 from assess.errors import IndexDamaged, IndexSchemaError, IndexUnwritable, NotScored
 from assess.metrics import SPECS, MetricSpec, Outcome
-from assess.metrics.registry import SPEED_SPECS, delta_metric_names
+from render.metric_specs import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
 from render.rundir import now_iso  # one clock format for every record; assess modules import it from here too
 from render.rundir.identity import sample_text_id

@@ -26,7 +26,7 @@ from assess import speed_axis
 from assess.errors import NotScored, RunDirError
 from assess.index import Index, cell_status
 from assess.metrics import SPECS
-from assess.metrics.registry import SPEED_NOISE, leaderboard_specs, quality_metric_names
+from render.metric_specs import SPEED_NOISE, leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.outdir import check_out, staged
 from render.rundir.redact import finalize

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from assess.metrics.registry import SPECS, SPEED_NOISE, SPEED_SPECS
+from render.metric_specs import SPECS, SPEED_NOISE, SPEED_SPECS
 from assess.metrics.speed import cell_speed
 from assess.noise import noisy_reason
 

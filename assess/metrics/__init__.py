@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from assess.errors import UnknownMetric
 from assess.metrics.base import Outcome, SampleInput, SampleMetric, SetMetric
-from assess.metrics.registry import SPECS, MetricSpec, scored_metric_names
+from render.metric_specs import SPECS, MetricSpec, scored_metric_names
 
 
 def metric_class(spec: MetricSpec) -> type[SampleMetric] | type[SetMetric]:

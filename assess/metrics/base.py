@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from assess.metrics.registry import MetricSpec
+from render.metric_specs import MetricSpec
 
 if TYPE_CHECKING:
     import numpy as np

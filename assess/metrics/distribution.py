@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from assess.metrics.base import Outcome, SetMetric
 from assess.metrics.clipmodels import Loaded, MetricModel, config_of, load_clip
-from assess.metrics.registry import CMMD
+from render.metric_specs import CMMD
 
 if TYPE_CHECKING:
     import numpy as np

@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
-from assess.metrics.registry import LPIPS, PSNR, SSIM, TEMPORAL_SSIM
+from render.metric_specs import LPIPS, PSNR, SSIM, TEMPORAL_SSIM
 
 if TYPE_CHECKING:
     import numpy as np

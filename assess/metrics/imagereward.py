@@ -23,7 +23,7 @@ from typing import Any
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
 from assess.metrics.clipmodels import Loaded, MetricModel, config_of, how_to_load
-from assess.metrics.registry import IMAGEREWARD
+from render.metric_specs import IMAGEREWARD
 
 IMAGEREWARD_MODEL = MetricModel(IMAGEREWARD.name, "THUDM/ImageReward", "HYPERGRID_IMAGEREWARD_MODEL")
 CHECKPOINT, MED_CONFIG, VISION_CONFIG = "ImageReward.pt", "med_config.json", "vision_config.json"

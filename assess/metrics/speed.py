@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from assess.metrics.base import Outcome
 from assess.noise import noise, normalised
-from assess.metrics.registry import (
+from render.metric_specs import (
     GPU_S, IMAGES_PER_S, LATENCY_MEDIAN, LATENCY_P90, LATENCY_REF, LOAD_S, PEAK_MEM, S_PER_STEP, SPEED_NOISE,
 )
 

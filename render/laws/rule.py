@@ -86,6 +86,18 @@ def check_search(exp: dict[str, Any]) -> None:
     objective = exp.get("objective")
     if str(objective) not in {o.value for o in Objective}:
         raise BadRule(f"experiment.objective={objective}: valid objectives are {', '.join(o.value for o in Objective)}")
+    check_quality_metric(str((exp.get("quality") or {}).get("metric")))
+
+
+def check_quality_metric(metric: str) -> None:
+    """The climb's quality metric: one whose parity band is defined (render.metric_specs: a climbable metric)."""
+    from render.metric_specs import SPECS, climb_metric_names
+
+    valid = climb_metric_names()
+    if metric not in valid:
+        why = (f"parity is a band around the anchor's own value, and {metric} of the anchor against itself has "
+               "none; " if metric in SPECS and SPECS[metric].is_quality else "")
+        raise BadRule(f"experiment.quality.metric={metric}: {why}valid metrics are {', '.join(valid)}")
 
 
 SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/schema.py SpeedConf); also the rule's absence

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from assess.index import Index
-from assess.metrics.registry import quality_metric_names
+from render.metric_specs import quality_metric_names
 from tests.assess.conftest import RunFactory, make_cell
 
 ROOT = Path(__file__).resolve().parents[2]

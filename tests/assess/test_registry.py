@@ -12,7 +12,7 @@ from assess.cli import cli
 from assess.experiment import ExperimentError, load_experiment
 from assess.index import Index
 from assess.metrics import build_metrics, build_sample_metrics
-from assess.metrics.registry import (
+from render.metric_specs import (
     SPECS, climb_metric_names, leaderboard_specs, quality_metric_names, sample_metric_names, scored_metric_names,
 )
 from assess.report import leaderboard_columns, write_report

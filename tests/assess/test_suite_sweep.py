@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.metrics.registry import SPECS, scored_metric_names
+from render.metric_specs import SPECS, scored_metric_names
 from render import rundir
 from render.prompts import load_prompts
 from tests.conftest import run_render

@@ -18,6 +18,8 @@ BAD = [
     (["experiment.budget.gpu_hours=0"], "experiment.budget.gpu_hours=0.0: must be > 0"),
     (["experiment.budget.gpu_hours=1", "experiment.budget.reserve_gpu_hours=1"],
      "experiment.budget.reserve_gpu_hours=1.0: must be >= 0 and below gpu_hours (1.0)"),
+    (["experiment.quality.metric=psnr"], "experiment.quality.metric=psnr: parity is a band around the anchor's own"),
+    (["experiment.quality.metric=fid"], "experiment.quality.metric=fid: valid metrics are ssim"),
     (["experiment.budget.price_per_gpu_hour=-2"], "experiment.budget.price_per_gpu_hour=-2.0: must be >= 0 (or null)"),
 ]
 

@@ -9,6 +9,10 @@ The index (the `metrics` table, the cell_summary columns, the `cells` and `leade
 `assess score --metrics`, `assess report --quality-metric`, the report's leaderboard columns and
 the experiment schema's `quality.metric` all read this module. A new metric is one `MetricSpec`
 below plus its compute class. This module imports nothing heavy: the CLI's help text reads it.
+
+It lives in render, beside the laws, because the renderer refuses an experiment's `quality.metric` before the
+first launch freezes it into the rule (render/laws/rule.py check_search), with the words assess uses: render
+never imports assess. The compute classes stay in assess/metrics/.
 """
 
 from __future__ import annotations
