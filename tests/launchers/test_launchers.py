@@ -65,6 +65,36 @@ def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache
     assert sum((c / "DONE.json").exists() for c in cells(the_sweep(tmp_path))) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["inprocess", "gpus", SLURM])
+def test_a_width_2_cell_is_placed_on_two_gpus_and_its_parity_against_width_1_recorded(launcher: str, tiny_cache: Path,
+                                                                                        tmp_path: Path) -> None:
+    """The issue-33 sweep `parallel=none,ulysses` through each launcher the tests can run: the Ulysses cell holds two
+    GPUs (its ranks run as gloo processes on the CPU), its width-1 twin is the sweep's own `none` cell, and scoring
+    records the pixel drift between them."""
+    from assess.index import Index
+    from assess.parity import drifting
+
+    result = run_render("-m", "model=tiny", "parallel=none,ulysses", "prompts.limit=1", "render_anchor=false",
+                        *LAUNCHERS.get(launcher, []), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = {next(o for o in json.loads((c / "run.json").read_text())["overrides"] if o.startswith("parallel=")): c
+            for c in cells(the_sweep(tmp_path))}
+    assert all((c / "DONE.json").exists() for c in runs.values()), runs
+    wide, narrow = (json.loads((runs[f"parallel={p}"] / "run.json").read_text()) for p in ("ulysses", "none"))
+    if launcher != "inprocess":  # the launcher gave the wide cell two GPUs of its own
+        assert wide["device"]["cuda_visible_devices"] == "0,1", wide["device"]
+    sample = json.loads((runs["parallel=ulysses"] / "samples.jsonl").read_text().splitlines()[-1])
+    assert sample["gpus"] == 2
+    scored = subprocess.run([sys.executable, "-m", "assess", "score", str(the_sweep(tmp_path)), "--db",
+                             str(tmp_path / "index.db"), "--metrics", "psnr", "-q"], capture_output=True, text=True)
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    with Index.open(tmp_path / "index.db") as index:
+        (row,) = index.parity(wide["cell_key"])
+    assert row["twin_cell_key"] == narrow["cell_key"]
+    assert row["max_levels"] <= 1 and row["ssim"] > 0.999 and drifting([row]) is None
+
+
 def no_sample_rendered_twice(run: Path) -> list[tuple[str, int]]:
     rendered = [(r["prompt_id"], r["seed"]) for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())
                 if r["reused_from"] is None]
