@@ -46,6 +46,59 @@ def test_preflight_refuses_what_cannot_run(overrides: list[str], message: str, t
         check_job(job)
 
 
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["model=tiny-wan", "height=48", "width=48"], "splits the 27 video tokens of a 48x48 tiny-wan sample over 2 ranks"),
+    (["model=tiny-qwen-image"], "splits the text sequence of tiny-qwen-image .qwen-image family., whose length follows "
+                                "each prompt .diffusers does not pad it.: a split over 2 ranks fails"),
+])
+def test_preflight_refuses_a_family_sequence_the_split_would_break(overrides: list[str], message: str, twin_cache: Path,
+                                                                   tmp_path: Path) -> None:
+    """Each family's own geometry (render.models.families._tokens): before, a Wan cell crashed preflight (its
+    patch_size is a list) and a Qwen-Image cell passed it, then failed at its first call in diffusers' sharder."""
+    job = build_job(compose_cfg("model=tiny", "device=cpu", "parallel=ulysses", *overrides, out_root=tmp_path))
+    with pytest.raises(AxisError, match=message):
+        check_job(job)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "blocks", "size"), [("tiny", "transformer_blocks", (32, 48)),
+                                                       ("tiny-flux2", "transformer_blocks", (48, 32)),
+                                                       ("tiny-qwen-image", "transformer_blocks", (32, 48)),
+                                                       ("tiny-wan", "blocks", (48, 32))])
+def test_each_family_s_sequence_lengths_are_what_its_denoiser_is_handed(model: str, blocks: str, size: tuple[int, int],
+                                                                        twin_cache: Path) -> None:
+    """The lengths preflight checks against the ones diffusers' sharder sees: the first block's inputs, one step."""
+    import torch
+    from diffusers import DiffusionPipeline
+
+    from render.models.families import family
+    from render.models.families._tokens import Shape
+    from render.pipeline import builtin_folder
+
+    cell = _cell(f"model={model}", f"height={size[0]}", f"width={size[1]}")
+    folder = builtin_folder(cell.model.id)
+    configs = [json.loads((folder / part / "config.json").read_text()) for part in ("transformer", "vae")]
+    expected = family(cell.model.family).split_sequences(Shape(cell.height, cell.width, cell.model.num_frames,
+                                                                cell.model.max_sequence_length, *configs))
+    pipe = DiffusionPipeline.from_pretrained(folder)
+    seen: dict[str, int] = {}
+
+    def record(module, args, kwargs):  # noqa: ANN001
+        hidden = args[0] if args else kwargs["hidden_states"]
+        text = args[1] if len(args) > 1 else kwargs.get("encoder_hidden_states")
+        seen.setdefault("hidden", hidden.shape[1])
+        seen.setdefault("text", text.shape[1] if text is not None else 0)
+
+    getattr(pipe.transformer, blocks)[0].register_forward_pre_hook(record, with_kwargs=True)
+    extra = {"num_frames": cell.model.num_frames} if cell.model.num_frames else {}
+    with torch.no_grad():
+        pipe(prompt="a red circle", num_inference_steps=1, height=cell.height, width=cell.width, output_type="latent",
+             max_sequence_length=cell.model.max_sequence_length, generator=torch.Generator().manual_seed(0), **extra)
+    assert seen["hidden"] == expected.get("image", expected.get("video"))
+    if "text" in expected and expected["text"] is not None:  # None: the prompt's own length (refused above)
+        assert seen["text"] == expected["text"]
+
+
 def test_a_bad_degree_is_refused_at_composition() -> None:
     with pytest.raises(AxisError, match="parallel=ulysses takes no tp_degree"):
         ParallelConf(name="ulysses", ulysses_degree=2, tp_degree=2)

@@ -23,6 +23,8 @@ from typing import Any, Optional
 from render.axes.base import OptionAxis, Where
 from render.axes.errors import AxisError
 from render.spec import Cell
+from render.models.families import family
+from render.models.families._tokens import Shape
 
 PARALLEL_NAMES = ("none", "ulysses", "ring", "usp", "tensor")
 CPU_NAMES = ("none", "ulysses")  # ring attention and tensor parallelism do not run under gloo on the CPU
@@ -113,15 +115,19 @@ def check_divides(cell: Cell, folder: Path) -> None:
     if heads and heads % split_heads:
         raise AxisError(f"parallel={conf.name} splits the {heads} attention heads of {cell.model.name} over "
                         f"{split_heads} ranks, which does not divide them; valid degrees divide {heads}")
-    vae = _local_config(folder, "vae") or {}
-    scale = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1) * int(transformer.get("patch_size", 1)) * 2
-    image_tokens = (cell.height // scale) * (cell.width // scale)  # Flux-style 2x2 latent packing
-    text_tokens = cell.model.max_sequence_length or 0
+    model = cell.model
+    shape = Shape(cell.height, cell.width, model.num_frames, model.max_sequence_length, transformer,
+                  _local_config(folder, "vae") or {})
     split_seq = conf.ulysses_degree * conf.ring_degree
-    for what, tokens in (("image", image_tokens), ("text", text_tokens)):
+    for what, tokens in family(model.family).split_sequences(shape).items():
+        if tokens is None:
+            raise AxisError(f"parallel={conf.name} splits the {what} sequence of {model.name} ({model.family} family), "
+                            f"whose length follows each prompt (diffusers does not pad it): a split over {split_seq} "
+                            "ranks fails on every prompt it does not divide; valid here: parallel=none, or tensor "
+                            "where the family takes it")
         if tokens and tokens % split_seq:
             raise AxisError(f"parallel={conf.name} splits the {tokens} {what} tokens of a {cell.height}x{cell.width} "
-                            f"{cell.model.name} sample over {split_seq} ranks, which does not divide them; "
+                            f"{model.name} sample over {split_seq} ranks, which does not divide them; "
                             f"choose a size or degree so that {split_seq} divides the sequence")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional
 
 from render.errors import RenderError
+from render.models.families._tokens import Shape, packed_image
 from render.models.twins import Twin
 from render.registry import Registry
 
@@ -45,6 +46,8 @@ class Family:
     # cache methods diffusers can hook into the family's transformer but its pipeline cannot run, each with why
     refused_caches: Mapping[str, str] = field(default_factory=dict)
     twin: Optional[Twin] = None  # the random-weight twin the tests render (model=<twin.name>)
+    # the sequences context parallelism splits, by name, with their lengths (None: set by the prompt); see _tokens
+    split_sequences: Callable[[Shape], Dict[str, Optional[int]]] = packed_image
 
 
 # Every family, by name: each module of this package that exports `FAMILY` (render.registry: found on first use).

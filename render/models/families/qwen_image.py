@@ -10,6 +10,7 @@ from typing import Any, Dict
 
 from render.models.families import Family
 from render.models.families._flow import flow_schedulers
+from render.models.families._tokens import packed_image_prompt_text
 from render.models.families._parts import qwen2_tokenizer, seeded
 from render.models.twins import Twin
 
@@ -62,4 +63,5 @@ FAMILY = Family(
         "pab": "it reuses attention states across the cond and uncond passes, whose text lengths differ under true CFG",
     },
     twin=Twin("tiny-qwen-image", "v1", build_twin),
+    split_sequences=packed_image_prompt_text,
 )

@@ -10,6 +10,7 @@ from typing import Any
 
 from render.models.families import Family
 from render.models.families._flow import FLOW_SCHEDULERS
+from render.models.families._tokens import patched_video
 from render.models.families._parts import byte_vocab, seeded
 from render.models.twins import Twin
 
@@ -63,4 +64,5 @@ FAMILY = Family(
         "taylorseer": "its default module patterns match no module of WanTransformer3DModel: it would hook nothing",
     },
     twin=Twin("tiny-wan", "v1", build_twin),
+    split_sequences=patched_video,
 )
