@@ -36,6 +36,25 @@ def drift(image: Any, twin: Any) -> tuple[int, float | None, str | None]:
     return levels, outcome.value, outcome.unavailable_reason
 
 
+def clip_drift(path: Path, sample: SampleRecord, twin_path: Path, twin: Any) -> tuple[int, float | None, str | None]:
+    """A clip's drift against its twin's clip, frame by frame (streamed, render.clips.CHUNK frames at a time): the
+    largest pixel difference over every frame and the lowest frame SSIM, so one bad frame is not averaged away."""
+    from render.clips import iter_frames  # a broken clip raises ClipError, an OSError: its parity row says why
+
+    if twin["frames"] != sample.frames:
+        raise ValueError(f"the twin's clip has {twin['frames']} frames, this sample {sample.frames}")
+    assert sample.frames is not None and sample.fps is not None
+    worst_levels, worst_ssim, why = 0, None, None
+    for chunk, twin_chunk in zip(iter_frames(path, sample.frames, sample.fps),
+                                 iter_frames(twin_path, twin["frames"], twin["fps"])):
+        for frame, twin_frame in zip(chunk, twin_chunk):
+            levels, ssim, why = drift(frame, twin_frame)
+            worst_levels = max(worst_levels, levels)
+            if ssim is not None and (worst_ssim is None or ssim < worst_ssim):
+                worst_ssim = ssim
+    return worst_levels, worst_ssim, None if worst_ssim is not None else why
+
+
 def outside_band(levels: int | None, ssim: float | None) -> str | None:
     """Why a sample's drift is outside the band, or None when it is inside."""
     if levels is not None and levels > MAX_LEVELS:
@@ -66,13 +85,14 @@ def parity_rows(run: RunDir, twin_samples: Mapping[tuple[str, int], Any],
 
 def _compare(run: RunDir, sample: SampleRecord, twin_samples: Mapping[tuple[str, int], Any],
              read: Callable[[Path], Any]) -> tuple[int | None, float | None, str | None]:
-    if sample.frames:
-        return None, None, "clips are not compared with their twin yet"
     twin = twin_samples.get((sample.text_id, sample.seed))
     if twin is None:
         return None, None, (f"twin sample missing (cell {run.twin_key}, prompt {sample.prompt_id}, seed "
                             f"{sample.seed}): re-run the parallel cell, which renders it")
-    return drift(read(run.image_path(sample)), read(contained(twin["run_path"], twin["image"], "twin image")))
+    twin_path = contained(twin["run_path"], twin["image"], "twin image")
+    if sample.frames:
+        return clip_drift(run.image_path(sample), sample, twin_path, twin)
+    return drift(read(run.image_path(sample)), read(twin_path))
 
 
 def drifting(rows: Sequence[Any]) -> str | None:

@@ -136,18 +136,19 @@ def _run_dir(out_root: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_width_2_ulysses_cell_renders_like_its_width_1_twin(tmp_path: Path, tiny_cache: Path) -> None:
+@pytest.mark.parametrize("model", ["tiny", "tiny-wan"])  # an image, a clip (compared frame by frame)
+def test_a_width_2_ulysses_cell_renders_like_its_width_1_twin(model: str, tmp_path: Path, twin_cache: Path) -> None:
     from assess.index import Index
     from assess.parity import drifting
     from assess.score import score
 
     out_root = tmp_path / "out"
-    wide = run_render("model=tiny", "device=cpu", "render_anchor=false", "prompts.limit=1", "parallel=ulysses",
+    wide = run_render(f"model={model}", "device=cpu", "render_anchor=false", "prompts.limit=1", "parallel=ulysses",
                       "seed=[0]", f"out_root={out_root}", cwd=tmp_path)
     assert wide.returncode == 0, wide.stderr
     # the twin (width 1) was rendered alongside, into its own folder
     images = [np.asarray(Image.open(next(out_root.glob(f"{r}/images/*.png"))), dtype=float)
-              for r in ("runs/*/*", "twins/tiny/*/*")]
+              for r in ("runs/*/*", f"twins/{model}/*/*")]
     assert np.abs(images[0] - images[1]).max() <= 1  # 8-bit PNGs of pixels that differ by < 1e-6 (docs/parallel.md)
     score([out_root], tmp_path / "index.db", metrics=["psnr"])
     run = json.loads((_run_dir(out_root) / "run.json").read_text())

@@ -41,6 +41,28 @@ def test_drift_counts_levels_and_ssim() -> None:
         drift(image[:16, :16], image)
 
 
+def test_a_clip_is_compared_frame_by_frame_and_its_worst_frame_counts(tmp_path: Path) -> None:
+    """Before, a parallel clip's parity row said "clips are not compared with their twin yet"."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from assess.parity import clip_drift
+    from render.clips import CHUNK, clip_bytes
+
+    frames = np.stack([anchor_image("p1", i) for i in range(CHUNK + 2)])  # two chunks
+    bad = frames.copy()
+    bad[CHUNK + 1] = shift(10)(bad[CHUNK + 1], "p1", 0)  # one frame of the second chunk drifts
+    for name, clip in (("twin", frames), ("same", frames), ("bad", bad)):
+        (tmp_path / f"{name}.png").write_bytes(clip_bytes(clip, 16))
+    sample, twin = SimpleNamespace(frames=len(frames), fps=16), {"frames": len(frames), "fps": 16}
+    assert clip_drift(tmp_path / "same.png", sample, tmp_path / "twin.png", twin) == (0, pytest.approx(1.0), None)
+    levels, ssim, _ = clip_drift(tmp_path / "bad.png", sample, tmp_path / "twin.png", twin)
+    assert levels == 10 and ssim is not None and outside_band(levels, ssim) is not None
+    with pytest.raises(ValueError, match="the twin's clip has 9 frames, this sample 10"):
+        clip_drift(tmp_path / "same.png", sample, tmp_path / "twin.png", {"frames": 9, "fps": 16})
+
+
 def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory, db: Path, tmp_path: Path) -> None:
     from assess.report import write_report
 
