@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assess.errors import AssessError, Refused
+from assess.errors import AssessError
 from assess.sidebyside import PairTiming, session_pairs
 from render.rundir import RunDir, load_runs
 from render.rundir.timings import TimingSession
@@ -26,21 +26,23 @@ class RetimeRefused(AssessError):
     """Nothing can be timed side by side as asked."""
 
 
-class ParallelContender(RetimeRefused, Refused):
-    """A parallel cell among the contenders: a session times in one process on one device (exit 2)."""
-
-
-def parallel_refusal(wide: Sequence[RunDir], skipped: bool = False) -> str:
-    """Why the parallel cells are not timed side by side, and how their latency is measured instead."""
-    from render.axes.parallel import width_of
-
-    named = "; ".join(f"{r.describe or r.cell_key[:12]} (cell {r.cell_key[:12]}, parallel={r.cell['parallel']['name']}, "
-                      f"{width_of(r.cell['parallel'])} GPUs)" for r in wide)
-    return (f"{'not timing' if skipped else 'cannot time'} a parallel cell side by side: {named}. A session times "
-            "every contender in one process on one device, and a parallel cell renders with its ranks (render.ranks), "
-            "which retime does not start: timed at width 1 it would time another cell. Its latency is the one "
-            "recorded as it rendered, with its ranks (warm samples, shown as timed apart; docs/parallel.md)"
-            + ("" if skipped else "; retime the other cells without it"))
+def session_sets(pairs: Sequence[tuple[str, str]], wide: set[str], pairwise: bool, log: Log | None
+                 ) -> list[list[str]]:
+    """The cells each session loads: all at once, or one pair at a time (pairwise, or when more than one parallel
+    cell is among them: a process leads one parallel cell's ranks at a time, render.retime). A pair of two parallel
+    cells cannot share a session: it is left out, and said."""
+    cells = sorted({k for pair in pairs for k in pair})
+    if not pairwise and len(wide & set(cells)) <= 1:
+        return [cells]
+    sets = []
+    for pair in pairs:
+        if len(wide & set(pair)) > 1:
+            if log:
+                log(f"not timing {pair[0][:12]} against {pair[1][:12]} side by side: both are parallel cells, and a "
+                    "session leads one parallel cell's ranks; each is timed against the width-1 cells")
+            continue
+        sets.append(list(pair))
+    return sets
 
 
 @dataclass
@@ -121,7 +123,6 @@ class Options:
     pairwise: bool = False  # one set per pair (two pipelines loaded at a time)
     seed: int = 0
     cells: frozenset[str] | None = None  # time only these cell keys (None: every cell under the paths)
-    skip_parallel: bool = False  # leave parallel cells out (the climb, its final) instead of refusing them
     purpose: str = "retime"
     experiment: str | None = None
 
@@ -146,20 +147,16 @@ def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, options: Op
     runs = [r for r in load_runs(list(paths), with_anchors=True) if o.cells is None or r.cell_key in o.cells]
     if not runs:
         raise RetimeRefused(f"no run directories under {', '.join(str(p) for p in paths)}")
-    wide = list({r.cell_key: r for r in runs if r.twin_key is not None}.values())  # before any pipeline is loaded
-    if wide and not o.skip_parallel:
-        raise ParallelContender(parallel_refusal(wide))
-    if wide:
-        if log:
-            log(parallel_refusal(wide, skipped=True))
-        runs = [r for r in runs if r.twin_key is None]
     found = contenders(runs, o.device)
     pairs = default_pairs(runs, set(found), o.every_pair)
     if not pairs:
         raise RetimeRefused(f"{len(found)} cell(s) with recorded samples and no pair to time: give a sweep (its cells "
                             "are timed against their anchor, rendered with them) or pass --every-pair with two cells "
                             "or more")
-    sets = [list(pair) for pair in pairs] if o.pairwise else [sorted({k for pair in pairs for k in pair})]
+    sets = session_sets(pairs, {r.cell_key for r in runs if r.twin_key is not None}, o.pairwise, log)
+    if not sets:
+        raise RetimeRefused("every pair to time is two parallel cells, and a session leads one parallel cell's ranks: "
+                            "time each against a width-1 cell (its anchor, its twin)")
     result = RetimeResult(labels={r.cell_key: r.describe or r.cell_key[:12] for r in runs})
     with Index.open(db) as index:
         for members in sets:

@@ -26,7 +26,7 @@ from typing import Any, Iterator, Optional
 from render.errors import RenderError
 
 TIMEOUT = datetime.timedelta(minutes=10)  # a rank that never joins, or a collective that never meets
-_ACTIVE = False  # this process is rank 0 of a team: its pipeline calls are announced
+_LEADING: Optional[str] = None  # the cell key this process leads a team for (rank 0): that cell's calls are announced
 
 
 class RankFailed(RenderError, RuntimeError):
@@ -59,9 +59,10 @@ def cause(rank: int, process: subprocess.Popen, log: Path) -> str:
     return f"rank {rank} (pid {process.pid}) exited with {code}" + (f": {lines[-1]}" if lines else "")
 
 
-def lead(text: str, seed: int) -> None:
-    """Rank 0, before each pipeline call: the other ranks make the same call (a no-op outside a team)."""
-    if _ACTIVE:
+def lead(cell_key: str, text: str, seed: int) -> None:
+    """Rank 0, before each pipeline call of `cell_key`: the other ranks make the same call (a no-op outside a team,
+    and for another cell's call: a side-by-side session times width-1 cells between a parallel cell's calls)."""
+    if _LEADING == cell_key:
         import torch.distributed as dist
 
         dist.broadcast_object_list([(text, seed)], src=0)
@@ -81,7 +82,7 @@ def team(job: Any, width: int, pipelines: Any) -> Iterator[None]:
     """Rank 0's side of a parallel cell: start the other ranks, join the process group, and on leaving
     end them (a failure names the rank that caused it). The pipeline loaded for the team is forgotten
     with it: its mesh belongs to this process group."""
-    global _ACTIVE
+    global _LEADING
     import torch.distributed as dist
 
     work = Path(tempfile.mkdtemp(prefix="hypergrid-ranks-"))
@@ -97,7 +98,7 @@ def team(job: Any, width: int, pipelines: Any) -> Iterator[None]:
     try:
         dist.init_process_group(backend(job.device), init_method=f"tcp://127.0.0.1:{env['MASTER_PORT']}",
                                 rank=0, world_size=width, timeout=TIMEOUT)
-        _ACTIVE = True
+        _LEADING = job.cell.key
         yield
         dist.broadcast_object_list([None], src=0)
         for _, process, _ in ranks:
@@ -108,7 +109,7 @@ def team(job: Any, width: int, pipelines: Any) -> Iterator[None]:
             raise RankFailed("; ".join(failed) + f" (rank 0 saw {type(error).__name__}: {error})") from error
         raise
     finally:
-        _ACTIVE = False
+        _LEADING = None
         for _, process, _ in ranks:
             if process.poll() is None:
                 process.kill()

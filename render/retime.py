@@ -10,10 +10,15 @@ round pairs the contenders in time and in prompt.
 Each contender's first output of each sample is checked against the recorded image's sha256 (outside the timed
 call), so what is timed is what was judged; a deterministic cell that renders other bytes is reported as such.
 No image is written. The session is recorded in each contender's run directory (render.rundir.timings).
+
+A parallel contender (width N, render.axes.parallel) is timed with its ranks, as it rendered: this process is its
+rank 0 and starts the others (render.ranks.team) for the session; its calls are announced to them, the width-1
+contenders' are not. A process joins one process group, so a session holds one parallel contender at most.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -24,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from render import axes
+from render import axes, ranks
 from render.cell import Job
 from render.errors import RenderError
 from render.pipeline import LoadedPipeline, call_kwargs, configure, load_pipeline
@@ -72,6 +77,34 @@ class Contender:
                                differed=values.count(False), unchecked=values.count(None))
 
 
+class _Forget:
+    """What a team clears on leaving: the parallel contender's pipeline, whose mesh dies with the process group."""
+
+    def __init__(self, contender: Contender) -> None:
+        self.contender = contender
+
+    def clear(self) -> None:
+        self.contender.loaded = None
+
+
+def check_widths(contenders: Sequence[Contender], device: str) -> Contender | None:
+    """The session's parallel contender (None: none is); RetimeError for two, or one wider than the machine."""
+    from render.axes.parallel import machine_width
+
+    wide = [c for c in contenders if c.job.gpus > 1]
+    if len(wide) > 1:
+        raise RetimeError(f"{len(wide)} parallel cells in one session ({', '.join(c.job.cell.key[:12] for c in wide)}): "
+                          "a process leads one parallel cell's ranks at a time; time them in separate sessions "
+                          "(--pairwise, each against its anchor)")
+    if not wide:
+        return None
+    gpus = machine_width("cpu" if device == "cpu" else "cuda")
+    if gpus is not None and wide[0].job.gpus > gpus:
+        raise RetimeError(f"cell {wide[0].job.cell.key[:12]} is {wide[0].job.gpus} GPUs wide and this machine has "
+                          f"{gpus}: retime it where it rendered")
+    return wide[0]
+
+
 def shared_samples(contenders: Sequence[Contender]) -> list[Sample]:
     """The samples every contender has, in the first contender's order."""
     first, *rest = contenders
@@ -84,12 +117,14 @@ def _call(contender: Contender, sample: Sample) -> tuple[object, float]:
 
 
 def _prepare(contender: Contender, first: Sample, warmups: int | None) -> float:
-    """Load and configure the contender's own pipeline, then its warm-up calls; the device seconds it took."""
+    """Load and configure the contender's own pipeline, then its warm-up calls; the device seconds it took (times
+    its width)."""
     job = contender.job
     start = time.perf_counter()
     loaded = load_pipeline(job.cell.model, job.device, axes.load_options(job.cell))
 
     def calibrate() -> None:  # MagCache without ratios: one full render with the cell's settings
+        ranks.lead(job.cell.key, first.text, first.seed)
         loaded.pipe(**call_kwargs(job.cell, first.text, first.seed))
 
     configure(loaded, job.cell, calibrate)
@@ -100,7 +135,7 @@ def _prepare(contender: Contender, first: Sample, warmups: int | None) -> float:
         _, seconds = _call(contender, first)
         spent += seconds
     contender.warmup_calls = calls
-    return spent
+    return spent * job.gpus  # device seconds: a parallel contender holds its width
 
 
 def _check(contender: Contender, sample: Sample, pixels: object) -> None:
@@ -130,44 +165,46 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
         raise RetimeError("the contenders share no recorded sample (the same prompt text and seed): render them on "
                           "the same prompts and seeds first")
     device = devices.pop()
+    wide = check_widths(contenders, device)
     started, spent = now_iso(), 0.0
-    for contender in contenders:
-        spent += _prepare(contender, samples[0], warmups)
-    rng = random.Random(seed)
-    timed: list[tuple[str, int]] = []
-    orders: list[tuple[int, ...]] = []
-    complete, begin = False, time.perf_counter()
-    try:
-        for number in range(rounds):
-            sample = samples[number % len(samples)]
-            order = list(range(len(contenders)))
-            rng.shuffle(order)
-            for i in order:
-                pixels, took = _call(contenders[i], sample)
-                contenders[i].latencies.append(took)
-                spent += took
-                _check(contenders[i], sample, pixels)
-            timed.append((sample.text_id, sample.seed))
-            orders.append(tuple(order))
-            if progress:
-                progress(number + 1, rounds)
-            if seconds is not None and number + 1 >= MIN_ROUNDS and time.perf_counter() - begin >= seconds:
-                break
-        complete = True
-    finally:
-        done = len(timed)
-        for c in contenders:
-            del c.latencies[done:]  # a round cut short counts for nobody
-        session = TimingSession(
-            session=secrets.token_hex(8), started_at=started, finished_at=now_iso(), device=device,
-            device_name=str(device_info(device).get("name")), host=socket.gethostname(), pid=os.getpid(),
-            samples=tuple(timed), orders=tuple(orders), contenders=tuple(c.timing() for c in contenders),
-            device_s=round(spent, 4), complete=complete, purpose=purpose, experiment=experiment)
-        for c in contenders:
-            c.loaded = None  # free the pipelines: a caller timing another set loads its own
-        if record and (done or not complete):
-            record_session(session)
-        spend(contenders, session)
+    with ranks.team(wide.job, wide.job.gpus, _Forget(wide)) if wide else contextlib.nullcontext():
+        for contender in contenders:
+            spent += _prepare(contender, samples[0], warmups)
+        rng = random.Random(seed)
+        timed: list[tuple[str, int]] = []
+        orders: list[tuple[int, ...]] = []
+        complete, begin = False, time.perf_counter()
+        try:
+            for number in range(rounds):
+                sample = samples[number % len(samples)]
+                order = list(range(len(contenders)))
+                rng.shuffle(order)
+                for i in order:
+                    pixels, took = _call(contenders[i], sample)
+                    contenders[i].latencies.append(took)
+                    spent += took * contenders[i].job.gpus
+                    _check(contenders[i], sample, pixels)
+                timed.append((sample.text_id, sample.seed))
+                orders.append(tuple(order))
+                if progress:
+                    progress(number + 1, rounds)
+                if seconds is not None and number + 1 >= MIN_ROUNDS and time.perf_counter() - begin >= seconds:
+                    break
+            complete = True
+        finally:
+            done = len(timed)
+            for c in contenders:
+                del c.latencies[done:]  # a round cut short counts for nobody
+            session = TimingSession(
+                session=secrets.token_hex(8), started_at=started, finished_at=now_iso(), device=device,
+                device_name=str(device_info(device).get("name")), host=socket.gethostname(), pid=os.getpid(),
+                samples=tuple(timed), orders=tuple(orders), contenders=tuple(c.timing() for c in contenders),
+                device_s=round(spent, 4), complete=complete, purpose=purpose, experiment=experiment)
+            for c in contenders:
+                c.loaded = None  # free the pipelines: a caller timing another set loads its own
+            if record and (done or not complete):
+                record_session(session)
+            spend(contenders, session)
     return session
 
 

@@ -144,7 +144,7 @@ def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, see
     if cuda:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
-    ranks.lead(prompt, seed)  # a parallel cell's other ranks make the same call
+    ranks.lead(cell.key, prompt, seed)  # a parallel cell's other ranks make the same call
     with torch.inference_mode():
         output = loaded.pipe(**call_kwargs(cell, prompt, seed))
     pixels = output.frames[0] if clips else output.images[0]
@@ -223,7 +223,7 @@ class CellWriter:
             def calibrate() -> None:  # MagCache: one full render with the cell's settings, no record kept
                 prompt_id, text, seed = job.samples[0]
                 with spending(job, Purpose.CALIBRATE):
-                    ranks.lead(text, seed)
+                    ranks.lead(job.cell.key, text, seed)
                     loaded.pipe(**call_kwargs(job.cell, text, seed))
 
             spend_load(job, loaded)

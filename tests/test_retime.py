@@ -214,45 +214,40 @@ def test_a_cell_that_no_longer_composes_to_its_key_is_refused(sweep: Path, tmp_p
     assert not (run_dir / TIMINGS).exists()
 
 
-def _as_parallel(run_dir: Path, into: Path) -> Path:
-    """A copy of a finished run as a parallel cell (parallel=ulysses, 2 GPUs) would have recorded it."""
-    import shutil
-
-    from render.rundir import cell_key_of
-
-    shutil.copytree(run_dir, into)
-    run = json.loads((into / "run.json").read_text())
-    run["cell"]["parallel"] = {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}
-    old, run["cell_key"], run["overrides"] = run["cell_key"], cell_key_of(run["cell"]), [*run["overrides"], "parallel=ulysses"]
-    (into / "run.json").write_text(json.dumps(run))
-    (into / "samples.jsonl").write_text((into / "samples.jsonl").read_text().replace(old, run["cell_key"]))
-    return into
-
-
-def test_a_parallel_cell_is_refused_before_anything_is_timed(sweep: Path, tmp_path: Path) -> None:
-    """A session is one process on one device; a parallel cell renders with its ranks (render.ranks). On main its
-    pipeline raised diffusers' RuntimeError ("torch.distributed must be available and initialized") at its load,
-    after the other contenders had been loaded and warmed."""
-    wide = _as_parallel(sweep / "steps-4", sweep / "steps-4-ulysses")
-    key = load_run(wide).cell_key
-    db = tmp_path / "index.db"
-    refused = CliRunner().invoke(cli, ["retime", str(sweep), "--db", str(db)])
-    assert refused.exit_code == 2, refused.output
-    assert f"cannot time a parallel cell side by side: {load_run(wide).describe} (cell {key[:12]}, parallel=ulysses, " \
-           "2 GPUs)" in refused.output
-    assert "Its latency is the one recorded as it rendered, with its ranks" in refused.output
-    assert not list(sweep.rglob(TIMINGS))  # refused before any pipeline was loaded
-
-
 @pytest.mark.slow
-def test_the_climb_and_its_final_time_the_others_without_a_parallel_cell(sweep: Path, tmp_path: Path) -> None:
-    wide = _as_parallel(sweep / "steps-4", sweep / "steps-4-ulysses")
-    key, db = load_run(wide).cell_key, tmp_path / "index.db"
+def test_a_parallel_cell_is_timed_side_by_side_with_its_ranks(sweep: Path, tmp_path: Path) -> None:
+    """This process leads the cell's ranks for the session (render.ranks.team), as it rendered. Before, `assess
+    retime` refused a parallel cell (exit 2); before that, its load raised diffusers' RuntimeError "torch.distributed
+    must be available and initialized" after the other contenders had been loaded and warmed."""
+    wide = _render(sweep.parent, "steps=4", "parallel=ulysses")
+    key, twin = load_run(wide).cell_key, load_run(sweep / "steps-4").cell_key
+    db = tmp_path / "index.db"
+    result = CliRunner().invoke(cli, ["retime", str(sweep), "--db", str(db), "--rounds", "6", "--every-pair", "--json"])
+    assert result.exit_code == 0, result.output
+    pairs = {(p["cell"], p["against"]): p for p in json.loads(result.output[result.output.index("["):])}
+    pair = pairs.get((key, twin)) or pairs[(twin, key)]
+    assert pair["rounds"] == 6 and pair["verified"] is True  # each timed output is the image judged
+    (session,), problems = read_sessions(wide)
+    assert not problems
+    timing = session.contender(key)
+    assert timing is not None and len(timing.latencies) == 6 and timing.matched >= 1
+    one = sum(c.load_s + sum(c.latencies) for c in session.contenders if c.cell_key != key)
+    assert session.device_s > one + 2 * sum(timing.latencies)  # the wide cell's seconds count its two GPUs
+
+
+def test_a_session_leads_one_parallel_cell() -> None:
+    from types import SimpleNamespace
+
+    from assess.retime import session_sets
+
     said: list[str] = []
-    result = retime_runs([sweep], db, Options(rounds=6, skip_parallel=True), log=said.append)  # the climb, its final
-    (session,) = result.sessions
-    assert len(session.contenders) == 3 and session.contender(key) is None and not (wide / TIMINGS).exists()
-    assert any(line.startswith(f"not timing a parallel cell side by side: {load_run(wide).describe}") for line in said)
+    pairs = [("a", "n"), ("b", "n"), ("a", "b")]
+    assert session_sets(pairs, {"a"}, False, said.append) == [["a", "b", "n"]]
+    assert session_sets(pairs, {"a", "b"}, False, said.append) == [["a", "n"], ["b", "n"]]  # a, b: never together
+    assert said and said[0].startswith("not timing a against b side by side: both are parallel cells")
+    wide = [SimpleNamespace(job=SimpleNamespace(gpus=2, cell=SimpleNamespace(key=k))) for k in ("wide1", "wide2")]
+    with pytest.raises(engine.RetimeError, match="2 parallel cells in one session .wide1, wide2.: a process leads one"):
+        engine.check_widths(wide, "cpu")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("n, ranks", [(5, None), (6, (1, 6)), (10, (2, 9)), (20, (6, 15)), (40, (14, 27))])

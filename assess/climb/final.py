@@ -328,7 +328,7 @@ def time_final(index: Index, exp: Experiment, claim: dict[str, Any], sweeps: Seq
         return
     log(f"timing the final's arms side by side ({FINAL_ROUNDS} rounds): the headline speed-up")
     retime_runs(list(sweeps), db, Options(rounds=FINAL_ROUNDS, every_pair=True, cells=cells or None,
-                                          purpose="final", experiment=exp.name, skip_parallel=True), log=log)
+                                          purpose="final", experiment=exp.name), log=log)
 
 
 def _dev_summary(decision: Any, coords: tuple[str, ...]) -> dict[str, Any] | None:

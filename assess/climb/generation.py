@@ -204,13 +204,9 @@ def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observ
     when a session was recorded (the caller observes again)."""
     from assess.retime import Options, retime_runs
 
-    wide = [c for c in [decision.incumbent, *decision.untimed] if observed.cells[c].width > 1]
-    if wide:  # a parallel cell is not timed side by side (assess.retime): it keeps its render-time latency
-        log(f"not timing {', '.join(exp.label(c) for c in wide)} side by side: a parallel cell's latency is the one "
-            "it rendered with its ranks (timed apart)")
-    timed = [c for c in [decision.incumbent, *decision.untimed] if observed.keys.get(c) and c not in wide]
+    timed = [c for c in [decision.incumbent, *decision.untimed] if observed.keys.get(c)]
     keys = [observed.keys[c] for c in timed]
-    if decision.incumbent in wide or len(keys) < 2:
+    if len(keys) < 2:  # a parallel cell is timed with its ranks (render.retime), one per session
         return False
     plan = Plan.from_experiment(exp)
     cost = sum(side_by_side_cost(plan, observed.cells[c], decision.current[c].latency) for c in timed)
