@@ -106,6 +106,16 @@ def slurm_problem() -> str | None:
     return slurm_controller_problem()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test in a service's tier (slurm, prometheus) is never also slow: CI runs `-m slow` before it brings the
+    services up, where such a test fails (a slurm test's launcher params carry the slow mark themselves)."""
+    both = [item.nodeid for item in items if item.get_closest_marker("slow")
+            and (item.get_closest_marker("slurm") or item.get_closest_marker("prometheus"))]
+    if both:
+        raise pytest.UsageError(f"{len(both)} test(s) marked slow and slurm/prometheus: {', '.join(both)}; mark the "
+                                "param, not the function, slow")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A `slurm` test fails, never skips, without a cluster: CI must not report green SLURM tests it never ran."""
     if item.get_closest_marker("slurm") and slurm_problem():

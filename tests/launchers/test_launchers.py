@@ -16,7 +16,8 @@ import pytest
 
 from tests.conftest import run_render
 
-SLURM = pytest.param("slurm", marks=[pytest.mark.slurm])
+SLURM = pytest.param("slurm", marks=[pytest.mark.slurm])  # its own tier, once the cluster is up: never also slow
+GPUS = pytest.param("gpus", marks=[pytest.mark.slow])
 LAUNCHERS = {"gpus": ["hydra/launcher=gpus", "hydra.launcher.gpus=[0,1]"],
              "slurm": ["hydra/launcher=slurm", "hydra.launcher.gpus=2", "hydra.launcher.partition=debug"]}
 
@@ -30,8 +31,7 @@ def the_sweep(root: Path) -> Path:
     return sweep
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["gpus", SLURM])
+@pytest.mark.parametrize("launcher", [GPUS, SLURM])
 def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
     result = run_render("-m", "model=tiny", "steps=2,3,4", "cache=none,fbcache", "prompts.limit=2", *LAUNCHERS[launcher], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -50,8 +50,7 @@ def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str
     assert len(list((tmp_path / "outputs" / "anchors").glob("*/*/*/run.json"))) == 1, "the anchor was rendered twice"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["gpus", SLURM])
+@pytest.mark.parametrize("launcher", [GPUS, SLURM])
 def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken-model"
     broken.mkdir()
@@ -65,8 +64,7 @@ def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache
     assert sum((c / "DONE.json").exists() for c in cells(the_sweep(tmp_path))) == 2
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["inprocess", "gpus", SLURM])
+@pytest.mark.parametrize("launcher", [pytest.param("inprocess", marks=[pytest.mark.slow]), GPUS, SLURM])
 def test_a_width_2_cell_is_placed_on_two_gpus_and_its_parity_against_width_1_recorded(launcher: str, tiny_cache: Path,
                                                                                         tmp_path: Path) -> None:
     """The issue-33 sweep `parallel=none,ulysses` through each launcher the tests can run: the Ulysses cell holds two
