@@ -64,16 +64,16 @@ def record_launch(jobs: Sequence[Any]) -> None:
     and, on every launch, the cross-check of its ledger's copies (this out_root becomes one of them)."""
     done: set[tuple[str, str]] = set()
     for job in jobs:
-        experiment = job.config.get("experiment")
-        if not experiment or (experiment["name"], str(job.out_root)) in done:
+        experiment = job.experiment
+        if experiment is None or (experiment.name, str(job.out_root)) in done:
             continue
-        done.add((experiment["name"], str(job.out_root)))
-        ledger = Ledger(experiment["name"], job.out_root)
+        done.add((experiment.name, str(job.out_root)))
+        ledger = Ledger(experiment.name, job.out_root)
         with ledger.lock():
             ledger.sync()
             record_anchor(ledger, job.anchor)
-            freeze_rule(ledger, experiment_rule(experiment))
-            register_holdout(ledger, experiment["holdout"])
+            freeze_rule(ledger, experiment_rule(experiment.node))
+            register_holdout(ledger, str(experiment.node["holdout"]))
 
 
 __all__ = [

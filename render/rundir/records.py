@@ -123,6 +123,8 @@ class RunExperiment:
     name: str
     final: bool  # rendered by the experiment's final (its holdout)
     budget: dict[str, Any]  # the experiment's budget block as the run was launched with it
+    # the whole experiment node as composed (its holdout option, its rule's fields: render.laws.experiment_rule)
+    node: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def experiment_of(run: RunRecord) -> RunExperiment | None:
@@ -135,7 +137,8 @@ def experiment_in(config: dict[str, Any]) -> RunExperiment | None:
     experiment = (config or {}).get("experiment") or {}
     if not isinstance(experiment, dict) or not experiment.get("name"):
         return None
-    return RunExperiment(str(experiment["name"]), bool(experiment.get("final")), dict(experiment.get("budget") or {}))
+    return RunExperiment(str(experiment["name"]), bool(experiment.get("final")), dict(experiment.get("budget") or {}),
+                         node=dict(experiment))
 
 
 @dataclass
