@@ -50,12 +50,53 @@ def cell_spec(overrides: Sequence[str], config: DictConfig) -> CellSpec:
 
 
 def slots(gpus: Sequence[int], width: int) -> list[tuple[int, ...]]:
-    """The machine's GPUs as disjoint slots of `width` (the sweep's widest cell): one job per slot, so no GPU is
-    ever shared by two running cells; a narrower cell in such a slot leaves the rest of it idle."""
+    """GPUs as disjoint slots of `width`: one job per slot, so no GPU is ever shared by two running cells."""
     if width > len(gpus):
         raise ValueError(f"a cell of the sweep is {width} GPUs wide and the launcher has {len(gpus)} "
                          f"({', '.join(map(str, gpus))}); valid widths are 1 to {len(gpus)} (hydra.launcher.gpus=[...])")
     return [tuple(gpus[i:i + width]) for i in range(0, len(gpus) - width + 1, width)]
+
+
+def by_width(cells: Sequence[CellSpec]) -> dict[int, list[CellSpec]]:
+    """The sweep's cells by the GPUs each holds, widest first."""
+    groups: dict[int, list[CellSpec]] = {}
+    for cell in sorted(cells, key=lambda c: -c.gpus):
+        groups.setdefault(cell.gpus, []).append(cell)
+    return groups
+
+
+def allot(cells: Sequence[CellSpec], gpus: int) -> dict[int, int] | None:
+    """Slots per width that run every width at once on `gpus` GPUs (a slot of width w holds w of them): one slot
+    each to start, then each GPU left goes, a slot at a time, to the width whose cells have the most work per
+    slot (and a cell to fill the slot). None when the widths do not fit beside each other, a slot each."""
+    groups = by_width(cells)
+    if sum(groups) > gpus:
+        return None
+    count = dict.fromkeys(groups, 1)
+    free = gpus - sum(groups)
+    work = {w: sum(c.cost for c in group) for w, group in groups.items()}
+    while fits := [w for w in groups if w <= free and count[w] < len(groups[w])]:
+        width = max(fits, key=lambda w: (work[w] / count[w], w))
+        count[width] += 1
+        free -= width
+    return count
+
+
+def place(cells: Sequence[CellSpec], gpus: Sequence[int]) -> list[tuple[tuple[int, ...], list[CellSpec]]]:
+    """Each job of one machine: its GPUs and its cells, no GPU in two jobs. Cells of different widths run side by
+    side in slots of their own width (allot); when the widths do not fit beside each other, every slot is as wide
+    as the widest cell and a narrower cell leaves the rest of its slot idle."""
+    count = allot(cells, len(gpus))
+    if count is None:
+        places = slots(gpus, max(c.gpus for c in cells))
+        return list(zip(places, plan_batches(cells, len(places))))
+    jobs: list[tuple[tuple[int, ...], list[CellSpec]]] = []
+    start = 0
+    for width, group in by_width(cells).items():
+        places = slots(gpus[start:start + width * count[width]], width)
+        start += width * count[width]
+        jobs += zip(places, plan_batches(group, count[width]))
+    return jobs
 
 
 def _count_prompts(config: DictConfig) -> int:

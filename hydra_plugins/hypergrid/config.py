@@ -55,7 +55,7 @@ class SlurmLauncherConf(BatchQueueConf):
 
     _target_: str = "hydra_plugins.hypergrid.slurm.SlurmLauncher"
     signal_delay_s: int = 120  # longer than on one machine: SLURM checks time limits only every ~30 s
-    gpus: int = 1  # the most GPUs (= jobs) used at once: the array's parallelism
+    gpus: int = 1  # the most GPUs used at once: the arrays' parallelism (= jobs when every cell is 1 GPU wide)
     cells_per_job: Optional[int] = None  # null: the cells are spread over `gpus` jobs; N: jobs of at most N cells
     partition: Optional[str] = None  # sbatch --partition
     account: Optional[str] = None  # sbatch --account

@@ -1,5 +1,5 @@
 """hydra/launcher=gpus: one machine, at most one job per GPU, each job sees only its own GPU (its own slot of
-GPUs when the sweep has parallel cells: slots as wide as the widest cell, batches.slots).
+GPUs for a parallel cell: cells of each width side by side in slots of their width, batches.place).
 
 Hydra's stock submitit_local launcher gives every job the same devices and runs all jobs at once;
 here one submitit LocalExecutor per GPU pins CUDA_VISIBLE_DEVICES, and each GPU gets one job that
@@ -9,7 +9,7 @@ runs its share of the cells in one process.
 from __future__ import annotations
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
-from hydra_plugins.hypergrid.batches import CellSpec, plan_batches, slots
+from hydra_plugins.hypergrid.batches import CellSpec, place
 from hydra_plugins.hypergrid.devices import visible_gpus
 
 
@@ -17,13 +17,12 @@ class GpusLauncher(BatchLauncher):
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import submitit
 
-        places = slots(visible_gpus(self.params["gpus"]), max(c.gpus for c in cells))
-        batches = plan_batches(cells, len(places))
-        timeout = self.timeout_min(batches)
+        jobs = place(cells, visible_gpus(self.params["gpus"]))
+        timeout = self.timeout_min([batch for _, batch in jobs])
         submitted: Submitted = []
-        for place, batch in zip(places, batches):  # a parallel cell's ranks run on its slot's GPUs (render.ranks)
+        for gpus, batch in jobs:  # a parallel cell's ranks run on its slot's GPUs (render.ranks)
             executor = submitit.LocalExecutor(folder=self.params["submitit_folder"], max_num_timeout=self.params["max_num_timeout"])
-            executor.update_parameters(visible_gpus=place, gpus_per_node=len(place), timeout_min=timeout,
+            executor.update_parameters(visible_gpus=gpus, gpus_per_node=len(gpus), timeout_min=timeout,
                                        signal_delay_s=self.params["signal_delay_s"])
             submitted.append((executor.submit(self.batch(batch)), batch))
         return submitted

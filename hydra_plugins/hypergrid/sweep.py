@@ -77,20 +77,28 @@ def preflight_sweep(job_overrides: Sequence[Sequence[str]], configs: list[DictCo
 
 
 def preflight_widths(config: DictConfig, jobs: Sequence[Any]) -> None:
-    """The gpus launcher places each cell on its own GPUs: a cell wider than the GPUs it was given (or found) is
-    refused here, exit 2, before any folder exists (render's preflight checks the machine's count)."""
-    if not str(config.hydra.launcher.get("_target_", "")).endswith("GpusLauncher"):
+    """Each cell runs on GPUs of its own: a cell wider than the gpus launcher's GPUs (given or found), or than the
+    slurm launcher's cap on GPUs at once, is refused here, exit 2, before any folder exists (render's preflight
+    checks this machine's count)."""
+    target = str(config.hydra.launcher.get("_target_", ""))
+    if target.endswith("GpusLauncher"):
+        from hydra_plugins.hypergrid.devices import visible_gpus
+
+        gpus = visible_gpus(config.hydra.launcher.get("gpus"))
+        has, fix = f"hydra/launcher=gpus has {len(gpus)} ({', '.join(map(str, gpus))})", "hydra.launcher.gpus=[0,1,...]"
+        count = len(gpus)
+    elif target.endswith("SlurmLauncher"):
+        count = int(config.hydra.launcher.get("gpus") or 1)
+        has, fix = f"hydra/launcher=slurm runs at most {count} at once", "hydra.launcher.gpus=N with N >= the width"
+    else:
         return
-    from hydra_plugins.hypergrid.devices import visible_gpus
     from render.preflight import PreflightError, exit_with
 
-    gpus = visible_gpus(config.hydra.launcher.get("gpus"))
-    wide = [job for job in jobs if job.gpus > len(gpus)]
+    wide = [job for job in jobs if job.gpus > count]
     if wide:
         exit_with(PreflightError(
-            f"cell {wide[0].cell.describe()} is {wide[0].gpus} GPUs wide and hydra/launcher=gpus has {len(gpus)} "
-            f"({', '.join(map(str, gpus))}); valid widths here are 1 to {len(gpus)}: give the launcher more GPUs "
-            "(hydra.launcher.gpus=[0,1,...]) or choose a narrower parallel option"))
+            f"cell {wide[0].cell.describe()} is {wide[0].gpus} GPUs wide and {has}; valid widths here are 1 to "
+            f"{count}: give the launcher more GPUs ({fix}) or choose a narrower parallel option"))
 
 
 def preflight_launcher(config: DictConfig) -> None:

@@ -10,8 +10,8 @@ import pytest
 from hydra_plugins.hypergrid.batches import CellSpec, chunk_batches, plan_batches
 
 
-def cell(num: int, model: str = "tiny", steps: int = 8, samples: int = 4) -> CellSpec:
-    return CellSpec((f"steps={steps}",), num, Path(f"/sweep/{num}"), model, steps, samples)
+def cell(num: int, model: str = "tiny", steps: int = 8, samples: int = 4, gpus: int = 1) -> CellSpec:
+    return CellSpec((f"steps={steps}",), num, Path(f"/sweep/{num}"), model, steps, samples, gpus)
 
 
 def loads(batches: list[list[CellSpec]]) -> list[int]:
@@ -90,3 +90,55 @@ def test_a_cell_spec_knows_its_parallel_width(tmp_path: Path) -> None:
 
     assert spec(None).gpus == 1 and spec({"name": "none"}).gpus == 1
     assert spec({"name": "usp", "ulysses_degree": 2, "ring_degree": 2, "tp_degree": 1}).gpus == 4
+
+
+def test_cells_of_each_width_run_side_by_side_in_slots_of_their_width() -> None:
+    """Before, every slot was as wide as the widest cell: on 3 GPUs a width-1 and a width-2 cell shared one slot of
+    (0, 1) one after the other, and GPU 2 stayed idle."""
+    from hydra_plugins.hypergrid.batches import allot, place
+
+    one, two = cell(0), cell(1, gpus=2)
+    assert allot([one, two], 3) == {2: 1, 1: 1}
+    assert place([one, two], [0, 1, 2]) == [((0, 1), [two]), ((2,), [one])]
+    # GPUs left over go where the most work per slot waits, a slot at a time, never to a width with no cell for it
+    ones = [cell(i) for i in range(6)]
+    assert allot([*ones, cell(6, gpus=2)], 8) == {2: 1, 1: 6}
+    assert allot([*ones, cell(6, gpus=2, steps=80), cell(7, gpus=2, steps=80)], 8) == {2: 2, 1: 4}
+    jobs = place([*ones, cell(6, gpus=2)], list(range(8)))
+    used = [g for gpus, _ in jobs for g in gpus]
+    assert len(used) == len(set(used)) == 8 and sorted(len(b) for _, b in jobs) == [1, 1, 1, 1, 1, 1, 1]
+    # widths that do not fit beside each other: slots as wide as the widest cell, the rest of a slot idle
+    assert allot([one, two], 2) is None
+    assert place([one, two], [0, 1]) == [((0, 1), [one, two])]
+
+
+def test_slurm_shares_the_gpu_cap_between_widths_or_runs_them_in_waves() -> None:
+    """`gpus` caps GPUs at once. Before, every job of a sweep with a width-2 cell asked for 2 GPUs, and up to `gpus`
+    of them ran at once: twice the cap."""
+    from hydra_plugins.hypergrid.slurm import waves
+
+    ones, two = [cell(i) for i in range(4)], cell(4, gpus=2)
+    assert waves([*ones, two], 4) == [{2: 1, 1: 2}]  # side by side: 2 + 2 x 1 GPUs
+    assert waves([*ones, two], 2) == [{2: 1}, {1: 2}]  # one after the other, each with the whole cap
+    assert waves(ones, 3) == [{1: 3}]
+    for cap in (2, 3, 4, 8):
+        for wave in waves([*ones, two, cell(5, gpus=2)], cap):
+            assert sum(width * running for width, running in wave.items()) <= cap
+
+
+def test_a_cell_wider_than_the_slurm_cap_is_refused_before_anything_is_written(capsys: pytest.CaptureFixture[str]
+                                                                                ) -> None:
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.hypergrid.sweep import preflight_widths
+
+    config = OmegaConf.create({"hydra": {"launcher": {"_target_": "hydra_plugins.hypergrid.slurm.SlurmLauncher",
+                                                      "gpus": 1}}})
+    wide = SimpleNamespace(gpus=2, cell=SimpleNamespace(describe=lambda: "tiny parallel=ulyssesx2"))
+    with pytest.raises(SystemExit) as exit_:
+        preflight_widths(config, [wide])
+    assert exit_.value.code == 2
+    assert ("cell tiny parallel=ulyssesx2 is 2 GPUs wide and hydra/launcher=slurm runs at most 1 at once; valid "
+            "widths here are 1 to 1") in capsys.readouterr().err

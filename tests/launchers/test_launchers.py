@@ -93,6 +93,22 @@ def test_a_width_2_cell_is_placed_on_two_gpus_and_its_parity_against_width_1_rec
     assert row["max_levels"] <= 1 and row["ssim"] > 0.999 and drifting([row]) is None
 
 
+@pytest.mark.slow
+def test_the_gpus_launcher_runs_a_width_1_and_a_width_2_cell_side_by_side_on_three_gpus(tiny_cache: Path,
+                                                                                       tmp_path: Path) -> None:
+    """Before, both ran one after the other in one slot of (0, 1), and GPU 2 stayed idle."""
+    result = run_render("-m", "model=tiny", "parallel=none,ulysses", "prompts.limit=1", "render_anchor=false",
+                        "hydra/launcher=gpus", "hydra.launcher.gpus=[0,1,2]", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = json.loads((the_sweep(tmp_path) / "JOBS.json").read_text())
+    placed = {}
+    for job in jobs:
+        (only,) = job["cells"]
+        run = json.loads((Path(only["run_dir"]) / "run.json").read_text())
+        placed[run["device"]["cuda_visible_devices"]] = next(o for o in run["overrides"] if o.startswith("parallel="))
+    assert placed == {"0,1": "parallel=ulysses", "2": "parallel=none"}
+
+
 def no_sample_rendered_twice(run: Path) -> list[tuple[str, int]]:
     rendered = [(r["prompt_id"], r["seed"]) for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())
                 if r["reused_from"] is None]
