@@ -10,7 +10,7 @@ was found at SSIM 0.894, sglang#33327).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +64,18 @@ def outside_band(levels: int | None, ssim: float | None) -> str | None:
     return None
 
 
-def parity_rows(run: RunDir, twin_samples: Mapping[tuple[str, int], Any],
-                read: Callable[[Path], Any]) -> list[dict[str, Any]]:
+def parity_rows(run: RunDir, twin_samples: Mapping[tuple[str, int], Any], read: Callable[[Path], Any],
+                done: Collection[tuple[str, int]] = ()) -> list[dict[str, Any]]:
     """One `parity` row per sample of a parallel run: its drift against the twin's sample, or why there is none.
-    `twin_samples`: the twin cell's sample rows by (text identity, seed) (Index.cell_samples)."""
+    `twin_samples`: the twin cell's sample rows by (text identity, seed) (Index.cell_samples); `done`: samples
+    whose drift is already indexed (stored_parity), not read again."""
     key = run.twin_key
     if key is None:
         return []
     rows = []
     for sample in run.samples:
+        if (sample.text_id, sample.seed) in done:
+            continue
         row: dict[str, Any] = {"cell_key": run.cell_key, "prompt_sha": sample.text_id, "seed": sample.seed,
                                "twin_cell_key": key, "max_levels": None, "ssim": None, "unavailable_reason": None}
         try:
@@ -93,6 +96,13 @@ def _compare(run: RunDir, sample: SampleRecord, twin_samples: Mapping[tuple[str,
     if sample.frames:
         return clip_drift(run.image_path(sample), sample, twin_path, twin)
     return drift(read(run.image_path(sample)), read(twin_path))
+
+
+def stored_parity(rows: Sequence[Any], twin: str | None) -> set[tuple[str, int]]:
+    """The samples whose drift against `twin` is indexed with both figures (Index.parity rows): a sample and its
+    twin's are rendered once and never change, so scoring again need not read them again (--force does)."""
+    return {(r["prompt_sha"], r["seed"]) for r in rows if r["twin_cell_key"] == twin and r["max_levels"] is not None
+            and r["ssim"] is not None and r["unavailable_reason"] is None}
 
 
 def drifting(rows: Sequence[Any]) -> str | None:

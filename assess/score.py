@@ -24,7 +24,7 @@ from assess.outdir import disk_full
 from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
-from assess.parity import parity_rows
+from assess.parity import parity_rows, stored_parity
 from assess.setscore import score_sets
 from render.rundir.redact import redact
 from render.rundir.untrusted import contained
@@ -414,7 +414,9 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
         flags.update({(run.cell_key, *key): problem for key, problem in unreadable.items()})
         summary.flagged += [f"{run.path / s.image}: {unreadable[(s.text_id, s.seed)]}"
                             for s in chunk if (s.text_id, s.seed) in unreadable]
-    parity = parity_rows(run, index.cell_samples(twin) if (twin := run.twin_key) else {}, read_image)
+    twin = run.twin_key
+    done = set() if force or twin is None else stored_parity(index.parity(run.cell_key), twin)
+    parity = parity_rows(run, index.cell_samples(twin) if twin else {}, read_image, done)
     with index.write() as conn:
         index.write_scores(conn, rows, force=force)
         index.write_parity(conn, parity)  # a parallel cell against its width-1 twin (assess.parity)

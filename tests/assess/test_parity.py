@@ -119,6 +119,25 @@ def test_scoring_twice_keeps_one_row_per_sample(outputs: RunFactory, db: Path) -
         assert len(index.parity(cell_key_of(_parallel(ULYSSES)))) == 8
 
 
+def test_a_drift_already_indexed_is_not_computed_again_unless_forced(outputs: RunFactory, db: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, every `assess score` of a parallel cell read each sample and its twin's again."""
+    import assess.parity
+
+    sweep = outputs.sweep()
+    outputs.run(outputs.root / "twins" / "tiny" / "k", "stamp", make_cell(attention="sdpa"))
+    outputs.run(sweep, "1_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"])
+    calls: list[int] = []
+    real = assess.parity.drift
+    monkeypatch.setattr(assess.parity, "drift", lambda *a: calls.append(1) or real(*a))
+    for force, computed in ((False, 8), (False, 0), (True, 8)):
+        calls.clear()
+        score([outputs.root], db, metrics=["psnr"], force=force)
+        assert len(calls) == computed, (force, len(calls))
+    with Index.open(db) as index:
+        assert len(index.parity(cell_key_of(_parallel(ULYSSES)))) == 8
+
+
 def test_the_climb_never_crowns_a_drifting_cell() -> None:
     from tests.assess.test_climb_decide import PLAN, ROOMY, generation_one
 
