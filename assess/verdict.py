@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from assess.parity import cell_width, twin_of
 from assess.sidebyside import TIMED_APART
 from assess.stats import Estimate, ParityTest, Verdict, parity_test, parity_text, parity_verdict
 
@@ -28,6 +29,9 @@ class Speed:
     timed: str  # how: "timed apart" (render latencies), or side by side (assess retime)
     note: str = ""
     gpus: int = 1  # devices the cell holds: a parallel cell's width (render.axes.parallel); its anchor holds one
+    # a parallel cell's speed-up over its width-1 twin (the same cell at parallel=none) and how it was timed
+    over_twin: Estimate | None = None
+    twin_timed: str = ""
 
     def text(self) -> str:
         e = self.estimate
@@ -37,37 +41,34 @@ class Speed:
         return f"{e.value:.2f}×{interval}"
 
     def per_gpu(self) -> str:
-        """A parallel cell's speed-up per GPU and scaling efficiency (the speed-up over its width, against linear
-        scaling); '' for a one-device cell."""
+        """A parallel cell's speed-up per GPU (its speed-up over its width: the anchor's work per device) and its
+        scaling efficiency (its speed-up over its width-1 twin, over its width: 100 % is linear); '' for a
+        one-device cell."""
         e = self.estimate
         if self.gpus <= 1 or e is None:
             return ""
-        return f"{self.gpus} GPUs: {e.value / self.gpus:.2f}× per GPU, {100 * e.value / self.gpus:.0f} % scaling efficiency"
+        t = self.over_twin
+        scaling = ("scaling efficiency n/a (its width-1 twin has no warm latency)" if t is None else
+                   f"{100 * t.value / self.gpus:.0f} % scaling efficiency ({t.value:.2f}× over its width-1 twin, "
+                   f"{self.twin_timed})")
+        return f"{self.gpus} GPUs: {e.value / self.gpus:.2f}× per GPU, {scaling}"
 
 
-def speed_of(index: Any, cell_key: str, anchor_cell_key: str, rendered: Estimate | None) -> Speed:
+def speed_of(index: Any, cell_key: str, anchor_cell_key: str, rendered: Estimate | None, split: str | None = None
+             ) -> Speed:
     """The speed-up the verdict table shows for a cell against its anchor: side by side when a session timed the two
     so, else `rendered` (the estimate from the render-time latencies: assess.stats.paired_speedup, or the climb's),
-    marked timed apart (assess.stats.speed_against)."""
-    from assess.stats import speed_against
+    marked timed apart (assess.stats.speed_against); a parallel cell's over its twin beside it, likewise."""
+    from assess.stats import render_speedup, speed_against
 
     estimate, timed = speed_against(index, cell_key, anchor_cell_key, rendered)
-    return Speed(estimate, timed or TIMED_APART, (estimate.note or "") if estimate else "no warm latency",
-                 cell_width(index, cell_key))
-
-
-def cell_width(index: Any, cell_key: str) -> int:
-    """The devices a cell holds, read from its indexed cell (render.axes.parallel.width_of; 1 without a parallel
-    value, or when the index has no run of it)."""
-    import json
-
-    from render.axes.parallel import width_of
-
-    rows = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (cell_key,))
-    try:
-        return width_of(json.loads(rows[0]["cell"]).get("parallel")) if rows else 1
-    except (TypeError, ValueError):  # a cell JSON this version cannot read: counted as one device
-        return 1
+    gpus, over_twin, twin_timed = cell_width(index, cell_key), None, None
+    twin = twin_of(index, cell_key) if gpus > 1 else None
+    if twin is not None:
+        over_twin, twin_timed = speed_against(index, cell_key, twin, render_speedup(index, cell_key, twin, split)
+                                              if split else None)
+    return Speed(estimate, timed or TIMED_APART, (estimate.note or "") if estimate else "no warm latency", gpus,
+                 over_twin, twin_timed or "")
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,7 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule,
         values = [deltas[p] for p in sorted(deltas)]
         estimate = mean_interval(values) if values else None
         rendered = v.comparison.render_speedup if v.comparison else None
-        speed = speed_of(index, v.cell_key, v.anchor_cell_key, rendered)
+        speed = speed_of(index, v.cell_key, v.anchor_cell_key, rendered, v.split)
         if v.noisy and speed.timed == TIMED_APART:  # the interval is there; the flag says why not to rank on it
             # (assess.noise); side by side, the render's noise is not in the figure
             speed = Speed(speed.estimate, f"{speed.timed} ⚠ noisy", v.noisy)
@@ -252,7 +253,7 @@ def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_
         estimate = Estimate(e.mean, e.low, e.high, e.n) if e.mean is not None else None
         mark = ("*" if coords == decision.incumbent else "") + str(i + 1)
         rows.append(row(mark, " ".join(label) + f" (rung {e.rung})", key, anchor_key, rule,
-                        [Quality(q.metric, {}, estimate)], speed_of(index, key, anchor_key, rendered),
+                        [Quality(q.metric, {}, estimate)], speed_of(index, key, anchor_key, rendered, exp.dev.split),
                         statistics_median(cell), decided=e.verdict))  # the latency (e.latency is the objective's)
         if what_if_band is not None:  # the same rung's deltas under the command line's band
             deltas = observed.cells[coords].deltas

@@ -22,7 +22,7 @@ from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.parity import drifting
 from assess.stats import per_prompt_deltas, reference_drift
-from assess.verdict import cell_width
+from assess.parity import cell_width
 from render.laws.anchor import frozen_anchor
 from render.rundir import Category, CellState, InvalidRunDirectory, experiment_of, read_run_record
 
@@ -144,15 +144,13 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
 
 def with_same_work(index: Index, exp: Experiment, cells: dict[Coords, CellData]) -> dict[Coords, CellData]:
     """The cells with the earlier cell (grid order) whose dev images each reproduces byte for byte, if any: the same
-    work, one result (assess.sidebyside.same_work), never ranked apart. Width-1 cells only."""
+    work, one result (assess.sidebyside.same_work: never a parallel cell), never ranked apart."""
     from dataclasses import replace
 
     from assess.climb.plan import Plan
     from assess.sidebyside import same_work
 
-    # a parallel cell reproduces its width-1 twin's pixels by design (its parity, assess.parity), with other work:
-    # it is never the same work as another cell, and its speed is ranked
-    order = sorted((c for c in cells if cells[c].cell_key and not cells[c].is_anchor and cells[c].width == 1),
+    order = sorted((c for c in cells if cells[c].cell_key and not cells[c].is_anchor),
                    key=Plan.from_experiment(exp).grid_index)
     by_key = {str(cells[c].cell_key): c for c in order}
     twins = same_work(index, list(by_key), exp.dev.split)

@@ -138,6 +138,29 @@ def test_a_drift_already_indexed_is_not_computed_again_unless_forced(outputs: Ru
         assert len(index.parity(cell_key_of(_parallel(ULYSSES)))) == 8
 
 
+def test_a_parallel_cell_is_never_merged_with_its_twin_as_the_same_work(outputs: RunFactory, db: Path,
+                                                                         tmp_path: Path) -> None:
+    """Its images are its twin's, byte for byte, by design; its work is not (other GPUs, another latency). Before,
+    the report merged it into its twin's row ("same images as ..."), so its verdict, speed-up and per-GPU figures
+    never showed; only the climb had been taught otherwise."""
+    from assess.report import write_report
+    from assess.sidebyside import same_work
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor")
+    outputs.run(sweep, "1_none", make_cell(attention="sdpa"), overrides=["parallel=none"], latency=0.2)
+    outputs.run(sweep, "2_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"], latency=0.15)
+    outputs.run(sweep, "3_same", make_cell(attention="flash"), overrides=["attention=flash"], latency=0.2)
+    score([outputs.root], db, metrics=["ssim"])
+    none, wide, same = cell_key_of(make_cell(attention="sdpa")), cell_key_of(_parallel(ULYSSES)), \
+        cell_key_of(make_cell(attention="flash"))
+    with Index.open(db) as index:
+        assert same_work(index, [none, wide, same], "smoke") == {same: none}  # width 1 still merges
+    html = write_report([sweep], db, tmp_path / "report").read_text()
+    table = html[:html.index("</table>")]
+    assert "parallel=ulysses" in table and "2 GPUs: " in table and "over its width-1 twin" in table
+
+
 def test_the_climb_never_crowns_a_drifting_cell() -> None:
     from tests.assess.test_climb_decide import PLAN, ROOMY, generation_one
 

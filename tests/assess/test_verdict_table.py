@@ -212,7 +212,9 @@ def test_a_parallel_cell_shows_its_speedup_per_gpu_and_its_scaling_efficiency() 
     import json
 
     from assess.stats import Estimate
-    from assess.verdict import Speed, cell_width
+    from assess.parity import cell_width, twin_of
+    from assess.verdict import Speed
+    from render.rundir import cell_key_of
 
     class OneRun:
         def __init__(self, cell: dict | None) -> None:
@@ -223,6 +225,14 @@ def test_a_parallel_cell_shows_its_speedup_per_gpu_and_its_scaling_efficiency() 
 
     ulysses = {"parallel": {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}}
     assert (cell_width(OneRun(ulysses), "k"), cell_width(OneRun({}), "k"), cell_width(OneRun(None), "k")) == (2, 1, 1)
-    wide = Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart", gpus=2)
-    assert wide.per_gpu() == "2 GPUs: 0.80× per GPU, 80 % scaling efficiency"
+    assert twin_of(OneRun(ulysses), "k") == cell_key_of({}) and twin_of(OneRun({}), "k") is None
+    # per GPU: the speed-up over the anchor over the width; scaling efficiency: the speed-up over the width-1 twin
+    # (before, the anchor's speed-up over the width was called the scaling efficiency: 80 % below, for a cell whose
+    # split gained 1.2x, 60 %)
+    wide = Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart", gpus=2, over_twin=Estimate(1.2, 1.1, 1.3, 8),
+                 twin_timed="side by side")
+    assert wide.per_gpu() == ("2 GPUs: 0.80× per GPU, 60 % scaling efficiency (1.20× over its width-1 twin, "
+                              "side by side)")
+    untwinned = Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart", gpus=2)
+    assert untwinned.per_gpu() == "2 GPUs: 0.80× per GPU, scaling efficiency n/a (its width-1 twin has no warm latency)"
     assert Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart").per_gpu() == ""
