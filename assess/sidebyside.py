@@ -146,7 +146,7 @@ def same_work(index: Any, cell_keys: Sequence[str], split: str) -> dict[str, str
     cache that never engaged, an axis value that changed nothing). Cells that reproduce nobody are left out.
     A parallel cell reproduces its width-1 twin's pixels by design (assess.parity) with other work on other GPUs:
     it is never the same work as another cell, in any tool, and its speed is ranked."""
-    from assess.parity import cell_width
+    from assess.width import cell_width
 
     cell_keys = [k for k in cell_keys if cell_width(index, k) == 1]
     if len(cell_keys) < 2:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from assess.parity import cell_width, twin_of
+from assess.width import cell_width, twin_of
 from assess.sidebyside import TIMED_APART
 from assess.stats import Estimate, ParityTest, Verdict, parity_test, parity_text, parity_verdict
 

@@ -22,7 +22,7 @@ from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.parity import drifting
 from assess.stats import per_prompt_deltas, reference_drift
-from assess.parity import cell_width
+from assess.width import cell_width
 from render.laws.anchor import frozen_anchor
 from render.rundir import Category, CellState, InvalidRunDirectory, experiment_of, read_run_record
 

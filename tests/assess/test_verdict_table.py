@@ -212,7 +212,7 @@ def test_a_parallel_cell_shows_its_speedup_per_gpu_and_its_scaling_efficiency() 
     import json
 
     from assess.stats import Estimate
-    from assess.parity import cell_width, twin_of
+    from assess.width import cell_width, twin_of
     from assess.verdict import Speed
     from render.rundir import cell_key_of
 
