@@ -50,13 +50,16 @@ def cases() -> dict[str, list[str]]:
 
 
 def _key(cell) -> str:
-    """The cell key; a hub model's weights identity (its resolved commit, or unresolved without the hub) depends
-    on the machine, so it is pinned as a placeholder: everything else of the cell is pinned as it is."""
+    """The cell key with its weights identity as a placeholder: everything else of the cell is pinned as it is. The
+    weights' identity depends on the machine, not on this code: a hub model's is its resolved commit (or unresolved
+    without the hub); a built-in twin's is its folder's digest, and the configs its build writes carry the versions
+    of diffusers and transformers that wrote them (a transformers release re-keyed every twin cell of a fresh cache,
+    and failed 214 pins); a change to a twin's build bumps its version (render.models.twins.Twin)."""
     from render.rundir import cell_key_of
 
     canonical = cell.canonical()
-    if not cell.model.id.startswith("hypergrid:"):
-        canonical["model"] = {**canonical["model"], "weights": "<hub commit>"}
+    builtin = cell.model.id.startswith("hypergrid:")
+    canonical["model"] = {**canonical["model"], "weights": "<built-in twin digest>" if builtin else "<hub commit>"}
     return cell_key_of(canonical)
 
 
