@@ -37,19 +37,25 @@ def incumbent_line(output: str) -> str:
     return next(line for line in output.splitlines() if line.startswith("incumbent ("))
 
 
+def one_and_two_gpus(tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch, wide_latency: float) -> None:
+    """An indexed sweep of the tiny-demo climb: 8 steps on one GPU at 0.30 s/image and on two (Ulysses) at
+    `wide_latency`, the same pixels, with the anchor; scored on ssim."""
+    monkeypatch.chdir(tmp_path)
+    runs = DemoRuns((tmp_path / "outputs").resolve())
+    sweep, ids = runs.sweep(), dev_ids(4)
+    runs.run(sweep, demo_cell(8), ids, perturb=shift(1), latency=0.30)
+    runs.run(sweep, {**demo_cell(8), "parallel": ULYSSES}, ids, perturb=shift(1), latency=wide_latency)
+    runs.anchor(ids)
+    score([sweep], db, metrics=["ssim"])
+
+
 @pytest.mark.slow
 def test_a_width_2_cell_wins_on_latency_and_loses_on_gpu_seconds(tmp_path: Path, db: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """From run directories in the index: 8 steps on one GPU at 0.30 s/image, on two (Ulysses) at 0.20 s/image
     (0.40 GPU-s/image), the same pixels. Latency crowns the width-2 cell; the objective is frozen with the rule (a
     climb under another objective is refused); amended to gpu_seconds, the width-1 cell is crowned."""
-    monkeypatch.chdir(tmp_path)
-    runs = DemoRuns((tmp_path / "outputs").resolve())
-    sweep, ids = runs.sweep(), dev_ids(4)
-    runs.run(sweep, demo_cell(8), ids, perturb=shift(1), latency=0.30)
-    runs.run(sweep, {**demo_cell(8), "parallel": ULYSSES}, ids, perturb=shift(1), latency=0.20)
-    runs.anchor(ids)
-    score([sweep], db, metrics=["ssim"])
+    one_and_two_gpus(tmp_path, db, monkeypatch, 0.20)
 
     latency = climb(db)
     assert "objective latency (median warm s/image)" in latency
@@ -154,13 +160,7 @@ def test_a_parallel_cell_within_noise_is_timed_side_by_side_with_the_others(tmp_
     from assess.climb.generation import _observe, replay, time_rivals
     from assess.index import Index
 
-    monkeypatch.chdir(tmp_path)
-    runs = DemoRuns((tmp_path / "outputs").resolve())
-    sweep, ids = runs.sweep(), dev_ids(4)
-    runs.run(sweep, demo_cell(8), ids, perturb=shift(1), latency=0.30)
-    runs.run(sweep, {**demo_cell(8), "parallel": ULYSSES}, ids, perturb=shift(1), latency=0.30)
-    runs.anchor(ids)
-    score([sweep], db, metrics=["ssim"])
+    one_and_two_gpus(tmp_path, db, monkeypatch, 0.30)
     exp = load_experiment("tiny-demo", [AXIS])
     asked: list[frozenset[str]] = []
     monkeypatch.setattr(assess.retime, "retime_runs", lambda paths, db, options, log: asked.append(options.cells))
