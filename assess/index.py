@@ -29,7 +29,7 @@ their anchor: deltas and speed-up), failures (failed runs), cache_engagement (st
 cell computed and reused), compile_break_even (compile time cold and warm, images until it pays).
 
 Writes go through sqlite-utils (`Index.table`, list-mode insert_all/upsert_all, delete_where, add_column,
-create_view). The conditional upserts (a reuse never replaces the rendering run's sample; an "unavailable" score never
+create_view), on tables that keep what the library would redo on every call (assess/index_table.py). The conditional upserts (a reuse never replaces the rendering run's sample; an "unavailable" score never
 undoes a value of the same version and config) are decided in Python from the rows read in the same BEGIN IMMEDIATE
 transaction. SQL stays for the migration scripts (history) and one set-based fill (sync_metric_columns).
 `python benchmarks/index.py` times these writes against the hand-written SQL they replaced (benchmarks/index_baseline.py).
@@ -49,7 +49,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ from urllib.parse import quote
 
 import sqlite_utils
 
+from assess.index_table import IndexTable
 from assess.errors import IndexDamaged, IndexSchemaError, IndexUnwritable, NotScored
 from assess.metrics import SPECS, MetricSpec, Outcome
 from render.metric_specs import SPEED_SPECS, delta_metric_names
@@ -572,24 +572,6 @@ class ScoreRow:
     reference_cell_key: str | None = None
 
 
-class _IndexTable(sqlite_utils.db.Table):
-    """A table of the index, for its writes. sqlite-utils looks a table up before every insert (sqlite_master for
-    exists(), PRAGMA table_info for its primary key: four queries per upsert); the migrations made every table, so
-    here it exists, and its columns are read once while the schema stays as it was (Index.write compares sqlite's
-    schema_version under the write lock, when no other process can change it, and drops its tables if it changed)."""
-
-    def exists(self) -> bool:
-        return True
-
-    @cached_property
-    def columns(self) -> list[sqlite_utils.db.Column]:
-        return super().columns
-
-    @cached_property
-    def columns_dict(self) -> dict[str, Any]:
-        return super().columns_dict
-
-
 class Index:
     """A handle on the index database. Use `Index.open()`; close it (or use `with`)."""
 
@@ -597,13 +579,13 @@ class Index:
         self.conn = conn
         self.path = path
         self.db = sqlite_utils.Database(conn)
-        self._tables: dict[str, _IndexTable] = {}
+        self._tables: dict[str, IndexTable] = {}
         self._schema = -1  # PRAGMA schema_version the cached tables were read at
 
     def table(self, name: str) -> sqlite_utils.db.Table:
-        """The sqlite-utils table every write of this transaction goes through (see _IndexTable)."""
+        """The sqlite-utils table every write of this transaction goes through (assess/index_table.py)."""
         if name not in self._tables:
-            self._tables[name] = _IndexTable(self.db, name)
+            self._tables[name] = IndexTable(self.db, name)
         return self._tables[name]
 
     @classmethod
@@ -647,6 +629,9 @@ class Index:
             return index
         index._retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
         conn.execute("PRAGMA synchronous = NORMAL")
+        # sqlite-utils writes multi-row INSERTs; one that may fail part-way keeps a statement journal, which sqlite
+        # spills to a temporary file by default: in memory, a cell's scores write ~1.7x faster (issue 31 item 5)
+        conn.execute("PRAGMA temp_store = MEMORY")
         index.migrate()
         return index
 
@@ -792,7 +777,8 @@ class Index:
                   for r in self._stored(conn, "SELECT cell_key, prompt_sha, seed, run_path, reused_from, problem "
                                               "FROM samples WHERE cell_key = ?", (r["cell_key"] for r in rows))}
         columns = [*rows[0]] if "problem" in rows[0] else [*rows[0], "problem"]
-        chosen: dict[tuple[str, str, int], dict[str, Any]] = {}
+        at_problem = columns.index("problem")
+        chosen: dict[tuple[str, str, int], list[Any]] = {}
         for row in rows:
             key = (row["cell_key"], row["prompt_sha"], row["seed"])
             problem = row.get("problem")
@@ -804,9 +790,9 @@ class Index:
                 if same_run and problem is None:
                     problem = old_problem
             stored[key] = (row["run_path"], row["reused_from"], problem)
-            chosen[key] = {**row, "problem": problem}
-        self._insert("samples", columns, ([r.get(c) for c in columns] for r in chosen.values()),
-                     pk=("cell_key", "prompt_sha", "seed"))
+            chosen[key] = values = list(map(row.get, columns))
+            values[at_problem] = problem
+        self._insert("samples", columns, chosen.values(), pk=("cell_key", "prompt_sha", "seed"))
 
     def upsert_timing(self, session: Any) -> None:
         """A side-by-side timing session (render.rundir.timings.TimingSession): its row and its contenders' rows."""
@@ -931,11 +917,25 @@ class Index:
                     summaries: list[dict[str, Any]]) -> None:
         """Replace the cell's `cell_scores` and `cell_summary` rows."""
         stamp = now_iso()
-        self.table("cell_scores").delete_where("cell_key = ?", (cell_key,))
-        self._insert("cell_scores", CELL_SCORE_COLUMNS, ((*row, stamp) for row in rows))
-        self.table("cell_summary").delete_where("cell_key = ?", (cell_key,))
-        if summaries:
-            self._insert("cell_summary", [*summaries[0], "updated_at"], ([*s.values(), stamp] for s in summaries))
+        self._replace_cell_rows(conn, "cell_scores", ("split", "metric", "metric_version"), cell_key,
+                                CELL_SCORE_COLUMNS, [(*row, stamp) for row in rows])
+        self._replace_cell_rows(conn, "cell_summary", ("split",), cell_key,
+                                [*summaries[0], "updated_at"] if summaries else [],
+                                [[*s.values(), stamp] for s in summaries])
+
+    def _replace_cell_rows(self, conn: sqlite3.Connection, table: str, key: tuple[str, ...], cell_key: str,
+                           columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
+        """Make the cell's rows of `table` (primary key: cell_key and `key`) exactly `rows`, each of which gives every
+        column: rows no longer derived are deleted (rare: a split or a metric version gone), the others replaced
+        whole. The same table as deleting the cell's rows and inserting them again, in one library write, not two."""
+        stored = {tuple(r) for r in conn.execute(f"SELECT {', '.join(key)} FROM {table} WHERE cell_key = ?",
+                                                 (cell_key,))}
+        positions = [list(columns).index(c) for c in key] if rows else []
+        where = " AND ".join(f"{c} = ?" for c in ("cell_key", *key))
+        for gone in sorted(stored - {tuple(row[p] for p in positions) for row in rows}):
+            self.table(table).delete_where(where, (cell_key, *gone))
+        if rows:
+            self._insert(table, columns, rows, replace=True)
 
     @staticmethod
     def _summary(cell_key: str, split: str, runs: list[sqlite3.Row], samples: list[sqlite3.Row],
