@@ -16,6 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # index_baseline, next
 from index_baseline import BaselineIndex  # noqa: E402
 
 from assess.index import Index, ScoreRow, now_iso  # noqa: E402
+from assess.index_table import KNOWN_SIGNATURE  # noqa: E402
 from assess.metrics import SPECS, Outcome, SampleInput  # noqa: E402
 from assess.metrics.fidelity import PSNRMetric, SSIMMetric  # noqa: E402
 
@@ -157,18 +159,20 @@ def bench_fidelity(n_images: int) -> float:
     return n_images / (time.perf_counter() - start)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scores", type=int, default=100_000)
     parser.add_argument("--cells", type=int, default=10_000)
     parser.add_argument("--images", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3, help="ingests per writer (queries: 5x as many)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         cells = ingest_data(args.scores)
         n = len(cells) * SAMPLES_PER_CELL * len(SAMPLE_METRICS)
         print(f"ingest: {n} sample scores, {len(cells)} cells, one transaction per cell, both writers interleaved")
+        print(f"  sqlite-utils {version('sqlite-utils')}: statement cache of assess/index_table.py "
+              f"{'active' if KNOWN_SIGNATURE else 'INACTIVE (this release builds its inserts differently)'}")
         for i, writer in enumerate(WRITERS.values()):  # imports and first-call costs (scipy's bootstrap) untimed
             with writer.open(folder / f"warm-{i}.db") as index:
                 write_cell(index, cells[0])
