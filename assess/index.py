@@ -629,8 +629,9 @@ class Index:
             return index
         index._retry_locked(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
         conn.execute("PRAGMA synchronous = NORMAL")
-        # sqlite-utils writes multi-row INSERTs; one that may fail part-way keeps a statement journal, which sqlite
-        # spills to a temporary file by default: in memory, a cell's scores write ~1.7x faster (issue 31 item 5)
+        # sqlite-utils writes multi-row INSERTs; into a table with a secondary index, sqlite opens a temporary file
+        # for one (strace: an etilqs_* file every other statement) unless temp storage is in memory, which halves
+        # their time: 13 rows of cell_scores, 176 -> 89 us (issue 31 item 5, benchmarks/index.py)
         conn.execute("PRAGMA temp_store = MEMORY")
         index.migrate()
         return index
