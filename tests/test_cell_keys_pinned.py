@@ -85,7 +85,18 @@ def composed_as_a_sweep_composes():
         yield
 
 
-@pytest.mark.parametrize("name", sorted(PINNED))
+FAST_MODELS = ("model=tiny ", "model=shapes ")  # what the tests and the demo render: every option, in the default run
+
+
+def _tier(name: str) -> object:
+    """Each model's own config, and every option of the models the tests and the demo render, in the default run;
+    the rest of the cross product (every other model with every option, ~490 configs, 0.2 s each) in the slow tier,
+    which CI runs."""
+    fast = name.endswith("device=cpu") or name.startswith(FAST_MODELS)
+    return name if fast else pytest.param(name, marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("name", [_tier(name) for name in sorted(PINNED)])
 def test_the_cell_key_of_a_shipped_config_is_pinned(name: str) -> None:
     assert name in cases(), f"{name!r} is pinned but no longer a shipped config"
     assert keys_of(cases()[name]) == PINNED[name]
