@@ -29,9 +29,10 @@ their anchor: deltas and speed-up), failures (failed runs), cache_engagement (st
 cell computed and reused), compile_break_even (compile time cold and warm, images until it pays).
 
 Writes go through sqlite-utils (`Index.table`, list-mode insert_all/upsert_all, delete_where, add_column,
-create_view), on tables that keep what the library would redo on every call (assess/index_table.py). The conditional upserts (a reuse never replaces the rendering run's sample; an "unavailable" score never
-undoes a value of the same version and config) are decided in Python from the rows read in the same BEGIN IMMEDIATE
-transaction. SQL stays for the migration scripts (history) and one set-based fill (sync_metric_columns).
+create_view), on tables that keep what the library would redo on every call (assess/index_table.py). The
+conditional upserts (a reuse never replaces the rendering run's sample; an "unavailable" score never undoes a value
+of the same version and config) are decided in Python from the rows read in the same BEGIN IMMEDIATE transaction.
+SQL stays for the migration scripts (history) and one set-based fill (sync_metric_columns).
 `python benchmarks/index.py` times these writes against the hand-written SQL they replaced (benchmarks/index_baseline.py).
 
 Longer than the house's ~300 lines on purpose: the schema, its migrations and the SQL that reads it
@@ -56,8 +57,8 @@ from urllib.parse import quote
 
 import sqlite_utils
 
-from assess.index_table import IndexTable
 from assess.errors import IndexDamaged, IndexSchemaError, IndexUnwritable, NotScored
+from assess.index_table import IndexTable
 from assess.metrics import SPECS, MetricSpec, Outcome
 from render.metric_specs import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed

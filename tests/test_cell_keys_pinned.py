@@ -90,7 +90,7 @@ FAST_MODELS = ("model=tiny ", "model=shapes ")  # what the tests and the demo re
 
 def _tier(name: str) -> object:
     """Each model's own config, and every option of the models the tests and the demo render, in the default run;
-    the rest of the cross product (every other model with every option, ~490 configs, 0.2 s each) in the slow tier,
+    the rest of the cross product (every other model with every option: 468 configs, 0.2 s each) in the slow tier,
     which CI runs."""
     fast = name.endswith("device=cpu") or name.startswith(FAST_MODELS)
     return name if fast else pytest.param(name, marks=pytest.mark.slow)
