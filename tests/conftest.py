@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_dir
 import render.schema  # noqa: F401  registers schemas and resolvers
 
 CONF_DIR = str(Path(render.schema.__file__).parent / "conf")
+pytest_plugins = ["tests.budget"]  # the suite's time budget: a test past its tier's fails the run unless marked long
 
 
 @pytest.fixture(autouse=True)

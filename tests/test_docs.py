@@ -38,10 +38,19 @@ def test_ci_runs_every_slow_and_slurm_test_and_the_linters() -> None:
     """Every test that guards a documented promise runs in CI: the slow ones without a path that would leave some
     out, the SLURM ones against the real cluster, and ruff and mypy over the code."""
     lines = ci_lines()
-    assert "python -m pytest -q -m slow" in lines  # every slow test, whatever folder it is in
-    assert "python -m pytest -q -m slurm" in lines
+    for tier in ("slow", "slurm", "prometheus"):  # every test of the tier, whatever folder it is in: no path given
+        (line,) = [line for line in lines if line.startswith(f"python -m pytest -q -m {tier}")]
+        assert "tests" not in line and "::" not in line and " -k " not in line, line
     assert any(line.startswith("ruff check") for line in lines)
     assert any(line.startswith("mypy") for line in lines)
+
+
+def test_ci_times_every_phase() -> None:
+    """.ci/run says where its time went: each install and each tier runs through `phase` (.ci/phases.sh)."""
+    phases = [line.split()[1] for line in ci_lines() if line.startswith("phase ")]
+    assert phases == ["install-debian", "install-python", "default-tier", "ruff-mypy", "slow-tier", "prometheus-tier",
+                      "slurm-tier"], phases
+    assert "trap" in (ROOT / ".ci" / "run").read_text() and "phase_summary" in (ROOT / ".ci" / "run").read_text()
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """The shipped shapes model's quality and its speed/quality trade-off, measured with the checker (slow).
 
-300 dev samples (60 prompts x 5 seeds) per cell, rendered through the runner's code; a few minutes
-on 2 CPU cores in all.
+120 dev samples (60 prompts x 2 seeds) per cell, rendered through the runner's code: every dev prompt, and about two
+minutes on one core in all (docs/shapes.md's table takes 5 seeds; 300 samples a cell cost the slow tier 5 minutes).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from assess.metrics.shapes_eval import compose_job, load_shipped, paired_differe
 
 pytestmark = pytest.mark.slow
 
-DEV = ["prompts=dev", "seed=[0,1,2,3,4]"]
+DEV = ["prompts=dev", "seed=[0,1]"]
 # The most aggressive cache setting of the trade-off table (docs/shapes.md), at the anchor's steps:
 # first-block cache skipping the remaining blocks while the first block's residual moved by under 60%.
 AGGRESSIVE_CACHE = ["cache=fbcache", "cache.threshold=0.6"]
@@ -37,7 +37,7 @@ def anchor(loaded, anchor_job) -> list:
 
 
 def test_the_anchor_scores_at_least_80_percent_on_dev(anchor) -> None:
-    assert len(anchor) == 300
+    assert len(anchor) == 120
     overall = np.mean([v.correct for v in anchor])
     per_attribute = {a: np.mean([getattr(v, a) for v in anchor]) for a in ("colour", "shape", "position")}
     assert overall >= 0.80, (overall, per_attribute)

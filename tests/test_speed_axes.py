@@ -135,7 +135,11 @@ ALONE_ALL = [["quant=int8wo"], ["compile=regional", "compile.backend=eager"], ["
              ["offload=layerwise"], ["compile=full", "compile.backend=eager", "cache=fbcache"], []]
 
 
-@pytest.mark.parametrize("cells", [ALONE_FAST, pytest.param(ALONE_ALL, marks=pytest.mark.slow)], ids=["fast", "all"])
+FAST_WHY = "six real renders in one process: the default tier's one check that per-cell axes are undone"
+
+
+@pytest.mark.parametrize("cells", [pytest.param(ALONE_FAST, marks=pytest.mark.long(FAST_WHY)),
+                                   pytest.param(ALONE_ALL, marks=pytest.mark.slow)], ids=["fast", "all"])
 def test_alone_and_after_other_cells_give_the_same_bytes(cells: list[list[str]], tmp_path: Path) -> None:
     """Per-cell axes are undone (compile, offload hooks, fused projections) and load-time ones reload:
     each cell's image is byte-identical rendered alone and after the others in one process."""

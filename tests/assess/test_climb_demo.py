@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long("the whole demo climb through the real CLI: generations, the "
+                                                                "final on the holdout timed side by side, the report")]
 
 
 def assess(*args: str, cwd: Path, timeout: float = 1500) -> subprocess.CompletedProcess:

@@ -1,0 +1,135 @@
+"""The suite's time budget: a test in the default tier that takes more than 2 s, or one in a long tier (slow, slurm,
+prometheus) that takes more than 60 s, fails the run unless it is marked `@pytest.mark.long("why it must be slow")`.
+
+A test's time is its call plus the setup of its own (function-scoped) fixtures; what a module or the session
+shares (a sweep rendered once, the tiny model built once) is paid once and counted apart: a shared fixture past
+SHARED_BUDGET_S fails the run unless it is named in LONG_FIXTURES with its reason. The budgets scale with
+$HYPERGRID_TEST_BUDGET_SCALE (CI runs both cores at once, where a test reads up to about 1.5x its time on a quiet
+machine); HYPERGRID_TEST_BUDGET_SCALE=0 turns the guard off (a profiler, a debugger). The run ends with the slowest
+tests and shared fixtures, so each run says where its time went (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+TEST_BUDGET_S = {"default": 2.0, "long": 60.0}
+SHARED_BUDGET_S = {"default": 15.0, "long": 240.0}
+LONG_TIERS = ("slow", "slurm", "prometheus")
+# Shared fixtures allowed past SHARED_BUDGET_S, with the reason (a fixture has no marks of its own).
+LONG_FIXTURES: dict[str, str] = {}
+
+
+def scale() -> float:
+    return float(os.environ.get("HYPERGRID_TEST_BUDGET_SCALE", "1"))
+
+
+def tier_of(keywords: Any) -> str:
+    return "long" if any(name in keywords for name in LONG_TIERS) else "default"
+
+
+@dataclass
+class Ledger:
+    """What the controller (or the only process) learns of each test's time, from its reports."""
+
+    tests: dict[str, tuple[float, str, bool]] = field(default_factory=dict)  # nodeid -> (seconds, tier, marked long)
+    shared: dict[tuple[str, str], float] = field(default_factory=dict)  # (fixture, scope) -> longest setup seen
+
+    def over_budget(self) -> tuple[list[str], list[str]]:
+        factor = scale()
+        if factor <= 0:
+            return [], []
+        tests = [f"{nodeid}: {seconds:.1f} s (budget {TEST_BUDGET_S[tier] * factor:.0f} s in the {tier} tier)"
+                 for nodeid, (seconds, tier, marked) in self.tests.items()
+                 if not marked and seconds > TEST_BUDGET_S[tier] * factor]
+        tiers = {tier for _, tier, _ in self.tests.values()}
+        budget = max((SHARED_BUDGET_S[t] for t in tiers), default=SHARED_BUDGET_S["default"]) * factor
+        fixtures = [f"fixture {name} ({scope}): {seconds:.1f} s (budget {budget:.0f} s)"
+                    for (name, scope), seconds in self.shared.items() if name not in LONG_FIXTURES and seconds > budget]
+        return tests, fixtures
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "long(reason): a test allowed past its tier's time budget (tests/budget.py), "
+                                       "with the reason it must take that long")
+    config.pluginmanager.register(Budget(), "hypergrid-budget")
+
+
+class Budget:
+    """The guard of one pytest run (one per config, so a run inside a test keeps its own ledger)."""
+
+    def __init__(self) -> None:
+        self.ledger = Ledger()
+        self.shared_setup: dict[str, float] = {}  # the current test's shared fixtures set up in its setup, here
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any]) -> Generator[None, None, None]:
+        started = time.perf_counter()
+        yield
+        if fixturedef.scope != "function":
+            self.shared_setup[f"{fixturedef.argname}|{fixturedef.scope}"] = time.perf_counter() - started
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+        outcome = yield
+        report = outcome.get_result()
+        if call.when == "setup":  # user_properties travel with the report to xdist's controller
+            marker = item.get_closest_marker("long")
+            if marker is not None and not (marker.args or marker.kwargs.get("reason")):
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.long needs the reason it must be slow")
+            report.user_properties.append(("budget_shared_setup", dict(self.shared_setup)))
+            report.user_properties.append(("budget_long", marker is not None))
+            self.shared_setup.clear()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        ledger = self.ledger
+        if report.when == "setup":
+            shared = props.get("budget_shared_setup", {})
+            for key, seconds in shared.items():
+                name, scope = key.split("|")
+                ledger.shared[(name, scope)] = max(seconds, ledger.shared.get((name, scope), 0.0))
+            own = max(report.duration - sum(shared.values()), 0.0)
+            ledger.tests[report.nodeid] = (own, tier_of(report.keywords), bool(props.get("budget_long")))
+        elif report.when == "call" and report.nodeid in ledger.tests:
+            seconds, tier, marked = ledger.tests[report.nodeid]
+            ledger.tests[report.nodeid] = (seconds + report.duration, tier, marked)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if _is_xdist_worker(session.config) or not self.ledger.tests:
+            return
+        tests, fixtures = self.ledger.over_budget()
+        if (tests or fixtures) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        ledger = self.ledger
+        if _is_xdist_worker(config) or not ledger.tests:
+            return
+        write = terminalreporter.write_line
+        slowest = sorted(ledger.tests.items(), key=lambda kv: -kv[1][0])[:10]
+        terminalreporter.section("time budget (tests/budget.py)")
+        write(f"{len(ledger.tests)} tests, {sum(s for s, _, _ in ledger.tests.values()):.0f} s of test time; the slowest:")
+        for nodeid, (seconds, tier, marked) in slowest:
+            write(f"  {seconds:7.1f} s  {nodeid}{'  [long]' if marked else ''}")
+        shared = sorted(ledger.shared.items(), key=lambda kv: -kv[1])[:5]
+        if shared:
+            write("the slowest shared fixtures (paid once per process):")
+            for (name, scope), seconds in shared:
+                write(f"  {seconds:7.1f} s  {name} ({scope})")
+        tests, fixtures = ledger.over_budget()
+        if tests or fixtures:
+            write(f"OVER BUDGET: {len(tests) + len(fixtures)} (make it faster, share its work, move it to the slow tier, "
+                  "or mark it @pytest.mark.long(\"why\"); docs/testing.md)", red=True, bold=True)
+            for line in tests + fixtures:
+                write(f"  {line}", red=True)
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")

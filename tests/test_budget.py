@@ -1,0 +1,51 @@
+"""The suite's time budget (tests/budget.py) fails a run whose test is past its tier's budget, unless marked long with
+a reason; shared fixtures are counted once, apart. Run in-process by pytester with the budget scaled down."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SLOW_TEST = """
+import time, pytest
+
+@pytest.fixture(scope="module")
+def shared():
+    time.sleep(0.3)  # paid once, apart: never the test's
+
+def test_quick(shared):
+    pass
+
+{mark}
+def test_sleepy():
+    time.sleep(0.3)
+"""
+
+
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, mark: str = "") -> pytest.RunResult:
+    monkeypatch.setenv("HYPERGRID_TEST_BUDGET_SCALE", "0.1")  # 0.2 s in the default tier, 1.5 s for a shared fixture
+    pytester.makepyfile(test_it=SLOW_TEST.format(mark=mark))
+    return pytester.runpytest_inprocess("-p", "tests.budget", "-p", "no:cacheprovider")
+
+
+def test_a_test_past_its_tiers_budget_fails_the_run_and_is_named(pytester: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(pytester, monkeypatch)
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*OVER BUDGET: 1*", "*test_it.py::test_sleepy: 0.3 s (budget 0 s in the default tier)*"])
+    assert "test_quick:" not in result.stdout.str()  # its module's shared fixture is not its time
+    result.stdout.fnmatch_lines(["*the slowest shared fixtures*", "*shared (module)*"])
+
+
+def test_a_test_marked_long_with_its_reason_passes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(pytester, monkeypatch, '@pytest.mark.long("sleeps on purpose")')
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*test_sleepy  [[]long[]]*"])
+
+
+def test_long_without_a_reason_is_refused(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(pytester, monkeypatch, "@pytest.mark.long")
+    assert result.ret != pytest.ExitCode.OK
+    assert "needs the reason it must be slow" in result.stdout.str() + result.stderr.str()
