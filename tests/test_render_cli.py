@@ -39,40 +39,41 @@ def test_single_run_writes_a_complete_run_directory(tiny_cache: Path, tmp_path: 
 
 
 @pytest.mark.slow
-def test_sweep_renders_one_cell_per_combination_and_the_anchor(tiny_cache: Path, tmp_path: Path) -> None:
-    result = run_render("-m", "model=tiny", "steps=1,2", "cache=none,fbcache", "seed=42", "prompts.limit=2", cwd=tmp_path)
+def test_a_sweep_its_rerun_and_a_larger_prompt_set(tiny_cache: Path, tmp_path: Path) -> None:
+    """One sweep rendered once, three promises on it (each was a test that rendered a sweep of its own): its layout
+    (one cell per combination and the anchor), a rerun renders nothing and loads no model, and a larger prompt set
+    renders only the new prompts."""
+    args = ("-m", "model=tiny", "steps=1,2", "cache=none,fbcache", "seed=42", "prompts.limit=2")
+    result = run_render(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (sweep,) = list((tmp_path / "outputs" / "multirun").glob("*/*"))
     cells = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     # a cell's folder holds the overrides that vary between cells only, not model=, seed=, prompts.limit= they share
-    assert cells == ["0_cache=none,steps=1", "1_cache=fbcache,steps=1", "2_cache=none,steps=2", "3_cache=fbcache,steps=2"]
-    assert len(json.loads((sweep / "SWEEP.json").read_text())["cells"]) == 4
+    assert cells == ["0_cache=none,steps=1", "1_cache=fbcache,steps=1", "2_cache=none,steps=2", "3_cache=fbcache,steps=2"], \
+        "the layout: one cell folder per combination, named by what varies"
+    assert len(json.loads((sweep / "SWEEP.json").read_text())["cells"]) == 4, "the layout: SWEEP.json lists each cell"
     (anchor,) = [d for d in run_dirs(tmp_path / "outputs" / "anchors")]
-    assert json.loads((anchor / "run.json").read_text())["is_anchor"] and len(records(anchor)) == 2
-    assert "4 of 4 cells done" in result.stdout
+    assert json.loads((anchor / "run.json").read_text())["is_anchor"] and len(records(anchor)) == 2, \
+        "the layout: the anchor rendered once for the sweep's prompts"
+    assert "4 of 4 cells done" in result.stdout, "the layout: the summary counts the cells"
 
-
-@pytest.mark.slow
-def test_rerun_renders_nothing_and_loads_no_model(tiny_cache: Path, tmp_path: Path) -> None:
-    args = ("-m", "model=tiny", "steps=1,2", "prompts.limit=2")
-    assert run_render(*args, cwd=tmp_path).returncode == 0
     again = run_render(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     second = sorted((tmp_path / "outputs" / "multirun").glob("*/*"))[-1]
+    assert second != sweep, "a rerun is a sweep folder of its own"
     for run in (d for d in second.iterdir() if d.is_dir()):
         done = json.loads((run / "DONE.json").read_text())
-        assert (done["n_rendered"], done["n_reused"]) == (0, 2)
-        assert all(s["reused_from"] for s in records(run)) and all((run / s["image"]).is_file() for s in records(run))
-        assert "loaded model" not in (run / "render.log").read_text()
+        assert (done["n_rendered"], done["n_reused"]) == (0, 2), f"a rerun renders nothing: {run.name} {done}"
+        assert all(s["reused_from"] for s in records(run)) and all((run / s["image"]).is_file() for s in records(run)), \
+            f"a rerun links every sample in: {run.name}"
+        assert "loaded model" not in (run / "render.log").read_text(), f"a rerun loads no model: {run.name}"
 
-
-@pytest.mark.slow
-def test_larger_prompt_set_renders_only_the_new_prompts(tiny_cache: Path, tmp_path: Path) -> None:
-    assert run_render("model=tiny", "steps=1", "prompts.limit=2", "render_anchor=false", cwd=tmp_path).returncode == 0
-    assert run_render("model=tiny", "steps=1", "prompts.limit=4", "render_anchor=false", cwd=tmp_path).returncode == 0
-    second = run_dirs(tmp_path / "outputs")[-1]
-    done = json.loads((second / "DONE.json").read_text())
-    assert (done["n_rendered"], done["n_reused"], done["n_samples"]) == (2, 2, 4)
+    larger = run_render("model=tiny", "steps=1", "cache=none", "seed=42", "prompts.limit=4", "render_anchor=false", cwd=tmp_path)
+    assert larger.returncode == 0, larger.stderr
+    (single,) = run_dirs(tmp_path / "outputs" / "runs")
+    done = json.loads((single / "DONE.json").read_text())
+    assert (done["n_rendered"], done["n_reused"], done["n_samples"]) == (2, 2, 4), \
+        f"a larger prompt set renders only the new prompts: {done}"
 
 
 @pytest.mark.slow
