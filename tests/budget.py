@@ -30,8 +30,8 @@ def scale() -> float:
     return float(os.environ.get("HYPERGRID_TEST_BUDGET_SCALE", "1"))
 
 
-def tier_of(keywords: Any) -> str:
-    return "long" if any(name in keywords for name in LONG_TIERS) else "default"
+def tier_of(item: pytest.Item) -> str:
+    return "long" if any(item.get_closest_marker(name) for name in LONG_TIERS) else "default"
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Ledger:
     """What the controller (or the only process) learns of each test's time, from its reports."""
 
     tests: dict[str, tuple[float, str, bool]] = field(default_factory=dict)  # nodeid -> (seconds, tier, marked long)
-    shared: dict[tuple[str, str], float] = field(default_factory=dict)  # (fixture, scope) -> longest setup seen
+    shared: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)  # (fixture, scope) -> (s, tier)
 
     def over_budget(self) -> tuple[list[str], list[str]]:
         factor = scale()
@@ -48,10 +48,9 @@ class Ledger:
         tests = [f"{nodeid}: {seconds:.1f} s (budget {TEST_BUDGET_S[tier] * factor:.0f} s in the {tier} tier)"
                  for nodeid, (seconds, tier, marked) in self.tests.items()
                  if not marked and seconds > TEST_BUDGET_S[tier] * factor]
-        tiers = {tier for _, tier, _ in self.tests.values()}
-        budget = max((SHARED_BUDGET_S[t] for t in tiers), default=SHARED_BUDGET_S["default"]) * factor
-        fixtures = [f"fixture {name} ({scope}): {seconds:.1f} s (budget {budget:.0f} s)"
-                    for (name, scope), seconds in self.shared.items() if name not in LONG_FIXTURES and seconds > budget]
+        fixtures = [f"fixture {name} ({scope}): {seconds:.1f} s (budget {SHARED_BUDGET_S[tier] * factor:.0f} s in the "
+                    f"{tier} tier)" for (name, scope), (seconds, tier) in self.shared.items()
+                    if name not in LONG_FIXTURES and seconds > SHARED_BUDGET_S[tier] * factor]
         return tests, fixtures
 
 
@@ -68,6 +67,12 @@ class Budget:
         self.ledger = Ledger()
         self.shared_setup: dict[str, float] = {}  # the current test's shared fixtures set up in its setup, here
 
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        bare = [item.nodeid for item in items if (m := item.get_closest_marker("long")) is not None
+                and not (m.args or m.kwargs.get("reason"))]
+        if bare:
+            raise pytest.UsageError(f"@pytest.mark.long needs the reason it must be slow: {', '.join(bare)}")
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any]) -> Generator[None, None, None]:
         started = time.perf_counter()
@@ -80,23 +85,22 @@ class Budget:
         outcome = yield
         report = outcome.get_result()
         if call.when == "setup":  # user_properties travel with the report to xdist's controller
-            marker = item.get_closest_marker("long")
-            if marker is not None and not (marker.args or marker.kwargs.get("reason")):
-                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.long needs the reason it must be slow")
             report.user_properties.append(("budget_shared_setup", dict(self.shared_setup)))
-            report.user_properties.append(("budget_long", marker is not None))
+            report.user_properties.append(("budget_tier", tier_of(item)))
+            report.user_properties.append(("budget_long", item.get_closest_marker("long") is not None))
             self.shared_setup.clear()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
+        props: dict[str, Any] = dict(report.user_properties)
         ledger = self.ledger
         if report.when == "setup":
-            shared = props.get("budget_shared_setup", {})
-            for key, seconds in shared.items():
+            shared, tier = props.get("budget_shared_setup", {}), props.get("budget_tier", "default")
+            for key, seconds in shared.items():  # counted in the tier of the test that first needed it
                 name, scope = key.split("|")
-                ledger.shared[(name, scope)] = max(seconds, ledger.shared.get((name, scope), 0.0))
+                if seconds > ledger.shared.get((name, scope), (0.0, tier))[0]:
+                    ledger.shared[(name, scope)] = (seconds, tier)
             own = max(report.duration - sum(shared.values()), 0.0)
-            ledger.tests[report.nodeid] = (own, tier_of(report.keywords), bool(props.get("budget_long")))
+            ledger.tests[report.nodeid] = (own, tier, bool(props.get("budget_long")))
         elif report.when == "call" and report.nodeid in ledger.tests:
             seconds, tier, marked = ledger.tests[report.nodeid]
             ledger.tests[report.nodeid] = (seconds + report.duration, tier, marked)
@@ -118,10 +122,10 @@ class Budget:
         write(f"{len(ledger.tests)} tests, {sum(s for s, _, _ in ledger.tests.values()):.0f} s of test time; the slowest:")
         for nodeid, (seconds, tier, marked) in slowest:
             write(f"  {seconds:7.1f} s  {nodeid}{'  [long]' if marked else ''}")
-        shared = sorted(ledger.shared.items(), key=lambda kv: -kv[1])[:5]
+        shared = sorted(ledger.shared.items(), key=lambda kv: -kv[1][0])[:5]
         if shared:
             write("the slowest shared fixtures (paid once per process):")
-            for (name, scope), seconds in shared:
+            for (name, scope), (seconds, _) in shared:
                 write(f"  {seconds:7.1f} s  {name} ({scope})")
         tests, fixtures = ledger.over_budget()
         if tests or fixtures:
