@@ -114,6 +114,8 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
     click.echo("\n".join(lines[:1] if quiet else lines))
     if rebuild:
         click.echo(result.line())
+    if not quiet:
+        _answer([p for p in paths if p.is_dir()], db)
     if summary.failed:
         sys.exit(1)
 
@@ -199,8 +201,26 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         lines = verdict_lines([(r.name, r.cell_key) for r in rows if r.cell_key], recorded, band, what_if)
         if lines:
             click.echo("\n".join(lines))
+        if db.is_file():
+            _answer([path], db)
     if any(r.state == "unreadable" for r in rows):
         sys.exit(1)
+
+
+def _answer(paths: list[Path], db: Path) -> None:
+    """The one sentence of the sweeps among `paths` under the default rule (assess.answer), and the next command."""
+    from render.rundir import is_sweep_folder
+
+    sweeps = [p for p in paths if is_sweep_folder(p)]
+    if not sweeps:
+        return
+    from assess.report import sweep_answer
+
+    with user_errors(db):
+        answer = sweep_answer(sweeps, db)
+    if answer:
+        click.echo(f"answer: {answer.text}")
+        click.echo(f"next: {answer.next}")
 
 
 @cli.command()

@@ -17,12 +17,14 @@ import os
 import shlex
 import shutil
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from assess import speed_axis
+from assess.answer import Answer
 from assess.errors import NotScored, RunDirError
 from assess.index import Index, cell_status
 from assess.metrics import SPECS
@@ -588,26 +590,41 @@ def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
 # -- the report -----------------------------------------------------------------------------
 
 
-def _quality_metric(views: list[CellView], requested: str | None) -> str:
-    valid = quality_metric_names()
-    if requested:
-        if requested not in valid:
-            from assess.errors import UnknownMetric
+def _quality_metric(views: list[CellView], requested: str | None, parity: dict[str, Any] | None = None) -> str:
+    """--quality-metric, else the model's own (model.parity.metric) when its cells have it, else the first quality
+    metric they have (assess.default_rule)."""
+    from assess.default_rule import choose_metric
 
-            raise UnknownMetric(f"unknown quality metric {requested!r}. Valid: {', '.join(valid)}")
-        return requested
-    for metric in valid:
-        if any(v.values.get(metric) is not None for v in views if not v.is_anchor):
-            return metric
-    return valid[0]
+    valid = quality_metric_names()
+    if requested and requested not in valid:
+        from assess.errors import UnknownMetric
+
+        raise UnknownMetric(f"unknown quality metric {requested!r}. Valid: {', '.join(valid)}")
+    has = [m for m in valid if any(v.values.get(m) is not None for v in views if not v.is_anchor)]
+    return choose_metric(requested, parity or {}, has, valid)
 
 
 def verdict_rule(index: Index, views: list[CellView], metric: str, band: float | None, alpha: float, test: str,
-                 price: float | None) -> Rule:
-    """The sweep report's parity rule: its metric, --band and test, and the floors measured for its model."""
+                 price: float | None, model: str = "", parity: dict[str, Any] | None = None) -> Rule:
+    """The sweep report's parity rule: its metric, its band (--band, else a default with its source:
+    assess.default_rule) and test, and the floors measured for its model."""
+    from assess.default_rule import choose_band
     from assess.floor import floors_of
 
-    return Rule(metric, band, alpha, test, SPECS[metric].direction == "higher", price, floors_of(index, views))
+    floors = floors_of(index, views)
+    chosen, source = choose_band(metric, band, floors, model, parity or {})
+    return Rule(metric, chosen, alpha, test, SPECS[metric].direction == "higher", price, floors, band_source=source)
+
+
+def default_rule(index: Index, views: list[CellView], runs: list[dict[str, Any]], quality_metric: str | None,
+                 band: float | None, alpha: float = 0.05, test: str = "noninferiority",
+                 price: float | None = None) -> Rule:
+    """The rule a sweep's cells are judged by with what was given (None: the defaults of assess.default_rule)."""
+    from assess.default_rule import model_parity
+
+    model, parity = model_parity([r["path"] for r in runs if not r.get("is_anchor")])
+    metric = _quality_metric(views, quality_metric, parity)
+    return verdict_rule(index, views, metric, band, alpha, test, price, model, parity)
 
 
 def _render_html(context: dict[str, Any]) -> str:
@@ -686,10 +703,10 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
     with Index.open(index_path, create=False) as index, staged(out_dir) as staging:
         runs, missing = _runs_in_index(index, sweep_paths)
         views, scope = _cell_views(index, runs)
-        metric = _quality_metric(views, quality_metric)
-        verdict = sweep_verdict(index, views, verdict_rule(index, views, metric, band, alpha, test, price_per_gpu_hour),
-                                recorded_verdicts([r["path"] for r in runs]), band)
-        _write_report(index, staging, out_dir, sweep_paths, runs, missing, views, scope, metric, band, alpha,
+        rule = default_rule(index, views, runs, quality_metric, band, alpha, test, price_per_gpu_hour)
+        verdict = sweep_verdict(index, views, rule, recorded_verdicts([r["path"] for r in runs]), band)
+        verdict["answer"] = answer_of(verdict, runs, sweep_paths)
+        _write_report(index, staging, out_dir, sweep_paths, runs, missing, views, scope, rule.metric, rule.band, alpha,
                       problems, notes, verdict)
     return out_dir / "index.html"
 
@@ -734,6 +751,28 @@ def _write_report(index: Index, staging: Path, out_dir: Path, sweep_paths: list[
         "verdict": verdict,
     }
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")
+
+
+def answer_of(verdict: dict[str, Any], runs: list[dict[str, Any]], sweeps: Sequence[Path]) -> Answer:
+    """The verdict table's one sentence (assess.answer), its next command for the prompts the cells rendered."""
+    from assess.answer import sentence
+
+    prompts = next((str(r["prompts_name"]) for r in runs if not r["is_anchor"]), "smoke")
+    return sentence(verdict, prompts, " ".join(str(s) for s in sweeps))
+
+
+def sweep_answer(sweeps: Sequence[Path | str], index_path: Path | str | None = None) -> Answer | None:
+    """The sentence a sweep's report opens with, under the default rule (assess.default_rule); None when none of its
+    runs is indexed."""
+    paths = [Path(s).resolve() for s in sweeps]
+    with Index.open(index_path, create=False) as index:
+        runs, _ = _runs_in_index(index, paths)
+        if not runs:
+            return None
+        views, _ = _cell_views(index, runs)
+        rule = default_rule(index, views, runs, None, None)
+        verdict = sweep_verdict(index, views, rule, recorded_verdicts([r["path"] for r in runs]))
+        return answer_of(verdict, runs, paths)
 
 
 def sweep_cells(index: Index, sweeps: list[Path | str]) -> tuple[list[CellView], list[dict[str, Any]]]:

@@ -84,22 +84,9 @@ def _job(run: RunDir, device: str | None) -> Any:
 
 def contenders(runs: Sequence[RunDir], device: str | None) -> dict[str, Any]:
     """cell key -> render.retime.Contender, one per distinct cell (its samples gathered over its runs)."""
-    from render.retime import Contender, Sample
+    from render.retime import contenders_of
 
-    by_cell: dict[str, list[RunDir]] = {}
-    for run in runs:
-        by_cell.setdefault(run.cell_key, []).append(run)
-    out = {}
-    for key, group in by_cell.items():
-        group.sort(key=lambda r: (-len(r.samples), str(r.path)))
-        samples: dict[tuple[str, int], Sample] = {}
-        for run in group:
-            for s in run.samples:
-                if s.prompt is not None and (s.text_id, s.seed) not in samples:
-                    samples[(s.text_id, s.seed)] = Sample(s.text_id, s.prompt, s.seed, s.sha256)
-        if samples:
-            out[key] = Contender(_job(group[0], device), group[0].path, samples)
-    return out
+    return contenders_of(runs, lambda run: _job(run, device))
 
 
 def default_pairs(runs: Sequence[RunDir], keys: set[str], every_pair: bool) -> list[tuple[str, str]]:

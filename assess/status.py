@@ -90,9 +90,14 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
 
 def _noisy(run: RunDir, done: dict[str, Any]) -> str:
     """"NOISY: why" for a finished cell whose own warm samples' speed is too noisy to rank (assess.noise), else ""."""
+    from render.rundir.timings import read_sessions
+
     warm = [s for s in run.samples if not s.warmup and not s.reused_from and s.latency_s is not None]
     figure = noise(warm, [(done.get("timing") or {}).get("drift")])
-    return figure.reason().replace("noisy: ", "NOISY: ", 1) if figure.noisy else ""
+    if not figure.noisy or any(s.complete for s in read_sessions(run.path)[0]):  # side by side: not in its figure
+        return ""
+    where = run.sweep or run.path
+    return figure.reason().replace("noisy: ", "NOISY: ", 1) + f": time it side by side: assess retime {where}"
 
 
 def _unreadable(folder: Path, error: Exception, sweep: Path | None = None) -> CellStatus:

@@ -98,6 +98,7 @@ class Rule:
     higher_is_better: bool = True
     price_per_gpu_hour: float | None = None
     floors: dict[str, Any] = field(default_factory=dict)  # metric -> assess.floor.Floor (measured), when known
+    band_source: str = ""  # where the band comes from (assess.default_rule); "" for an experiment's frozen rule
 
     def text(self) -> str:
         if self.band is None:
@@ -138,10 +139,18 @@ def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, 
         else rule.verdict([main.deltas[p] for p in sorted(main.deltas)])
     verdict_text = ("anchor" if is_anchor else str(verdict) if verdict is not None
                     else "no data" if main is None or not main.deltas else "no band")
+    needed = None
+    if verdict_text == "undecided" and main is not None and rule.band is not None:
+        from assess.answer import prompts_to_decide
+
+        needed = prompts_to_decide([main.deltas[p] for p in sorted(main.deltas)], rule.band, rule.higher_is_better,
+                                   rule.alpha)
     return {
         "mark": mark, "label": label, "cell_key": cell_key, "anchor_cell_key": anchor_cell_key, "is_anchor": is_anchor,
         "verdict": verdict_text, "verdict_cls": verdict_text.replace(" ", "-"), "status": status,
         "speedup": "1× (reference)" if is_anchor else speed.text(), "timed": "—" if is_anchor else speed.timed,
+        "speed_value": speed.estimate.value if speed.estimate is not None else None,
+        "n_prompts": len(main.deltas) if main is not None else 0, "needed": needed,
         "speed_note": speed.note, "per_gpu": speed.per_gpu(),
         "quality": [{"metric": q.metric, "text": "reference" if is_anchor else q.text()} for q in quality],
         "floor": floor_text(rule, rule.metric),
@@ -222,8 +231,9 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule,
 
 
 def context(rule: Rule, rows: list[dict[str, Any]], anchors: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"rule": rule.text(), "band": rule.band, "price": rule.price_per_gpu_hour, "floor": floor_text(rule, rule.metric), "metrics": [rule.metric],
-            "rows": rows, "anchors": anchors, "what_if": None}
+    return {"rule": rule.text(), "band": rule.band, "band_source": rule.band_source, "price": rule.price_per_gpu_hour,
+            "floor": floor_text(rule, rule.metric), "metrics": [rule.metric], "rows": rows, "anchors": anchors,
+            "what_if": None}
 
 
 def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_if_band: float | None = None

@@ -191,6 +191,20 @@ def check_prompts_fit(cfg: DictConfig) -> None:
                           "(docs/quality.md); prompts.models=null renders these anyway")
 
 
+def check_parity(model: Any) -> None:
+    """The model's default parity rule (model.parity) names a quality metric and a positive band."""
+    from render.metric_specs import quality_metric_names
+
+    parity = model.get("parity")
+    if parity is None:
+        return
+    if parity.metric is not None and parity.metric not in quality_metric_names():
+        raise ConfigError(f"model.parity.metric={parity.metric}: not a quality metric; valid: "
+                          f"{', '.join(quality_metric_names())}")
+    if parity.band is not None and not (math.isfinite(parity.band) and parity.band > 0):
+        raise ConfigError(f"model.parity.band={parity.band}: must be a positive number in the metric's units")
+
+
 def build_job(cfg: DictConfig) -> Job:
     """Validate the composed config and build the job. Raises ConfigError / PromptError / AxisError."""
     m = cfg.model
@@ -201,6 +215,7 @@ def build_job(cfg: DictConfig) -> Job:
         check_frames(m.family, m.name, m.num_frames, m.fps)  # clips only, and counts its VAE takes
     except FamilyUnavailable as error:
         raise ConfigError(str(error)) from None
+    check_parity(m)
     device, device_kind = resolve_device(cfg.device)
     dtype = str(cfg.dtype or ("float32" if device_kind == "cpu" else m.dtype))  # the value, not the Enum member
     if dtype not in DTYPES:

@@ -45,6 +45,7 @@ class MetricSpec:
     leaderboard: bool = False  # a column of the report's leaderboard
     display: Display = "number"
     clips_only: bool = False  # scored on clip samples only (an image has no consecutive frames)
+    default_band: float | None = None  # a report's parity band when nothing better is known (docs/quality.md)
 
     @property
     def title(self) -> str:
@@ -68,11 +69,12 @@ class MetricSpec:
 
 
 def _sample(name: str, family: str, direction: Direction, needs_reference: bool, compute: str, label: str,
-            quality_rank: int, description: str, unit: str = "", identity: float | None = None) -> MetricSpec:
+            quality_rank: int, description: str, unit: str = "", identity: float | None = None,
+            default_band: float | None = None) -> MetricSpec:
     return MetricSpec(name=name, version=1, family=family, level="sample", direction=direction,
                       needs_reference=needs_reference, unit=unit, description=description, label=label,
                       compute=f"assess.metrics.{family}:{compute}", quality_rank=quality_rank, identity=identity,
-                      leaderboard=True)
+                      leaderboard=True, default_band=default_band)
 
 
 def _speed(name: str, direction: Direction, unit: str, label: str, description: str, leaderboard: bool = False,
@@ -83,22 +85,22 @@ def _speed(name: str, direction: Direction, unit: str, label: str, description: 
 
 PSNR = _sample("psnr", "fidelity", "higher", True, "PSNRMetric", "PSNR (dB)", 2, unit="dB",
                description="PSNR vs the anchor's sample (8-bit RGB); identical images: the size's ceiling + 3.01 dB")
-SSIM = _sample("ssim", "fidelity", "higher", True, "SSIMMetric", "SSIM", 1, identity=1.0,
+SSIM = _sample("ssim", "fidelity", "higher", True, "SSIMMetric", "SSIM", 1, identity=1.0, default_band=0.05, 
                description="SSIM vs the anchor's sample (torchmetrics, Gaussian 11x11 window, RGB in [0, 1])")
-LPIPS = _sample("lpips", "fidelity", "lower", True, "LPIPSMetric", "LPIPS", 3, identity=0.0,
+LPIPS = _sample("lpips", "fidelity", "lower", True, "LPIPSMetric", "LPIPS", 3, identity=0.0, default_band=0.05, 
                 description="LPIPS (AlexNet) vs the anchor's sample; unavailable when its weights are not at hand")
-CLIP_SCORE = _sample("clip_score", "alignment", "higher", False, "CLIPScoreMetric", "CLIP score", 4,
+CLIP_SCORE = _sample("clip_score", "alignment", "higher", False, "CLIPScoreMetric", "CLIP score", 4, default_band=0.5, 
                      description="CLIP score, 100 * max(cos(image, prompt), 0); the CLIP model is in scores.config")
-PICKSCORE = _sample("pickscore", "preference", "higher", False, "PickScoreMetric", "PickScore", 7,
+PICKSCORE = _sample("pickscore", "preference", "higher", False, "PickScoreMetric", "PickScore", 7, default_band=0.2, 
                     description="PickScore (CLIP-H tuned on human choices): logit_scale * cos(image, prompt); its "
                                 "model and the model's content identity are in scores.config")
-IMAGEREWARD = _sample("imagereward", "imagereward", "higher", False, "ImageRewardMetric", "ImageReward", 8,
+IMAGEREWARD = _sample("imagereward", "imagereward", "higher", False, "ImageRewardMetric", "ImageReward", 8, default_band=0.1, 
                       description="ImageReward (BLIP + MLP tuned on human rankings): 0 = an average image; its model "
                                   "and the model's content identity are in scores.config")
-SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes correct", 5,
+SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes correct", 5, default_band=0.05, 
                  description="shapes captions only: 1 when the caption's colour, shape and position are all in the "
                              "image, else 0; per-attribute verdicts in the detail")
-SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric", "shapes fit", 6,
+SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric", "shapes fit", 6, default_band=0.01, 
                      description="shapes captions only: soft IoU of the image's shape with the asked shape fitted to "
                                  "its bounding box (0-1)")
 TEMPORAL_SSIM = MetricSpec(

@@ -34,7 +34,7 @@ from render.cell import Job
 from render.errors import RenderError
 from render.pipeline import LoadedPipeline, call_kwargs, configure, load_pipeline
 from render.provenance import device_info
-from render.rundir import digest, now_iso
+from render.rundir import RunDir, digest, now_iso
 from render.rundir.timings import ContenderTiming, TimingSession, record_session
 from render.runner import png_bytes, timed_call
 
@@ -85,6 +85,25 @@ class _Forget:
 
     def clear(self) -> None:
         self.contender.loaded = None
+
+
+def contenders_of(runs: Sequence[RunDir], job_of: Callable[[RunDir], Job]) -> dict[str, Contender]:
+    """cell key -> Contender, one per distinct cell of `runs` with recorded samples (gathered over its runs, the
+    fullest run first); `job_of` rebuilds a cell's job from one of its runs."""
+    by_cell: dict[str, list[RunDir]] = {}
+    for run in runs:
+        by_cell.setdefault(run.cell_key, []).append(run)
+    out = {}
+    for key, group in by_cell.items():
+        group.sort(key=lambda r: (-len(r.samples), str(r.path)))
+        samples: dict[tuple[str, int], Sample] = {}
+        for run in group:
+            for s in run.samples:
+                if s.prompt is not None and (s.text_id, s.seed) not in samples:
+                    samples[(s.text_id, s.seed)] = Sample(s.text_id, s.prompt, s.seed, s.sha256)
+        if samples:
+            out[key] = Contender(job_of(group[0]), group[0].path, samples)
+    return out
 
 
 def check_widths(contenders: Sequence[Contender], device: str) -> Contender | None:
@@ -149,10 +168,12 @@ def _check(contender: Contender, sample: Sample, pixels: object) -> None:
 
 def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | None = None, seed: int = 0,
            warmups: int | None = None, purpose: str = "retime", experiment: str | None = None,
-           record: bool = True, progress: Callable[[int, int], None] | None = None) -> TimingSession:
-    """Time `contenders` side by side (module doc) for `rounds` rounds, or fewer once `seconds` of rounds have
-    passed (never fewer than MIN_ROUNDS); record the session in their run directories unless `record` is off.
-    A stop (a signal, an error) after some rounds records the rounds done, marked incomplete, then goes on."""
+           record: bool = True, progress: Callable[[int, int], None] | None = None,
+           session_seconds: float | None = None) -> TimingSession:
+    """Time `contenders` side by side (module doc) for `rounds` rounds, or fewer once `seconds` of rounds (or
+    `session_seconds` of the whole session, its loads and warm-ups included) have passed, never fewer than
+    MIN_ROUNDS; record the session in their run directories unless `record` is off. A stop (a signal, an error)
+    after some rounds records the rounds done, marked incomplete, then goes on."""
     if len(contenders) < 2:
         raise RetimeError(f"{len(contenders)} contender(s): side-by-side timing needs at least two cells")
     if rounds < MIN_ROUNDS:
@@ -166,7 +187,7 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
                           "the same prompts and seeds first")
     device = devices.pop()
     wide = check_widths(contenders, device)
-    started, spent = now_iso(), 0.0
+    started, spent, opened = now_iso(), 0.0, time.perf_counter()
     with ranks.team(wide.job, wide.job.gpus, _Forget(wide)) if wide else contextlib.nullcontext():
         for contender in contenders:
             spent += _prepare(contender, samples[0], warmups)
@@ -188,7 +209,9 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
                 orders.append(tuple(order))
                 if progress:
                     progress(number + 1, rounds)
-                if seconds is not None and number + 1 >= MIN_ROUNDS and time.perf_counter() - begin >= seconds:
+                now = time.perf_counter()
+                if number + 1 >= MIN_ROUNDS and ((seconds is not None and now - begin >= seconds)
+                                                 or (session_seconds is not None and now - opened >= session_seconds)):
                     break
             complete = True
         finally:

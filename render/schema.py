@@ -37,6 +37,16 @@ class AnchorConf:
 
 
 @dataclass
+class ModelParityConf:
+    """The model's default parity rule for a sweep's report, with where the band comes from (docs/quality.md): a
+    measured lossless floor (`assess floor`) comes first, then this, then the metric's documented default."""
+
+    metric: Optional[str] = None  # its quality metric (render/metric_specs.py); None: the report's first available
+    band: Optional[float] = None  # the parity band in the metric's units; None: the metric's documented default
+    source: str = ""  # why this band: shown beside it on the report's first screen
+
+
+@dataclass
 class ModelConf:
     name: str = MISSING  # short name, used in folder names and reports
     id: str = MISSING  # hub id, local folder, or "hypergrid:<name>" for a model the project builds
@@ -53,6 +63,7 @@ class ModelConf:
     num_frames: Optional[int] = None  # a clip family's frames per sample (Wan: 4k+1); None for an image model
     fps: Optional[int] = None  # a clip's playback rate, written into its file; None for an image model
     anchor: AnchorConf = field(default_factory=AnchorConf)
+    parity: ModelParityConf = field(default_factory=ModelParityConf)  # the default metric and band of its reports
 
 
 @dataclass

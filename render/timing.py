@@ -33,6 +33,8 @@ class TimingConf:
 
     repeats: int = 1  # pipeline calls per warm sample: its latency is their median, each call kept in latency_calls
     reference: bool = True  # time the reference workload at the start and end of each cell that renders
+    side_by_side: bool = True  # a sweep ends by timing its cells and their anchor side by side (render.timing_round)
+    side_by_side_share: float = 0.2  # ... within this share of the sweep's own time (at least the minimum rounds)
 
 
 def check_timing(conf: Any) -> TimingConf:
@@ -40,8 +42,13 @@ def check_timing(conf: Any) -> TimingConf:
     values = TimingConf(**dict(conf)) if conf is not None else TimingConf()
     if isinstance(values.repeats, bool) or not isinstance(values.repeats, int) or values.repeats < 1:
         raise ConfigError(f"timing.repeats={values.repeats!r}: expected an integer >= 1 (pipeline calls per warm sample)")
-    if not isinstance(values.reference, bool):
-        raise ConfigError(f"timing.reference={values.reference!r}: expected true or false")
+    for name in ("reference", "side_by_side"):
+        if not isinstance(getattr(values, name), bool):
+            raise ConfigError(f"timing.{name}={getattr(values, name)!r}: expected true or false")
+    share = values.side_by_side_share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise ConfigError(f"timing.side_by_side_share={share!r}: expected a fraction of the sweep's time in (0, 1] "
+                          "(timing.side_by_side=false skips the round)")
     return values
 
 

@@ -172,8 +172,9 @@ SlurmdParameters=config_overrides
 JobRequeue=1
 # A requeued job only becomes eligible cred_expire+1 s after the requeue
 # (default 120 s): shortened so a timeout->checkpoint->requeue cycle of a
-# 1-minute job finishes in ~1.5 minutes.
-AuthInfo=cred_expire=30
+# 1-minute job finishes in about a minute (a job step's credential lives as
+# long: 10 s is ample for a node that launches its steps at once).
+AuthInfo=cred_expire=10
 # Finished jobs stay visible to squeue/scontrol for MinJobAge seconds; sacct
 # (slurmdbd) keeps them forever, which is what submitit polls.
 MinJobAge=120

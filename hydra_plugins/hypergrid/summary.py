@@ -55,12 +55,16 @@ def outcome(returns: Sequence[JobReturn]) -> SweepOutcome:
     return out
 
 
-def summarise(returns: Sequence[JobReturn], sweep_dir: Path) -> None:
-    """Print how many cells are done; exit 1 listing every failed cell and anchor (each has its FAILED.json)."""
+def summarise(returns: Sequence[JobReturn], sweep_dir: Path, notes: Sequence[str] = ()) -> None:
+    """Print how many cells are done, then `notes` (the side-by-side round's line) and the next command; exit 1
+    listing every failed cell and anchor (each has its FAILED.json)."""
     out = outcome(returns)
     problems = out.failed + [f"  anchor {line.lstrip()}" for line in out.anchors_failed]
-    print(f"sweep {sweep_dir}: {out.done} of {out.cells} cells done"
-          + (f"; status: assess status {sweep_dir}" if not problems else ""))
+    print(f"sweep {sweep_dir}: {out.done} of {out.cells} cells done")
+    for note in notes:
+        print(note)
+    if out.done:
+        print(f"next: assess score {sweep_dir} && assess report {sweep_dir}")
     if problems:
         from render.preflight import exit_with
 

@@ -3,6 +3,7 @@ folder exists, whatever launcher then runs the cells; the sweep's cells are reco
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -22,6 +23,7 @@ class HypergridSweeper(BasicSweeper):
 
     def sweep(self, arguments: List[str]) -> Any:
         assert self.config is not None and self.hydra_context is not None and self.launcher is not None
+        started = time.perf_counter()  # the sweep's own time: its composition and preflight, its cells' jobs
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         overrides = parser.parse_overrides([*self._parse_config(), *arguments])
         sweep.name_folders_by_swept_keys(self.config, [o.key_or_group for o in overrides if not o.is_sweep_override()])
@@ -50,5 +52,9 @@ class HypergridSweeper(BasicSweeper):
                 initial_job_idx += len(batch)
         finally:
             stop_exporter(exporter)
-        summary.summarise([r for batch in returns for r in batch], sweep_dir)
+        from render.timing_round import time_sweep
+
+        elapsed = time.perf_counter() - started
+        timed = time_sweep(sweep_dir, jobs, elapsed, launcher, waits=bool(self.config.hydra.launcher.get("wait", True)))
+        summary.summarise([r for batch in returns for r in batch], sweep_dir, [timed.line(sweep_dir, elapsed)])
         return returns

@@ -131,12 +131,13 @@ def samples_for(seconds: float, steps: int, cwd: Path) -> int:
 
 
 # (launcher, time limit in minutes, checkpoint signal seconds before it, seconds of work). SLURM checks
-# limits about every 30 s, so its signal lands 15-45 s into a 1-minute job; submitit's local controller
+# limits about every 30 s, so a signal 55 s before the limit lands 5-35 s into a 1-minute job (its start and
+# model load included), and 40 s of work always needs a second attempt; submitit's local controller
 # signals on time, so a 1-minute limit with the signal 30 s before it leaves each attempt 30 s, and 45 s of work
 # needs a second attempt (was 2 minutes and 110 s of work: 287 s of the slow tier for the same promise).
 REQUEUE = [pytest.param("gpus", 1, 30, 45, marks=[pytest.mark.slow, pytest.mark.long("a real time limit twice")]),
-           pytest.param("slurm", 1, 45, 50, marks=[*SLURM.marks, pytest.mark.long("SLURM's real time limit, requeue "
-                                                                                     "and its 30 s eligibility delay")])]
+           pytest.param("slurm", 1, 55, 40, marks=[*SLURM.marks, pytest.mark.long("SLURM's real time limit, requeue "
+                                                                                     "and its 10 s eligibility delay")])]
 REQUEUE_STEPS = 300  # about a second a sample on a quiet 2-core machine: the work is never capped below one attempt
 
 

@@ -249,9 +249,9 @@ def test_timeout_checkpoint_requeue(executor_factory, tmp_path: Path) -> None:
     """1-minute job: USR2 before the limit -> checkpoint() -> scontrol requeue -> second run finishes."""
     folder = tmp_path / "requeue"
     folder.mkdir()
-    # Slurm checks time limits / sends --signal warnings every ~30 s: a 45 s
-    # warning lands 15-45 s into the run, always before the 60 s limit.
-    ex = executor_factory(timeout_min=1, slurm_signal_delay_s=45, cpus_per_task=1, name="hg-requeue")
+    # Slurm checks time limits / sends --signal warnings every ~30 s: a 59 s
+    # warning lands 1-31 s into the run, always before the 60 s limit.
+    ex = executor_factory(timeout_min=1, slurm_signal_delay_s=59, cpus_per_task=1, name="hg-requeue")
     job = ex.submit(TimeoutRequeuer(), str(folder))
 
     outcome, value, secs = _bounded(job.result, 200)
