@@ -19,6 +19,7 @@ from assess.errors import AssessError, Refused, RunDirError
 from assess.outdir import ForeignFolder, disk_full
 from assess.export.errors import TrackerUnavailable
 from render.metric_specs import quality_metric_names, scored_metric_names
+from render.mistakes import CompositionMistake
 from render.rundir.redact import redact
 from render.signals import Cancelled
 
@@ -46,7 +47,7 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
         raise Unavailable(redact(str(exc))) from exc
     except (ForeignFolder, Refused) as exc:  # bad input, refused before anything was written
         raise Unavailable(str(exc)) from exc
-    except (AssessError, RunDirError) as exc:
+    except (AssessError, RunDirError, CompositionMistake) as exc:  # CompositionMistake: an override naming nothing
         raise click.ClickException(redact(str(exc))) from exc
     except OSError as exc:  # a folder or file of the machine (--out under a file, a full disk): one line, exit 1
         raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from exc

@@ -157,9 +157,16 @@ def compose(overrides: Sequence[str]) -> Any:
     from hydra import initialize_config_dir
 
     import render.schema  # noqa: F401  registers the schemas and resolvers
+    from render.mistakes import CompositionMistake, explain
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+        try:
+            return hydra_compose(config_name="config", overrides=list(overrides))
+        except Exception as error:  # an option or a key that does not exist: the line `python -m render` prints
+            message = explain(error)
+            if message is None:
+                raise
+            raise CompositionMistake(message) from error
 
 
 def experiment_names() -> list[str]:
@@ -172,8 +179,12 @@ def _compose_or_raise(overrides: Sequence[str], what: str) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from render.mistakes import CompositionMistake
+
     try:
         return compose(overrides)
+    except CompositionMistake as exc:  # its one line names the override, the closest real one and the valid ones
+        raise ExperimentError(f"{what}: {exc}") from None
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         cause = str(exc.__cause__ or "").strip().splitlines()  # Hydra's "Error merging override" hides the why

@@ -34,12 +34,13 @@ def main() -> None:
     filter_third_party_warnings()
 
     from render.composition import composed_once
+    from render.mistakes import answered
     from render.preflight import passed
 
     # What the imports made (modules, classes, registered schemas) lives as long as the process: out of the
     # collector's sight, its full collections and the one at exit skip it (about 7 % of a do-nothing re-run).
     gc.freeze()
-    with cancellable(), composed_once():
+    with cancellable(), composed_once(), answered():  # an option or key that does not exist: one line, exit 2
         try:
             _task()
         except SystemExit as exit:

@@ -1,8 +1,8 @@
 """`python -m render --help`: the config groups with a line on what each decides, and their options.
 
-Hydra's own listing ($APP_CONFIG_GROUPS) shows the schemas registered in the ConfigStore
-(`model_schema`, ...) as if they were options, with no word on what a group is for. The help
-template in conf/config.yaml calls the `hg_help_groups` resolver instead, which lists the option
+Hydra's own listing ($APP_CONFIG_GROUPS) has no word on what a group is for, and lists the schemas'
+own group (`schema/`, render/schema.py) beside the real ones. The help template in conf/config.yaml
+calls the `hg_help_groups` resolver instead, which lists the option
 files of the package's conf/ and of the user's ./conf (render.confpath), plus launchers
 registered in the ConfigStore. The axis groups' lines and the knobs come from render.axes.AXES.
 """
@@ -23,11 +23,9 @@ def groups() -> dict[str, str]:
     }
 
 
-SCHEMA_SUFFIX = "_schema"
-
-
 def group_options(group: str) -> list[str]:
-    """Option names of `group`: files in every config folder and ConfigStore entries, schemas left out."""
+    """Option names of `group`: files in every config folder and ConfigStore entries (a launcher a plugin
+    registers). The schemas are in a group of their own (`schema/`), never among a group's options."""
     from hydra.core.config_store import ConfigStore
 
     from render import confpath
@@ -37,7 +35,7 @@ def group_options(group: str) -> list[str]:
         options.update(name.removesuffix(".yaml") for name in ConfigStore.instance().list(group))
     except OSError:  # the ConfigStore has no such group
         pass
-    return sorted(o for o in options if not o.endswith(SCHEMA_SUFFIX))
+    return sorted(options)
 
 
 def groups_help() -> str:

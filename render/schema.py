@@ -1,7 +1,10 @@
 """Dataclass schemas for every config group, registered in Hydra's ConfigStore.
 
-Each option file under ``render/conf/<group>/`` starts with ``defaults: [<schema>, _self_]``, so a
-wrong type, an unknown key or a missing value fails at composition, before anything is launched.
+Each option file under ``render/conf/<group>/`` starts with ``defaults: [/schema/<group>@_here_, _self_]``
+(a cache option: ``/schema/cache/<method>@_here_``), so a wrong type, an unknown key or a missing value fails at
+composition, before anything is launched. The schemas live in a group of their own, `schema/`, not beside the
+options they check: no listing of a group's options (Hydra's, `--help`'s, an error's "did you mean") shows them
+as a choice, and no choice (`cache=fbcache_schema`) can land on one.
 Importing this module registers the schemas and the resolvers; it must stay free of torch/diffusers.
 """
 
@@ -18,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from render import axes
+from render.axes import SCHEMA_GROUP
 from render.laws.gpu_budget import Budget
 from render.laws.rule import SPEED_CONFIDENCE, Objective
 from render.metrics import MetricsConf
@@ -160,10 +164,10 @@ def _sanitise_subdir(num: Any, override_dirname: str) -> str:
 def register() -> None:
     """Register schemas and resolvers (idempotent)."""
     cs = ConfigStore.instance()
-    cs.store(name="render_schema", node=RenderConf)
-    cs.store(group="model", name="model_schema", node=ModelConf)
-    cs.store(group="prompts", name="prompts_schema", node=PromptsConf)
-    cs.store(group="experiment", name="experiment_schema", node=ExperimentConf, package="experiment")
+    cs.store(group=SCHEMA_GROUP, name="render", node=RenderConf)
+    cs.store(group=SCHEMA_GROUP, name="model", node=ModelConf)
+    cs.store(group=SCHEMA_GROUP, name="prompts", node=PromptsConf)
+    cs.store(group=SCHEMA_GROUP, name="experiment", node=ExperimentConf, package="experiment")
     axes.register(cs)
     # use_cache: Hydra copies the master config's resolver cache into every job's config, so all
     # jobs of one sweep (in-process or submitted) agree on the sweep folder.

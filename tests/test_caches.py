@@ -219,7 +219,7 @@ def test_support_check(name: str) -> None:
 def test_option_file_holds_no_second_copy_of_the_defaults(name: str) -> None:
     text = (CONF_DIR / f"{name}.yaml").read_text()
     assert text.startswith("# ")
-    assert yaml.safe_load(text) == {"defaults": [f"{name}_schema", "_self_"]}
+    assert yaml.safe_load(text) == {"defaults": [f"/schema/cache/{name}@_here_", "_self_"]}
 
 
 def test_importing_the_registry_imports_no_torch() -> None:

@@ -54,7 +54,7 @@ def test_a_registered_experiments_holdout_is_locked_for_every_render(tmp_path: P
     conf = tmp_path / "conf" / "prompts"
     conf.mkdir(parents=True)
     secret = manifest(tmp_path, [("secret-000", "an orange hexagon in the corner")])
-    (conf / "secret.yaml").write_text(f"defaults: [prompts_schema, _self_]\nname: secret\nsplit: holdout\nfile: {secret}\n")
+    (conf / "secret.yaml").write_text(f"defaults: [/schema/prompts@_here_, _self_]\nname: secret\nsplit: holdout\nfile: {secret}\n")
     monkeypatch.chdir(tmp_path)
     register_holdout(Ledger("mine", tmp_path / "outputs"), "secret")
     owner = reserved(tmp_path / "outputs").owner("An orange hexagon, in the corner!")

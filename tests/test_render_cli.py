@@ -93,7 +93,7 @@ def test_cell_images_do_not_depend_on_the_cells_before_it(tiny_cache: Path, tmp_
 BAD_INPUTS = [
     (["steps=abc"], "steps"),
     (["stepz=4"], "stepz"),
-    (["cache=turbo"], "Available options"),
+    (["cache=turbo"], "cache=turbo: no such cache option; the cache options are fastercache, fbcache,"),
     (["cache=fbcache", "cache.threshold=high"], "threshold"),
     (["attention=flash"], "attention=flash needs a CUDA GPU"),
     (["attention=sage"], "usable here: native, math, flex"),

@@ -18,7 +18,7 @@ import json
 from typing import Any, Dict
 
 from render.axes import attention, caches, compile, offload, parallel, quant, scheduler, toggles
-from render.axes.base import Axis, Record, Target, Where
+from render.axes.base import SCHEMA_GROUP, Axis, Record, Target, Where
 from render.axes.errors import AxisError
 from render.spec import Cell
 
@@ -36,8 +36,8 @@ BY_NAME: Dict[str, Axis] = {axis.name: axis for axis in AXES}
 GROUPS: tuple[Axis, ...] = tuple(a for a in AXES if a.is_group)
 KNOBS: tuple[Axis, ...] = tuple(a for a in AXES if not a.is_group)
 
-__all__ = ["AXES", "BY_NAME", "GROUPS", "KNOBS", "Axis", "AxisError", "Record", "Target", "Where", "after_load",
-           "axis_values", "anchor_values", "check_cell", "configure", "default_warmups", "load_kwargs", "load_options",
+__all__ = ["AXES", "BY_NAME", "GROUPS", "KNOBS", "SCHEMA_GROUP", "Axis", "AxisError", "Record", "Target", "Where",
+           "after_load", "axis_values", "anchor_values", "check_cell", "configure", "default_warmups", "load_kwargs", "load_options",
            "labels", "register"]
 
 
@@ -109,7 +109,9 @@ def default_warmups(cell: Cell) -> int:
 
 
 def register(cs: Any) -> None:
-    """Store each group's schemas in Hydra's ConfigStore (`<group>_schema`, the cache's one per method)."""
+    """Store each group's schemas in Hydra's ConfigStore, under `schema/` (`schema/<group>`, the cache's one per
+    method `schema/cache/<method>`): never in the group itself, where they would be listed as its options."""
     for axis in GROUPS:
-        for name, schema in axis.schemas().items():
-            cs.store(group=axis.name, name=name, node=schema)
+        for path, schema in axis.schemas().items():
+            group, _, name = path.rpartition("/")
+            cs.store(group=group, name=name, node=schema)

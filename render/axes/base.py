@@ -60,12 +60,15 @@ class Where:
         return tuple(torch.cuda.get_device_capability(self.device))  # type: ignore[return-value]
 
 
+SCHEMA_GROUP = "schema"  # the ConfigStore group of every schema: an option file names `/schema/<group>@_here_`
+
+
 class Axis:
     """Base of every axis. A group axis sets `schema` and `default`; a knob sets `field_type` bool."""
 
     name: ClassVar[str]  # the config key, the Cell's axis name, and (for a group) the folder of its options
     help: ClassVar[str]  # one line for `python -m render --help`
-    schema: ClassVar[Optional[type]] = None  # the options' dataclass, stored as `<name>_schema`; None: a knob
+    schema: ClassVar[Optional[type]] = None  # the options' dataclass, stored as `schema/<name>`; None: a knob
     default: ClassVar[Any] = "none"  # the option (group) or the value (knob) a cell takes unless told otherwise
 
     @property
@@ -77,8 +80,8 @@ class Axis:
         return (Any, MISSING) if self.is_group else (bool, self.default)
 
     def schemas(self) -> Dict[str, type]:
-        """ConfigStore entries of the group: `<name>_schema` unless an axis has one per option."""
-        return {f"{self.name}_schema": self.schema} if self.schema is not None else {}
+        """ConfigStore paths of the group's schemas: `schema/<name>`, unless an axis has one per option."""
+        return {f"{SCHEMA_GROUP}/{self.name}": self.schema} if self.schema is not None else {}
 
     def schema_of(self, node: Any) -> Optional[type]:
         """The dataclass a composed node of this group follows (unknown keys are refused against it)."""

@@ -37,7 +37,7 @@ def shipped_holdouts() -> list[Path]:
 def option_prompts(option: str) -> tuple[str, list[Prompt]]:
     """(file, prompts) of a prompts option, from the file the option points to (not its name), as Hydra composes
     the option (render.confpath.compose_option: an option that extends another through its defaults list too)."""
-    import render.schema  # noqa: F401  (registers prompts_schema, which every prompts option names)
+    import render.schema  # noqa: F401  (registers schema/prompts, which every prompts option names)
     from render.confpath import compose_option, conf_dirs
 
     node = compose_option("prompts", option)

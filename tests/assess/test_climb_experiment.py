@@ -46,7 +46,7 @@ def test_the_demo_composes_with_its_grid_splits_and_anchor(demo) -> None:
     ("experiment.budget.reserve_gpu_hours=1", "experiment.budget.reserve_gpu_hours=1.0: must be >= 0 and below"),
     ("experiment.holdout=dev", "experiment.dev=dev and experiment.holdout=dev are both split 'dev'"),
     ("experiment.start.steps=3", "experiment tiny-demo: the start value steps=3 (from experiment.start) is not among"),
-    ("experiment.objective=quality", "experiment=tiny-demo: Error merging override experiment.objective=quality (Invalid value 'quality', expected one of [latency, gpu_seconds])"),
+    ("experiment.objective=quality", "experiment=tiny-demo: experiment.objective=quality: Invalid value 'quality', expected one of [latency, gpu_seconds]"),
     ("+experiment.axes.seed=[0,1]", "experiment.axes.seed: seed is set by the climb, not an axis"),
 ])
 @pytest.mark.slow

@@ -81,7 +81,7 @@ def test_the_splits_enter_the_rule_by_content_not_by_option_name(tmp_path: Path,
     edited = tmp_path / "dev.jsonl"
     edited.write_text("".join(json.dumps({"id": p.id, "text": p.text if i else "a purple moon"}) + "\n"
                               for i, p in enumerate(dev)))
-    (conf / "dev2.yaml").write_text(f"defaults: [prompts_schema, _self_]\nname: dev2\nsplit: dev\nfile: {edited}\n")
+    (conf / "dev2.yaml").write_text(f"defaults: [/schema/prompts@_here_, _self_]\nname: dev2\nsplit: dev\nfile: {edited}\n")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RuleChanged, match="splits.dev"):
         check_rule(ledger, experiment_rule(experiment("experiment.dev=dev2")))

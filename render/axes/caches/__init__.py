@@ -6,7 +6,7 @@ its `apply(pipe, conf, context) -> record`, the names of the diffusers hooks it 
 `METHOD = CacheMethod(schema, apply)`. Every public module of this package that exports `METHOD` is a method
 (render.registry; the module's name is the method's): adding one
 means adding its module and its option file `render/conf/cache/<name>.yaml`
-(`defaults: [<name>_schema, _self_]`; the defaults live in the dataclass only).
+(`defaults: [/schema/cache/<name>@_here_, _self_]`; the defaults live in the dataclass only).
 
 Undoing a method is shared: diffusers' `disable_cache` removes whichever is enabled, and
 `reset_cache` then checks that none of the methods' hooks is left behind.
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import field
 from typing import Any, Callable, Dict, Iterator, Optional
 
-from render.axes.base import Axis, Record, Target, Where
+from render.axes.base import SCHEMA_GROUP, Axis, Record, Target, Where
 from render.axes.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema
 from render.axes.caches._engagement import Engagement, counting
 from render.axes.caches._support import check_denoiser, check_pipeline_drives, leftover_hooks
@@ -245,7 +245,7 @@ class CacheAxis(Axis):
     schema = CacheSchema
 
     def schemas(self) -> Dict[str, type]:
-        return {f"{name}_schema": method.schema for name, method in CACHES.items()}
+        return {f"{SCHEMA_GROUP}/cache/{name}": method.schema for name, method in CACHES.items()}
 
     def schema_of(self, node: Any) -> Optional[type]:
         name = node.get("name") if hasattr(node, "get") else None
