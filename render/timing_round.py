@@ -106,6 +106,19 @@ def plan(jobs: Sequence[Job], runs: Sequence[RunDir], outcome: RoundOutcome) -> 
     return list(groups.values())
 
 
+def at_once(runs: Sequence[RunDir], keys: Sequence[str], device: str) -> bool:
+    """Whether the contenders' pipelines fit on the device together (their recorded peak memory, summed); else
+    each cell is timed with its anchor, two pipelines at a time (as `assess retime --pairwise`). A CPU's memory
+    is not what limits a sweep here: always at once."""
+    if not device.startswith("cuda"):
+        return True
+    import torch
+
+    peaks = {r.cell_key: max((s.peak_mem_bytes or 0 for s in r.samples), default=0) for r in runs if r.cell_key in keys}
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+    return 0 < sum(peaks.values()) < 0.9 * total
+
+
 def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: str, waits: bool = True
                ) -> RoundOutcome:
     """Time the sweep's finished cells against their anchor, side by side (module doc). Never raises for the round
@@ -115,15 +128,23 @@ def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: s
     outcome = RoundOutcome(skipped=skip_reason(jobs, launcher, waits))
     if outcome.skipped:
         return outcome
+    from render.pipeline import PIPELINES
+
+    PIPELINES.clear()  # the sweep's own pipeline: each contender loads its own, and the device needs the room
     runs = load_runs([sweep_dir], with_anchors=True, problems=[])
     groups = plan(jobs, runs, outcome)
     started = time.perf_counter()
     budget = jobs[0].timing.side_by_side_share * sweep_s
+    sets = []
     for anchor, cells in groups:
+        keys = [anchor.cell.key, *(job.cell.key for job in cells)]
+        together = at_once(runs, keys, anchor.device)
+        sets += [(anchor, cells)] if together else [(anchor, [job]) for job in cells]
+    for anchor, cells in sets:
         by_key = {job.cell.key: job for job in (anchor, *cells)}
         found = contenders_of([r for r in runs if r.cell_key in by_key], lambda run: by_key[run.cell_key])
         group = [found[k] for k in by_key if k in found]
-        left = max(0.0, budget - (time.perf_counter() - started))
+        left = max(0.0, budget - (time.perf_counter() - started)) / max(1, len(sets) - len(outcome.sessions))
         try:
             session = retime(group, rounds=MAX_ROUNDS, session_seconds=left, purpose=PURPOSE)
         except (RenderError, RetimeError) as error:  # noqa: PERF203 - one anchor's failure leaves the others

@@ -11,7 +11,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from hydra_plugins.hypergrid import summary, sweep
+from hydra_plugins.hypergrid import resume, summary, sweep
 from render.metrics import MetricsUnavailable, start_exporter, stop_exporter
 from render.preflight import exit_with
 from render.rundir import MULTIRUN_YAML
@@ -34,6 +34,10 @@ class HypergridSweeper(BasicSweeper):
         jobs = sweep.preflight_sweep(job_overrides, configs)  # exits 2, listing every bad cell, before any folder exists
         sweep.preflight_widths(self.config, jobs)  # exits 2 when a cell is wider than the launcher's GPUs
 
+        earlier = resume.interrupted(self.config, job_overrides, jobs)  # the same command after an interruption
+        if earlier is not None:
+            resume.continue_in(self.config, configs, earlier)
+            print(f"continuing the interrupted sweep {earlier}: its finished samples are kept, the rest rendered")
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / MULTIRUN_YAML)

@@ -23,7 +23,7 @@ from render.rundir.identity import (cell_key_of, contains, folder_digest, holdou
 from render.rundir.keys import check_name, image_name, inside
 from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
 from render.rundir.run_record import AnchorRef, PromptsRef, RunRecord
-from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, RunExperiment, SampleRecord,
+from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, RunExperiment, SampleRecord, cell_label,
                                    Terminal, experiment_in, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
                                    parse_sample, parse_time, read_run_record, read_samples, read_terminal)
 from render.rundir.states import Category, CellState, Name, category_of_job_state
@@ -65,6 +65,7 @@ __all__ = [
     "STATE_DIR",
     "SWEEP_JSON",
     "SampleRecord",
+    "cell_label",
     "SampleStore",
     "sample_store",
     "ShortWrite",

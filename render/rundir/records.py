@@ -6,6 +6,7 @@ One definition serves the writer (render) and every reader (assess, the launcher
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -367,3 +368,17 @@ def parse_override(override: str) -> tuple[str, str] | None:
         return None
     key, value = override.split("=", 1)
     return key.lstrip("+~"), value
+
+
+# what a cell's overrides hold that does not name the cell: its prompts and seeds, where it writes, the launcher's
+NOT_THE_CELL = ("seed", "prompts", "out_root", "tag", "render_anchor", "hydra", "timing", "metrics", "experiment")
+
+
+def cell_label(overrides: Sequence[str], is_anchor: bool = False) -> str:
+    """A cell named as the user wrote it: its own overrides (`steps=8 cache=fbcache`), without what does not make
+    the cell (prompts, seeds, output folders); `anchor` for an anchor; `defaults` for a cell of no override."""
+    if is_anchor:
+        return "anchor"
+    own = [o for o in overrides if (p := parse_override(o)) is not None
+           and p[0].split(".")[0].split("/")[0] not in NOT_THE_CELL]
+    return " ".join(own) or "defaults"

@@ -20,9 +20,11 @@ def sweep_cell(num: int, overrides: list[str], subdir: str, cell_key: str, descr
 
 
 def write_sweep(sweep_dir: Path, launcher: str, cells: list[dict[str, Any]]) -> None:
-    """Record the sweep's cells; a later batch of the same sweep (Hydra's max_batch_size) appends to them."""
+    """Record the sweep's cells; a later batch of the same sweep (Hydra's max_batch_size) appends to them, and a rerun
+    that continues an interrupted sweep (hydra_plugins/hypergrid/resume.py) records its cells in their place."""
     path = sweep_dir / SWEEP_JSON
-    previous = load_json(path)["cells"] if path.exists() else []
+    numbers = {cell["num"] for cell in cells}
+    previous = [c for c in load_json(path)["cells"] if c.get("num") not in numbers] if path.exists() else []
     atomic_write_json(path, {"launcher": launcher, "started_at": now_iso(), **host_identity(),
                              "cells": previous + redact_data(cells)})  # no credential of an override kept
 

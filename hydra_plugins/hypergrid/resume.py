@@ -1,0 +1,85 @@
+"""A rerun continues its sweep: the same command after an interruption renders into the interrupted sweep's folder.
+
+Skip-if-done already renders only what is missing; without this, the rerun would do so into a new sweep folder and
+leave the first with a cancelled cell: two sweeps to track, score and report. A sweep folder is continued when
+
+- the sweep folder was not given (`hydra.sweep.dir` is the default, dated one: a given folder is reused anyway),
+- its SWEEP.json lists exactly the cells of this sweep (job number, overrides and cell key, in order),
+- it is not finished (a cell without DONE.json),
+- and nothing runs it any more: its process is gone (same host) and none of its scheduler jobs is queued or running.
+
+The newest such folder is taken; its SWEEP.json is rewritten for this process (render.rundir.sweep).
+"""
+
+# No `from __future__ import annotations`: Hydra's plugin scan runs this module outside sys.modules.
+import json
+import socket
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from omegaconf import DictConfig, open_dict, read_write
+
+from render.rundir import DONE, JOBS_JSON, CellState, load_sweep, parse_time, pid_alive, slurm_state
+
+
+def _given(config: DictConfig) -> bool:
+    return any(o.split("=", 1)[0].lstrip("+~") == "hydra.sweep.dir" for o in config.hydra.overrides.hydra)
+
+
+def _cells(job_overrides: Sequence[Sequence[str]], jobs: Sequence[Any]) -> list[tuple[int, tuple[str, ...], str]]:
+    return [(num, tuple(o), job.cell.key) for num, (o, job) in enumerate(zip(job_overrides, jobs))]
+
+
+def _still_running(folder: Path, record: dict) -> bool:
+    """Its process is alive (or on another host: it cannot be told), or one of its scheduler jobs is active."""
+    if record.get("host") != socket.gethostname():
+        return True
+    pid = record.get("pid")
+    if isinstance(pid, int) and pid_alive(pid, parse_time(record.get("started_at"))):
+        return True
+    jobs_file = folder / JOBS_JSON
+    if jobs_file.exists():
+        try:
+            jobs = json.loads(jobs_file.read_text())
+        except (OSError, ValueError):
+            return True  # unreadable: leave it be
+        ids = [str(j.get("job_id")) for j in jobs if isinstance(j, dict)]
+        return any(slurm_state(i)[0] == CellState.RUNNING for i in ids if i.isdigit() or "_" in i)
+    return False
+
+
+def interrupted(config: DictConfig, job_overrides: Sequence[Sequence[str]], jobs: Sequence[Any]) -> Optional[Path]:
+    """The interrupted sweep folder this sweep continues (module doc), or None."""
+    if _given(config):
+        return None
+    mine = Path(str(config.hydra.sweep.dir))
+    root = mine.parent.parent  # <out_root>/multirun/<day>/<time-id>
+    wanted = _cells(job_overrides, jobs)
+    found = []
+    for record_file in root.glob("*/*/SWEEP.json"):
+        folder = record_file.parent
+        if folder.resolve() == mine.resolve():
+            continue
+        try:
+            sweep = load_sweep(folder)
+        except (OSError, ValueError):
+            continue
+        if sweep is None or [(c.job_num, c.overrides, c.cell_key) for c in sweep.cells] != wanted:
+            continue
+        if all((folder / str(c.subdir) / DONE).exists() for c in sweep.cells if c.subdir):
+            continue
+        if not _still_running(folder, sweep.record):
+            found.append((str(sweep.started_at or ""), folder))
+    return max(found)[1] if found else None
+
+
+def continue_in(config: DictConfig, composed: Sequence[DictConfig], folder: Path) -> None:
+    """Point the sweep (its master config, each cell's composed config, and any config composed again from the
+    master's overrides, as a submitted job does) at `folder`."""
+    override = f"hydra.sweep.dir={json.dumps(str(folder))}"
+    with read_write(config), open_dict(config):
+        config.hydra.sweep.dir = str(folder)
+        config.hydra.overrides.hydra.append(override)
+    for job in composed:
+        with read_write(job), open_dict(job):
+            job.hydra.sweep.dir = str(folder)
