@@ -87,10 +87,17 @@ def cli() -> None:
               help="build the index anew from every run PATHS know (an output root: its registered folders too), "
                    "then replace the old one (damaged or not); prints the counts before and after")
 @click.option("-q", "--quiet", is_flag=True, help="print only the summary line")
+@click.option("-v", "--verbose", is_flag=True,
+              help="each unavailable metric's own reason, and every third-party warning (HYPERGRID_VERBOSE=1)")
 def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: str | None,
-          metric_models: tuple[str, ...], force: bool, rebuild: bool, quiet: bool) -> None:
+          metric_models: tuple[str, ...], force: bool, rebuild: bool, quiet: bool, verbose: bool) -> None:
     """Score runs under PATHS (run directories, sweep folders or outputs/) into the index. A run that cannot be
     read or indexed is named, the others are scored, and the command exits 1."""
+    from render.quiet import show_everything, verbose as verbose_env
+
+    if verbose:
+        show_everything()
+    verbose = verbose or verbose_env()
     from assess.rebuild import rebuild_index
     from assess.score import score as score_runs
 
@@ -111,7 +118,7 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
         else:
             summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log,
                                  metric_models=models)
-    lines = summary.lines()
+    lines = summary.lines(verbose)
     click.echo("\n".join(lines[:1] if quiet else lines))
     if rebuild:
         click.echo(result.line())

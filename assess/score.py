@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from assess.outdir import disk_full
 from assess.index import Index, ScoreRow, json_dumps, now_iso
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
+from assess.metrics.base import SetupProblem
 from assess.metrics.speed import run_gpu_s
 from assess.parity import parity_rows, stored_parity
 from assess.setscore import score_sets
@@ -48,30 +49,47 @@ class ScoreSummary:
     problems: list[str] = field(default_factory=list)  # skipped samples.jsonl lines
     failed: list[str] = field(default_factory=list)  # "<run path>: <problem>": runs that could not be indexed
 
-    def unavailable_lines(self) -> list[str]:
+    def unavailable_lines(self, verbose: bool = False) -> list[str]:
         """One line per metric that could not score some samples: the count, the most common reason, and how many
-        other reasons there were (a reason that names its prompt would otherwise repeat once per prompt)."""
+        other reasons there were (a reason that names its prompt would otherwise repeat once per prompt). The
+        metrics stopped by this machine's setup alone (a model not at hand offline, torchvision missing: a
+        SetupProblem) share one line naming them and each fix, unless `verbose`."""
         by_metric: dict[str, Counter[str]] = {}
         for (metric, reason), n in self.unavailable.items():
             by_metric.setdefault(metric, Counter())[reason] += n
-        out = []
+        setup = {} if verbose else {metric: reasons for metric, reasons in by_metric.items()
+                                    if all(isinstance(reason, SetupProblem) for reason in reasons)}
+        out = [setup_line(setup)] if setup else []
         for metric, reasons in sorted(by_metric.items()):
+            if metric in setup:
+                continue
             (top, _), others = reasons.most_common(1)[0], len(reasons) - 1
             more = f" (and {others} other reason(s) like it)" if others else ""
             out.append(f"  {metric} unavailable for {sum(reasons.values())} sample(s): {top}{more}")
         return out
 
-    def lines(self) -> list[str]:
+    def lines(self, verbose: bool = False) -> list[str]:
         out = [
             f"scored {self.runs} run(s), {self.samples} sample(s): {self.written} score(s) written, "
             f"{self.current} already current"
             + (f"; {len(self.failed)} run(s) could not be indexed" if self.failed else "")
         ]
-        out += self.unavailable_lines()
+        out += self.unavailable_lines(verbose)
         out += [f"  flagged {line}" for line in self.flagged]
         out += [f"  {line}" for line in self.problems]
         out += [f"  NOT INDEXED {line}" for line in self.failed]
         return out
+
+
+def setup_line(setup: dict[str, Counter[str]]) -> str:
+    """The metrics this machine's setup stops, in one line: each missing thing with its metrics and its fix."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for metric, reasons in sorted(setup.items()):
+        problem = reasons.most_common(1)[0][0]
+        assert isinstance(problem, SetupProblem)
+        groups.setdefault((problem.missing, problem.fix), []).append(metric)
+    parts = [f"{', '.join(metrics)} ({missing}: {fix})" for (missing, fix), metrics in groups.items()]
+    return f"  {len(setup)} metric(s) unavailable on this machine: {'; '.join(parts)}; -v gives each reason"
 
 
 def mismatch(run_path: Path, sample: SampleRecord) -> str | None:

@@ -19,19 +19,15 @@ def _task(cfg: DictConfig) -> list[dict[str, Any]]:
 
 def main() -> None:
     import gc
-    import logging
 
     from render.app import cancellable
     from render.rundir.redact import install
 
     install()  # no log line of this process carries a credential (render.rundir.redact)
 
-    # diffusers imports torchao when it is installed (the quant axis), and torchao warns at import about
-    # kernels a CPU build lacks: noise on every render, whatever the cell.
-    logging.getLogger("torchao").setLevel(logging.ERROR)
     from render.quiet import filter_third_party_warnings
 
-    filter_third_party_warnings()
+    filter_third_party_warnings()  # torchao's kernels, diffusers' deprecations: render.quiet (HYPERGRID_VERBOSE=1 shows them)
 
     from render.composition import composed_once
     from render.mistakes import answered

@@ -161,4 +161,7 @@ def serve(job_file: Path) -> None:
 
 
 if __name__ == "__main__":
+    from render.quiet import filter_third_party_warnings
+
+    filter_third_party_warnings()  # a rank's log ends with its cause (`cause`), not with torchao's import noise
     serve(Path(sys.argv[1]))

@@ -28,6 +28,7 @@ from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
 from render.axes.compile import CompileCounters
 from render.axes.attention import BackendUnavailable
+from render.axes.quant import kernel_note
 from render.cell import Job, anchor_dir, twin_dir
 from render.cell import companions as companions_of
 from render.errors import RenderError
@@ -418,7 +419,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         rundir.write_done(run_dir, n_samples=len(records), n_rendered=result.n_rendered, n_reused=result.n_reused,
                           wall_s=round(time.perf_counter() - started, 4), gpu_s=round(gpu_s, 4), timing=timing)
     except BaseException as error:  # noqa: B902 - every failure, cancellation included, is recorded
-        result.status, result.category, result.message = CellState.FAILED, classify(error), f"{type(error).__name__}: {error}"
+        result.status, result.category = CellState.FAILED, classify(error)
+        result.message = f"{type(error).__name__}: {error}{kernel_note(job.cell.axes.get('quant'))}"
         log.error("cell %s failed (%s): %s", job.cell.key, result.category, result.message)
         _record_failure(run_dir, result, traceback.format_exc(), writer.current if writer else None)
         if not isinstance(error, Exception):

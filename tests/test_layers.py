@@ -131,7 +131,8 @@ def test_only_what_sits_above_the_climb_reaches_it(graph: nx.DiGraph) -> None:
 LAUNCHER_SURFACE = ("render.rundir", "render.errors", "render.app", "render.preflight", "render.environment",
                     "render.confpath", "render.prompts", "render.cell", "render.signals", "render.laws.budget",
                     "render.metrics", "render.progress",  # progress: a leaf that prints bars or plain lines
-                    "render.timing_round")  # the side-by-side round a sweep ends with
+                    "render.timing_round",  # the side-by-side round a sweep ends with
+                    "render.quiet")  # quiet: a leaf, the third-party filters every entry point (a batch's worker) installs
 
 
 def test_the_launchers_know_renders_contract_only(graph: nx.DiGraph) -> None:

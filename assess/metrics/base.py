@@ -17,6 +17,21 @@ from render.metric_specs import MetricSpec
 if TYPE_CHECKING:
     import numpy as np
 
+class SetupProblem(str):
+    """An unavailable reason that is this machine's setup, the same for every sample: a model not at hand offline,
+    a package not installed. A str, stored and counted like any reason, that also says what is missing in a few
+    words and the fix every metric it stops shares, so `assess score` names them all in one line
+    (assess.score.ScoreSummary); the reason itself, with its own fix, is what `assess score -v` prints."""
+
+    missing: str
+    fix: str
+
+    def __new__(cls, reason: str, missing: str = "", fix: str = "") -> SetupProblem:
+        problem = super().__new__(cls, reason)
+        problem.missing, problem.fix = missing, fix
+        return problem
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A metric's result for one sample or cell: a finite value, or unavailable with a reason."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assess.metrics.base import SetupProblem
 from render.hub import hub_reachable  # noqa: F401  (the one probe: proxy-aware, DNS timeout; re-exported)
 
 # A loaded (model, processor) pair: transformers objects, used through their untyped call APIs.
@@ -37,6 +38,16 @@ class MetricModel:
         return f"pass {option} or set {self.env}"
 
 
+def not_at_hand(reason: str) -> SetupProblem:
+    """A metric's model that this machine does not have and cannot download now: the fix every such metric shares."""
+    return SetupProblem(reason, "model not in the local cache, hub unreachable", "--metric-model METRIC=<local folder>")
+
+
+def is_local(name: str) -> bool:
+    """A folder the user named, not a hub id."""
+    return name.startswith(("/", ".", "~")) or Path(name).expanduser().is_dir()
+
+
 def config_of(name: str, processor: str | None = None) -> str:
     """A score's `config`: the model by its identity (assess.metrics.model_identity), and the processor's
     when it comes from elsewhere (PickScore's)."""
@@ -53,15 +64,14 @@ def how_to_load(name: str, what: str, fix: str, probe: str = "config.json") -> b
     from huggingface_hub import constants, try_to_load_from_cache
 
     offline = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE") or constants.HF_HUB_OFFLINE
-    a_path = name.startswith(("/", ".", "~")) or Path(name).expanduser().is_dir()
-    if a_path or offline or hub_reachable():
+    if is_local(name) or offline or hub_reachable():
         return False
     try:
         if isinstance(try_to_load_from_cache(name, probe), str):  # `probe`: a file every snapshot of the model has
             return True
     except ValueError:  # not a valid hub id: from_pretrained says so
         return False
-    return (f"{what} {name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the hub "
+    return not_at_hand(f"{what} {name!r} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and the hub "
             f"({constants.ENDPOINT}) cannot be reached. Fix: download it once where the hub is reachable "
             f"(`hf download {name}`, then copy {constants.HF_HUB_CACHE}), or {fix}")
 
@@ -93,7 +103,9 @@ def _from_pretrained(name: str, processor_name: str, what: str, fix: str, local_
         return (model, processor)
     except Exception as exc:  # not a CLIP checkpoint, a broken cache, a download that failed
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return f"{what} {name!r} could not be loaded ({type(exc).__name__}: {first_line}); {fix}"
+        reason = f"{what} {name!r} could not be loaded ({type(exc).__name__}: {first_line}); {fix}"
+        # OSError: the hub's "couldn't connect", "not in the cached files"; a folder of the user's is their error
+        return not_at_hand(reason) if isinstance(exc, OSError) and not is_local(name) else reason
 
 
 def has_processor(name: str) -> bool:

@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from assess.metrics.base import Outcome, SampleInput, SampleMetric
+from assess.metrics.base import Outcome, SampleInput, SampleMetric, SetupProblem
 from render.metric_specs import LPIPS, PSNR, SSIM, TEMPORAL_SSIM
 
 if TYPE_CHECKING:
@@ -123,9 +123,11 @@ def _lpips_problem(exc: Exception) -> str:
     import torch
 
     if importlib.util.find_spec("torchvision") is None:
-        return (f"LPIPS needs torchvision, which is not installed. Add the build that matches your torch "
-                f"{torch.__version__} and keeps it: `{torchvision_install_line(torch.__version__)}` (a plain "
-                "`pip install torchvision`, or the `quality` extra, may replace your torch with another build)")
+        line = torchvision_install_line(torch.__version__)
+        return SetupProblem(f"LPIPS needs torchvision, which is not installed. Add the build that matches your torch "
+                            f"{torch.__version__} and keeps it: `{line}` (a plain `pip install torchvision`, or the "
+                            "`quality` extra, may replace your torch with another build)", "torchvision not installed",
+                            f"`{line}`")
     return f"LPIPS network not at hand offline ({type(exc).__name__}: {exc})"
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
-from assess.metrics.clipmodels import Loaded, MetricModel, config_of, how_to_load
+from assess.metrics.clipmodels import Loaded, MetricModel, config_of, how_to_load, is_local, not_at_hand
 from render.metric_specs import IMAGEREWARD
 
 IMAGEREWARD_MODEL = MetricModel(IMAGEREWARD.name, "THUDM/ImageReward", "HYPERGRID_IMAGEREWARD_MODEL")
@@ -131,7 +131,8 @@ def _load(name: str, local_only: bool) -> Loaded | str:
         return (model, tokenizer_for(folder, local_only))
     except Exception as exc:  # missing files, a checkpoint that does not fit, a tokenizer that is not at hand
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return f"ImageReward model {name!r} could not be loaded ({type(exc).__name__}: {first}); {IMAGEREWARD_MODEL.fix}"
+        reason = f"ImageReward model {name!r} could not be loaded ({type(exc).__name__}: {first}); {IMAGEREWARD_MODEL.fix}"
+        return not_at_hand(reason) if isinstance(exc, OSError) and not is_local(name) else reason
 
 
 def pixels(images: list[Any], size: int) -> Any:

@@ -35,6 +35,9 @@ class CellBatch:
     def __call__(self) -> list[JobReturn]:
         import submitit
 
+        from render.quiet import filter_third_party_warnings
+
+        filter_third_party_warnings()  # a submitit worker is an entry point of its own (render.quiet)
         Singleton.set_state(self.singleton_state)
         setup_globals()
         job_id = submitit.JobEnvironment().job_id

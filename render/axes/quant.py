@@ -149,6 +149,18 @@ def quantize_in_place(module: Any, name: str) -> None:
     quantize_(module, _torchao_config(name))
 
 
+def kernel_note(value: Any) -> str:
+    """For a cell that failed: the torchao kernels this process could not load when its quantization is torchao's
+    (the entry points drop those warnings, render.quiet, and hold them for this), else ""."""
+    name = value.get("name", "none") if isinstance(value, dict) else "none"
+    if name not in QUANT_METHODS or QUANT_METHODS[name].backend != "torchao":
+        return ""
+    from render.quiet import held
+
+    failed = held("torchao", "torchao.kernel.intmm")
+    return f"; torchao could not load its kernels at import: {' | '.join(failed)}" if failed else ""
+
+
 def tensor_bytes(tensor: Any) -> int:
     """Bytes a (possibly quantized) tensor holds: the inner tensors of a tensor subclass (torchao, quanto)."""
     flatten = getattr(tensor, "__tensor_flatten__", None)

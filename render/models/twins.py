@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from render.quiet import saving
+
 
 def default_cache_root() -> Path:
     """The project's cache folder: `$HYPERGRID_CACHE`, else `~/.cache/hypergrid`."""
@@ -49,7 +51,8 @@ def ensure_built(final: Path, build: Callable[[], Any]) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
     try:
-        build().save_pretrained(tmp)
+        with saving():  # no shard-writing bars (render.quiet)
+            build().save_pretrained(tmp)
         _fsync_tree(tmp)
         try:
             os.rename(tmp, final)  # atomic; fails when another builder's folder is already there

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from assess.score import score
+from click.testing import CliRunner
+
+from assess.cli import cli
+from assess.metrics import clipmodels
+from assess.metrics.base import SetupProblem
+from assess.score import ScoreSummary, score
 from render.progress import LineProgress, progress
 from tests.assess.conftest import RunFactory, make_cell, shift
 
@@ -100,3 +105,59 @@ def test_a_render_off_a_terminal_leaves_no_control_sequences(tiny_cache: Path, t
     assert result.returncode == 0, result.stderr[-2000:]
     assert "\r" not in result.stderr and "\x1b[A" not in result.stderr
     assert "samples: 2/2 img" in result.stderr and "cells: 2/2 cell" in result.stderr
+
+
+def test_the_metrics_this_machine_cannot_run_share_one_line_with_their_fixes() -> None:
+    """Issue 42, item 5: a model not at hand offline and a missing package are named in one line with each fix;
+    a reason that is the samples' own keeps its line; -v gives every metric its own line again."""
+    offline = "--metric-model METRIC=<local folder>"
+    summary = ScoreSummary(runs=1, samples=4)
+    for metric in ("pickscore", "clip_score"):
+        summary.unavailable[(metric, SetupProblem(f"{metric}'s model could not be loaded (OSError: ...)",
+                                                  "model not in the local cache, hub unreachable", offline))] = 4
+    summary.unavailable[("lpips", SetupProblem("LPIPS needs torchvision ...", "torchvision not installed", "`pip x`"))] = 2
+    summary.unavailable[("shapes", "no shape named in the prompt 'a cat'")] = 4
+    lines = summary.lines()
+    assert lines[1:] == [
+        "  3 metric(s) unavailable on this machine: clip_score, pickscore (model not in the local cache, hub "
+        f"unreachable: {offline}); lpips (torchvision not installed: `pip x`); -v gives each reason",
+        "  shapes unavailable for 4 sample(s): no shape named in the prompt 'a cat'"]
+    detail = summary.lines(verbose=True)[1:]
+    assert [line.split(" unavailable")[0] for line in detail] == ["  clip_score", "  lpips", "  pickscore", "  shapes"]
+    assert "clip_score's model could not be loaded (OSError: ...)" in detail[0]
+
+
+def _score_cli(*args: str) -> str:
+    result = CliRunner().invoke(cli, ["score", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.slow  # the first score of a process imports torch, transformers' CLIP: about 8 s
+def test_assess_score_names_models_not_at_hand_offline_in_one_line_and_v_gives_each_reason(
+        outputs: RunFactory, db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real loading path, offline: two hub ids that are not cached share the line; a folder of the user's that
+    holds no model is the user's own error and keeps its own line."""
+    from render.quiet import VERBOSE_ENV
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv(VERBOSE_ENV, raising=False)  # -v sets it for the processes it starts: undone after the test
+    monkeypatch.setattr(clipmodels, "_LOADED", {})
+    (tmp_path / "empty").mkdir()
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor")
+    outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=shift(3))
+    args = (str(sweep), "--db", str(db), "--metrics", "clip_score,pickscore,cmmd", "--clip-model",
+            "hypergrid-test/no-such-clip", "--metric-model", "pickscore=hypergrid-test/no-such-pickscore",
+            "--metric-model", f"cmmd={tmp_path / 'empty'}")
+    lines = _score_cli(*args).splitlines()
+    [one] = [line for line in lines if "unavailable on this machine" in line]
+    assert one.startswith("  2 metric(s) unavailable on this machine: clip_score, pickscore (model not in the local "
+                          "cache, hub unreachable: --metric-model METRIC=<local folder>)")
+    assert not any(line.startswith(("  clip_score unavailable", "  pickscore unavailable")) for line in lines)
+    [cmmd] = [line for line in lines if line.startswith("  cmmd unavailable")]
+    assert str(tmp_path / "empty") in cmmd
+    detail = _score_cli(*args, "--force", "-v")
+    assert "unavailable on this machine" not in detail
+    assert "  clip_score unavailable for" in detail and "'hypergrid-test/no-such-clip' could not be loaded" in detail
+    assert "  pickscore unavailable for" in detail and "--metric-model pickscore=<local folder>" in detail
