@@ -15,7 +15,7 @@ from typing import Any
 
 from assess.errors import AssessError
 from assess.sidebyside import PairTiming, session_pairs
-from render.rundir import RunDir, load_runs
+from render.rundir import RunDir, cell_label, load_runs
 from render.rundir.timings import TimingSession
 
 Log = Callable[[str], None]
@@ -144,7 +144,7 @@ def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, options: Op
     if not sets:
         raise RetimeRefused("every pair to time is two parallel cells, and a session leads one parallel cell's ranks: "
                             "time each against a width-1 cell (its anchor, its twin)")
-    result = RetimeResult(labels={r.cell_key: r.describe or r.cell_key[:12] for r in runs})
+    result = RetimeResult(labels={r.cell_key: cell_label(r.overrides, r.is_anchor) for r in runs})
     with Index.open(db) as index:
         for members in sets:
             group = [found[k] for k in members]

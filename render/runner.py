@@ -377,7 +377,8 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
               overrides: list[str], launcher: str, progress_factory: Any) -> CellResult:
     from render.progress import progress
 
-    result = CellResult(run_dir, job.cell.key, job.cell.describe(), CellState.DONE, is_anchor=job.is_anchor)
+    label = rundir.cell_label(overrides, job.is_anchor)  # the cell as the user wrote it (steps=8 cache=fbcache)
+    result = CellResult(run_dir, job.cell.key, label, CellState.DONE, is_anchor=job.is_anchor)
     state = resume_state(run_dir) if run_dir.exists() else None
     if state is not None:  # a requeued job back at a cell it already ended
         log.info("cell %s already ended (%s) in %s: nothing to do", job.cell.key, state, run_dir)
@@ -399,13 +400,13 @@ def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: Pip
         writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
                          for (prompt_id, _, _), found in reuse.items()))  # one write and fsync for them all
         result.n_reused += len(reuse)
-        log.info("cell %s (%s): %d samples, %d reused, %d to render", job.cell.key, job.cell.describe(),
+        log.info("cell %s (%s; %s): %d samples, %d reused, %d to render", label, job.cell.key, job.cell.describe(),
                  len(job.samples), result.n_reused, len(pending))
         timing: dict[str, Any] = {"repeats": job.timing.repeats}
         if pending:
             if job.timing.reference:
                 writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
-            bar = (progress_factory or progress)(total=len(pending), desc=f"{job.cell.key[:8]} samples", unit="img")
+            bar = (progress_factory or progress)(total=len(pending), desc=f"{label} samples", unit="img")
             try:
                 with ranks.team(job, job.gpus, pipelines) if job.gpus > 1 else contextlib.nullcontext():
                     writer.fill(pending, bar)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,7 +83,8 @@ def timed_against(anchor: RunDir) -> set[str]:
     return keys - {anchor.cell_key} if anchor.cell_key in keys else set()
 
 
-def plan(jobs: Sequence[Job], runs: Sequence[RunDir], outcome: RoundOutcome) -> list[tuple[Job, list[Job]]]:
+def plan(jobs: Sequence[Job], runs: Sequence[RunDir], outcome: RoundOutcome, name: Callable[[Job], str]
+         ) -> list[tuple[Job, list[Job]]]:
     """(anchor job, the cells to time against it) for each anchor of the sweep's finished cells."""
     with_samples = {r.cell_key for r in runs if r.samples}
     anchors = {r.cell_key: r for r in runs if r.is_anchor and r.samples}
@@ -96,9 +97,9 @@ def plan(jobs: Sequence[Job], runs: Sequence[RunDir], outcome: RoundOutcome) -> 
         seen.add(key)
         anchor = anchors.get(job.anchor.key)
         if anchor is None:
-            outcome.left_out.append(f"{job.cell.describe()}: its anchor has no samples here")
+            outcome.left_out.append(f"{name(job)}: its anchor has no samples here")
         elif job.gpus > 1:
-            outcome.left_out.append(f"{job.cell.describe()}: a parallel cell is timed with its ranks")
+            outcome.left_out.append(f"{name(job)}: a parallel cell is timed with its ranks")
         elif key in timed_against(anchor):
             outcome.already += 1
         else:
@@ -119,20 +120,23 @@ def at_once(runs: Sequence[RunDir], keys: Sequence[str], device: str) -> bool:
     return 0 < sum(peaks.values()) < 0.9 * total
 
 
-def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: str, waits: bool = True
-               ) -> RoundOutcome:
+def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: str, waits: bool = True,
+               labels: Sequence[str] = ()) -> RoundOutcome:
     """Time the sweep's finished cells against their anchor, side by side (module doc). Never raises for the round
-    itself: a round that fails is said in the outcome, and the sweep's renders stand."""
+    itself: a round that fails is said in the outcome, and the sweep's renders stand. `labels`: each job's name as the
+    user wrote it (render.rundir.cell_label of its overrides), for the outcome's lines."""
     from render.retime import RetimeError, contenders_of, retime
 
     outcome = RoundOutcome(skipped=skip_reason(jobs, launcher, waits))
+    named = dict(zip((job.cell.key for job in jobs), labels))
+    name = lambda job: named.get(job.cell.key) or job.cell.describe()  # noqa: E731
     if outcome.skipped:
         return outcome
     from render.pipeline import PIPELINES
 
     PIPELINES.clear()  # the sweep's own pipeline: each contender loads its own, and the device needs the room
     runs = load_runs([sweep_dir], with_anchors=True, problems=[])
-    groups = plan(jobs, runs, outcome)
+    groups = plan(jobs, runs, outcome, name)
     started = time.perf_counter()
     budget = jobs[0].timing.side_by_side_share * sweep_s
     sets = []
@@ -148,14 +152,14 @@ def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: s
         try:
             session = retime(group, rounds=MAX_ROUNDS, session_seconds=left, purpose=PURPOSE)
         except (RenderError, RetimeError) as error:  # noqa: PERF203 - one anchor's failure leaves the others
-            outcome.left_out += [f"{job.cell.describe()}: {error}" for job in cells]
+            outcome.left_out += [f"{name(job)}: {error}" for job in cells]
             continue
         except Exception as error:  # noqa: BLE001 - the renders stand whatever the timing round does
             log.warning("side-by-side round against %s failed: %s: %s", anchor.cell.describe(), type(error).__name__,
                         error, exc_info=True)
-            outcome.left_out += [f"{job.cell.describe()}: {type(error).__name__}: {error}" for job in cells]
+            outcome.left_out += [f"{name(job)}: {type(error).__name__}: {error}" for job in cells]
             continue
         outcome.sessions.append(session)
-        outcome.timed += [job.cell.describe() for job in cells]
+        outcome.timed += [name(job) for job in cells]
     outcome.spent_s = time.perf_counter() - started
     return outcome

@@ -32,7 +32,7 @@ ANSWERS = {
                                         "cache.threshold=0.1?); its keys are name, threshold",
     "model.anchr.steps=3": "model.anchr.steps=3: model has no key anchr (did you mean model.anchor.steps=3?); its keys "
                            "are name, id, revision, pipeline, family, dtype, steps, guidance, height, width, "
-                           "max_sequence_length, size_multiple, num_frames, fps, anchor",
+                           "max_sequence_length, size_multiple, num_frames, fps, anchor, parity",
     "steps=abc": "steps=abc: Value 'abc' of type 'str' could not be converted to Integer",
 }
 

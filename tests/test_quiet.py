@@ -68,13 +68,18 @@ class _Caught(logging.Handler):
 
 
 def _logged(name: str, *messages: str) -> list[str]:
+    """What a warning of `name` that passed its filters reaches (the logger's level held at WARNING for the call: a
+    test before may have left the library at ERROR, as render.pipeline.quiet_libraries does)."""
     logger, caught = logging.getLogger(name), _Caught()
+    level = logger.level
     logger.addHandler(caught)
+    logger.setLevel(logging.WARNING)
     try:
         for message in messages:
             logger.warning(message)
     finally:
         logger.removeHandler(caught)
+        logger.setLevel(level)
     return caught.messages
 
 
@@ -155,13 +160,20 @@ class _Shards:
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_a_twin_is_saved_without_shard_bars(tmp_path: Path, capfd: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch, verbose: bool) -> None:
+                                            monkeypatch: pytest.MonkeyPatch, verbose: bool,
+                                            request: pytest.FixtureRequest) -> None:
     from transformers.utils import logging as transformers_logging
 
     from render.models.twins import ensure_built
 
     monkeypatch.setenv(quiet.VERBOSE_ENV, "1" if verbose else "0")
-    assert transformers_logging.is_progress_bar_enabled()
+    was = transformers_logging.is_progress_bar_enabled()  # a test before may have turned the bars off
+    transformers_logging.enable_progress_bar()
+    request.addfinalizer(transformers_logging.enable_progress_bar if was else transformers_logging.disable_progress_bar)
+    # transformers' own verbosity decides whether its bars show at all: at its default for this test
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_warning()
+    request.addfinalizer(lambda: transformers_logging.set_verbosity(verbosity))
     ensure_built(tmp_path / "twin", _Shards)
     assert ("Writing model shards" in capfd.readouterr().err) == verbose
     assert transformers_logging.is_progress_bar_enabled()  # the library's setting is back

@@ -59,6 +59,9 @@ class HypergridSweeper(BasicSweeper):
         from render.timing_round import time_sweep
 
         elapsed = time.perf_counter() - started
-        timed = time_sweep(sweep_dir, jobs, elapsed, launcher, waits=bool(self.config.hydra.launcher.get("wait", True)))
+        from render.rundir import cell_label
+
+        timed = time_sweep(sweep_dir, jobs, elapsed, launcher, waits=bool(self.config.hydra.launcher.get("wait", True)),
+                           labels=[cell_label(o) for o in job_overrides])
         summary.summarise([r for batch in returns for r in batch], sweep_dir, [timed.line(sweep_dir, elapsed)])
         return returns

@@ -55,7 +55,7 @@ def test_the_objective_is_a_choice_refused_at_composition(tmp_path: Path) -> Non
     assert result.returncode == 2, result.stderr
     assert "experiment.objective=throughput" in result.stderr and valid in result.stderr
     assert not (tmp_path / "outputs").exists()
-    with pytest.raises(ExperimentError, match=r"experiment.objective=throughput .*expected one of \[latency, gpu_seconds\]"):
+    with pytest.raises(ExperimentError, match=r"experiment.objective=throughput:? .*expected one of \[latency, gpu_seconds\]"):
         load_experiment("tiny-demo", ["experiment.objective=throughput"], out_root=tmp_path)
 
 
