@@ -198,6 +198,7 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         for record in records:  # the verdict is the recorded one, under the frozen rule
             if record["cell_key"] in recorded:
                 record["recorded_verdict"] = recorded[record["cell_key"]]
+        _with_default_verdicts(records, path, db)
         click.echo(json.dumps(records, indent=1))
     else:
         if sys.stdout.isatty():
@@ -213,6 +214,27 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
             _answer([path], db)
     if any(r.state == "unreadable" for r in rows):
         sys.exit(1)
+
+
+def _with_default_verdicts(records: list[dict[str, Any]], path: Path, db: Path) -> None:
+    """Each record of a sweep's cell gets its verdict under the report's default rule, with the metric, the band and
+    where the band comes from (assess.default_rule): a verdict is never read without the band it was decided at."""
+    from render.rundir import is_sweep_folder
+
+    if not db.is_file() or not is_sweep_folder(path):
+        return
+    from assess.report import sweep_table
+
+    with user_errors(db):
+        table = sweep_table([path], db)
+    if table is None:
+        return
+    by_key = {r["cell_key"]: r for r in table["rows"] if not r["is_anchor"]}
+    for record in records:
+        row = by_key.get(record["cell_key"])
+        if row is not None:
+            record["verdict"] = {"verdict": row["verdict"], "metric": table["metrics"][0], "band": table["band"],
+                                 "band_source": table["band_source"], "speedup": row["speedup"], "timed": row["timed"]}
 
 
 def _answer(paths: list[Path], db: Path) -> None:

@@ -761,9 +761,9 @@ def answer_of(verdict: dict[str, Any], runs: list[dict[str, Any]], sweeps: Seque
     return sentence(verdict, prompts, " ".join(str(s) for s in sweeps))
 
 
-def sweep_answer(sweeps: Sequence[Path | str], index_path: Path | str | None = None) -> Answer | None:
-    """The sentence a sweep's report opens with, under the default rule (assess.default_rule); None when none of its
-    runs is indexed."""
+def sweep_table(sweeps: Sequence[Path | str], index_path: Path | str | None = None) -> dict[str, Any] | None:
+    """The verdict table a sweep's report opens with under the default rule (assess.default_rule), its `answer`
+    included; None when none of its runs is indexed."""
     paths = [Path(s).resolve() for s in sweeps]
     with Index.open(index_path, create=False) as index:
         runs, _ = _runs_in_index(index, paths)
@@ -772,7 +772,14 @@ def sweep_answer(sweeps: Sequence[Path | str], index_path: Path | str | None = N
         views, _ = _cell_views(index, runs)
         rule = default_rule(index, views, runs, None, None)
         verdict = sweep_verdict(index, views, rule, recorded_verdicts([r["path"] for r in runs]))
-        return answer_of(verdict, runs, paths)
+        verdict["answer"] = answer_of(verdict, runs, paths)
+        return verdict
+
+
+def sweep_answer(sweeps: Sequence[Path | str], index_path: Path | str | None = None) -> Answer | None:
+    """The sentence a sweep's report opens with (sweep_table)."""
+    table = sweep_table(sweeps, index_path)
+    return None if table is None else table["answer"]
 
 
 def sweep_cells(index: Index, sweeps: list[Path | str]) -> tuple[list[CellView], list[dict[str, Any]]]:

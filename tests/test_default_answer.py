@@ -87,6 +87,15 @@ def test_score_and_status_end_with_the_answer_and_the_next_command(answered: Ans
     assert re.search(r"on 4 prompts", answer), f"the answer says on how many prompts: {answer}"
 
 
+def test_status_json_keeps_each_verdict_with_its_band_and_source(answered: Answered) -> None:
+    records = json.loads(assess("status", str(answered.sweep), "--json", cwd=answered.cwd).stdout)
+    verdicts = [r["verdict"] for r in records]
+    assert len(verdicts) == 2 and all(v["metric"] == "shapes_fit" and v["band"] == 0.01 for v in verdicts), \
+        "a verdict under a default band is kept with that band"
+    assert all(v["band_source"].startswith("model shapes's config") and v["timed"] == "side by side" for v in verdicts), \
+        "and with its source and how the speed-up was timed"
+
+
 def test_the_report_opens_with_verdicts_side_by_side_speedups_and_the_band_source(answered: Answered) -> None:
     html = (answered.sweep / "report" / "index.html").read_text()
     table = html[html.index('<section id="verdict">'):html.index("</section>")]

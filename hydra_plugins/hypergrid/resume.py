@@ -19,7 +19,7 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, open_dict, read_write
 
-from render.rundir import DONE, JOBS_JSON, CellState, load_sweep, parse_time, pid_alive, slurm_state
+from render.rundir import DONE, JOBS_JSON, SWEEP_JSON, CellState, load_sweep, parse_time, pid_alive, slurm_state
 
 
 def _given(config: DictConfig) -> bool:
@@ -56,7 +56,7 @@ def interrupted(config: DictConfig, job_overrides: Sequence[Sequence[str]], jobs
     root = mine.parent.parent  # <out_root>/multirun/<day>/<time-id>
     wanted = _cells(job_overrides, jobs)
     found = []
-    for record_file in root.glob("*/*/SWEEP.json"):
+    for record_file in root.glob(f"*/*/{SWEEP_JSON}"):
         folder = record_file.parent
         if folder.resolve() == mine.resolve():
             continue

@@ -101,7 +101,10 @@ def test_the_report_flags_a_cell_at_parity_that_breaks_on_a_category(outputs, db
     table = html.split('id="categories-table"', 1)[1].split("</table>", 1)[0]
     assert table.count("✗") == 1  # only text, only for the one cell
     plain = write_report([sweep], db, out=tmp_path / "plain", quality_metric="ssim").read_text()
-    assert "is at parity overall" not in plain and "Give <code>--band</code>" in plain
+    # without --band, the categories are judged at the default band, which says where it comes from
+    assert "band ±0.05" in plain and "ssim&#39;s documented default" in plain
+    psnr = write_report([sweep], db, out=tmp_path / "psnr", quality_metric="psnr").read_text()
+    assert "is at parity overall" not in psnr and "no parity band given" in psnr  # PSNR has no default band
     breaks = plain.split('id="where-it-breaks"', 1)[1].split('id="contact-sheets"', 1)[0]
     assert breaks.count("<td>text</td>") == 4  # the worst prompts are the degraded category's
     assert len(list((tmp_path / "plain" / "images").rglob("*.png"))) >= 8
