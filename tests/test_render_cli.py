@@ -1,9 +1,14 @@
-"""`python -m render` in real subprocesses: single runs, sweeps, bad inputs, skip-if-done."""
+"""`python -m render` in real subprocesses: single runs, sweeps, bad inputs (all through the CLI's entry point in one
+process, each way it refuses in a process of its own), skip-if-done."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -112,18 +117,97 @@ BAD_INPUTS = [
     (["scheduler=heun"], "scheduler=heun is not available for the flux model family; valid: default, euler"),
     (["-m", "steps=2,0", "attention=native,flash"], "3 of 4 cells cannot run; nothing was launched"),
 ]
+# Each way the CLI refuses, once in a `python -m render` process of its own: a config Hydra cannot compose (its exit
+# 1 made 2 by render.__main__), a single run's preflight (the Hydra callback), a sweep's preflight (the sweeper).
+REFUSAL_PATHS = {"composition": 0, "single-run preflight": 11, "sweep preflight": 19}
+
+
+def cli_args(args: list[str]) -> list[str]:
+    return ["-m", "model=tiny", *args[1:]] if args[:1] == ["-m"] else ["model=tiny", *args]  # -m comes first
+
+
+# Every bad input through the CLI's own entry point, run as `python -m render` runs it, one after the other in one
+# process: its exit code, what it wrote to stderr (file descriptor 2: Hydra's and the logger's lines too) and its
+# working directory, one a case. A process each paid the interpreter, Hydra and, for some, torch and diffusers again:
+# 20 processes were 13-18 s of test time on a quiet 2-core machine (more under CI's two workers), one is 5-6 s.
+REFUSE_IN_ONE_PROCESS = r'''
+import json, os, runpy, sys, traceback
+from pathlib import Path
+
+import render.preflight
+
+root = Path(sys.argv[1])
+codes = []
+for i, args in enumerate(json.loads(sys.argv[2])):
+    cwd = root / f"case-{i}"
+    cwd.mkdir()
+    os.chdir(cwd)
+    render.preflight._PASSED.clear()  # as in a fresh process: no preflight has passed yet
+    sys.argv = ["render", *args]
+    with open(root / f"case-{i}.stderr", "w") as stderr:
+        sys.stdout.flush(), sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(stderr.fileno(), 2)
+        try:
+            runpy.run_module("render", run_name="__main__", alter_sys=True)  # as `python -m render` runs it
+            code = 0
+        except SystemExit as exit:  # what the interpreter would make of it
+            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+    codes.append(code)
+(root / "codes.json").write_text(json.dumps(codes))
+'''
+
+
+@dataclass
+class Refusal:
+    code: int
+    stderr: str
+    cwd: Path
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory: pytest.TempPathFactory) -> list[Refusal]:
+    root = tmp_path_factory.mktemp("refusals")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0",
+           "HYPERGRID_STATE": str(root / "hypergrid-state")}  # the tests' private_state, which a module fixture predates
+    cases = json.dumps([cli_args(args) for args, _ in BAD_INPUTS])
+    done = subprocess.run([sys.executable, "-c", REFUSE_IN_ONE_PROCESS, str(root), cases], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    codes = json.loads((root / "codes.json").read_text())
+    return [Refusal(code, (root / f"case-{i}.stderr").read_text(), root / f"case-{i}") for i, code in enumerate(codes)]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", range(len(BAD_INPUTS)), ids=[" ".join(a) for a, _ in BAD_INPUTS])
-def test_bad_input_fails_clearly_and_writes_nothing(case: int, tmp_path: Path) -> None:
+def test_bad_input_fails_clearly_and_writes_nothing(case: int, refusals: list[Refusal]) -> None:
+    (args, message), refused = BAD_INPUTS[case], refusals[case]
+    promise = f"the CLI refuses bad input ({' '.join(args)})"
+    assert refused.code == 2, f"{promise} with exit 2, not {refused.code}: {refused.stderr[-2000:]}"
+    assert message in refused.stderr, f"{promise} with a message that says {message!r}: {refused.stderr[-2000:]}"
+    assert "Traceback" not in refused.stderr, f"{promise} without a traceback: {refused.stderr[-2000:]}"
+    assert not any(refused.cwd.iterdir()), f"{promise} and writes nothing: {sorted(refused.cwd.rglob('*'))}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", REFUSAL_PATHS.values(), ids=REFUSAL_PATHS.keys())
+def test_each_refusal_path_ends_a_real_process_with_exit_2_and_writes_nothing(case: int, tmp_path: Path) -> None:
     args, message = BAD_INPUTS[case]
-    args = ["-m", "model=tiny", *args[1:]] if args[:1] == ["-m"] else ["model=tiny", *args]  # -m comes first
-    result = run_render(*args, cwd=tmp_path, timeout=120)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert message in result.stderr, result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
-    assert not (tmp_path / "outputs").exists()
+    result = run_render(*cli_args(args), cwd=tmp_path, timeout=120)
+    promise = f"`python -m render {' '.join(cli_args(args))}` is refused"
+    assert result.returncode == 2, f"{promise} with exit 2, not {result.returncode}: {result.stderr[-2000:]}"
+    assert message in result.stderr, f"{promise} with a message that says {message!r}: {result.stderr[-2000:]}"
+    assert "Traceback" not in result.stderr, f"{promise} without a traceback: {result.stderr[-2000:]}"
+    assert not any(tmp_path.iterdir()), f"{promise} and writes nothing: {sorted(tmp_path.rglob('*'))}"
 
 
 def test_malformed_prompt_manifest_names_the_line(tmp_path: Path) -> None:
@@ -134,10 +218,6 @@ def test_malformed_prompt_manifest_names_the_line(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_sweeps_started_in_the_same_second_never_share_a_folder(tiny_cache: Path, tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
     command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=1", "prompts.limit=1", "render_anchor=false"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     processes = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]

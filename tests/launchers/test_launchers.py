@@ -64,49 +64,67 @@ def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache
     assert sum((c / "DONE.json").exists() for c in cells(the_sweep(tmp_path))) == 2
 
 
-@pytest.mark.parametrize("launcher", [pytest.param("inprocess", marks=[pytest.mark.slow]), GPUS, SLURM])
-def test_a_width_2_cell_is_placed_on_two_gpus_and_its_parity_against_width_1_recorded(launcher: str, tiny_cache: Path,
-                                                                                        tmp_path: Path) -> None:
-    """The issue-33 sweep `parallel=none,ulysses` through each launcher the tests can run: the Ulysses cell holds two
-    GPUs (its ranks run as gloo processes on the CPU), its width-1 twin is the sweep's own `none` cell, and scoring
-    records the pixel drift between them."""
+def the_width_2_cell_and_its_parity(sweep: Path, db: Path, launcher: str, wide_gpus: str | None) -> dict[str, Path]:
+    """Issue 33's promises on a finished sweep `parallel=none,ulysses`: the Ulysses cell held two GPUs (`wide_gpus`,
+    where a launcher gave it GPUs of its own; its ranks run as gloo processes on the CPU), its width-1 twin is the
+    sweep's own `none` cell, and scoring records the pixel drift between them. Returns the cells by their override."""
     from assess.index import Index
     from assess.parity import drifting
 
+    runs = {next(o for o in json.loads((c / "run.json").read_text())["overrides"] if o.startswith("parallel=")): c
+            for c in cells(sweep)}
+    assert all((c / "DONE.json").exists() for c in runs.values()), f"{launcher}: every cell of the sweep is done: {runs}"
+    wide, narrow = (json.loads((runs[f"parallel={p}"] / "run.json").read_text()) for p in ("ulysses", "none"))
+    if wide_gpus is not None:
+        assert wide["device"]["cuda_visible_devices"] == wide_gpus, \
+            f"{launcher}: the width-2 cell holds two GPUs of its own ({wide_gpus}): {wide['device']}"
+    sample = json.loads((runs["parallel=ulysses"] / "samples.jsonl").read_text().splitlines()[-1])
+    assert sample["gpus"] == 2, f"{launcher}: the width-2 cell's samples record their two GPUs: {sample}"
+    scored = subprocess.run([sys.executable, "-m", "assess", "score", str(sweep), "--db", str(db), "--metrics", "psnr",
+                             "-q"], capture_output=True, text=True)
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    with Index.open(db) as index:
+        rows = index.parity(wide["cell_key"])
+    assert len(rows) == 1 and rows[0]["twin_cell_key"] == narrow["cell_key"], \
+        f"{launcher}: scoring records the width-2 cell's parity against its width-1 twin, the sweep's none cell: {rows}"
+    (row,) = rows
+    assert row["max_levels"] <= 1 and row["ssim"] > 0.999 and drifting([row]) is None, \
+        f"{launcher}: the width-2 cell renders like its width-1 twin (no drift): {dict(row)}"
+    return runs
+
+
+@pytest.mark.parametrize("launcher", [pytest.param("inprocess", marks=[pytest.mark.slow]), SLURM])
+def test_a_width_2_cell_is_placed_on_two_gpus_and_its_parity_against_width_1_recorded(launcher: str, tiny_cache: Path,
+                                                                                        tmp_path: Path) -> None:
+    """The issue-33 sweep `parallel=none,ulysses` through each launcher the tests can run (the gpus launcher's is
+    test_the_gpus_launcher_runs_a_width_1_and_a_width_2_cell_side_by_side_on_three_gpus, on three GPUs)."""
     result = run_render("-m", "model=tiny", "parallel=none,ulysses", "prompts.limit=1", "render_anchor=false",
                         *LAUNCHERS.get(launcher, []), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    runs = {next(o for o in json.loads((c / "run.json").read_text())["overrides"] if o.startswith("parallel=")): c
-            for c in cells(the_sweep(tmp_path))}
-    assert all((c / "DONE.json").exists() for c in runs.values()), runs
-    wide, narrow = (json.loads((runs[f"parallel={p}"] / "run.json").read_text()) for p in ("ulysses", "none"))
-    if launcher != "inprocess":  # the launcher gave the wide cell two GPUs of its own
-        assert wide["device"]["cuda_visible_devices"] == "0,1", wide["device"]
-    sample = json.loads((runs["parallel=ulysses"] / "samples.jsonl").read_text().splitlines()[-1])
-    assert sample["gpus"] == 2
-    scored = subprocess.run([sys.executable, "-m", "assess", "score", str(the_sweep(tmp_path)), "--db",
-                             str(tmp_path / "index.db"), "--metrics", "psnr", "-q"], capture_output=True, text=True)
-    assert scored.returncode == 0, scored.stderr[-3000:]
-    with Index.open(tmp_path / "index.db") as index:
-        (row,) = index.parity(wide["cell_key"])
-    assert row["twin_cell_key"] == narrow["cell_key"]
-    assert row["max_levels"] <= 1 and row["ssim"] > 0.999 and drifting([row]) is None
+    the_width_2_cell_and_its_parity(the_sweep(tmp_path), tmp_path / "index.db", launcher,
+                                    None if launcher == "inprocess" else "0,1")
 
 
 @pytest.mark.slow
 def test_the_gpus_launcher_runs_a_width_1_and_a_width_2_cell_side_by_side_on_three_gpus(tiny_cache: Path,
                                                                                        tmp_path: Path) -> None:
-    """Before, both ran one after the other in one slot of (0, 1), and GPU 2 stayed idle."""
+    """One sweep, two promises (each was a gpus sweep of its own, about 20 s each): the width-1 and the width-2 cell
+    run side by side, each in a job of its own (before, both ran one after the other in one slot of (0, 1), and GPU 2
+    stayed idle); and issue 33's promises for the gpus launcher (the width-2 cell on two GPUs of its own, its parity
+    against its width-1 twin recorded)."""
     result = run_render("-m", "model=tiny", "parallel=none,ulysses", "prompts.limit=1", "render_anchor=false",
                         "hydra/launcher=gpus", "hydra.launcher.gpus=[0,1,2]", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = json.loads((the_sweep(tmp_path) / "JOBS.json").read_text())
+    assert [len(job["cells"]) for job in jobs] == [1, 1], f"side by side: one job a cell: {jobs}"
     placed = {}
     for job in jobs:
         (only,) = job["cells"]
         run = json.loads((Path(only["run_dir"]) / "run.json").read_text())
         placed[run["device"]["cuda_visible_devices"]] = next(o for o in run["overrides"] if o.startswith("parallel="))
-    assert placed == {"0,1": "parallel=ulysses", "2": "parallel=none"}
+    assert placed == {"0,1": "parallel=ulysses", "2": "parallel=none"}, \
+        f"side by side: the width-2 cell on GPUs 0,1 and the width-1 cell on GPU 2 at once: {placed}"
+    the_width_2_cell_and_its_parity(the_sweep(tmp_path), tmp_path / "index.db", "gpus", "0,1")
 
 
 def no_sample_rendered_twice(run: Path) -> list[tuple[str, int]]:
