@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 README_SWEEP = ["-m", "steps=4,8,16", "cache=none,fbcache"]
 
