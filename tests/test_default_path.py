@@ -186,3 +186,22 @@ def test_a_rerun_continues_the_newest_interrupted_sweep_of_the_same_cells(tmp_pa
     assert interrupted(config, overrides, jobs) == newest
     given = OmegaConf.create({"hydra": {"sweep": {"dir": str(mine)}, "overrides": {"hydra": ["hydra.sweep.dir=x"]}}})
     assert interrupted(given, overrides, jobs) is None, "a sweep folder the user gave is theirs"
+
+
+def test_a_sweep_whose_jobs_still_run_is_not_continued(tmp_path: Path) -> None:
+    """The gpus launcher's jobs are local processes: one alive keeps its sweep from being continued."""
+    from hydra_plugins.hypergrid.resume import interrupted
+
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    cells = [(0, ["steps=4"], "k4")]
+    folder = _sweep(tmp_path, "09-00-00-gpus", cells, gone)
+    record = json.loads((folder / "SWEEP.json").read_text())
+    (folder / "SWEEP.json").write_text(json.dumps({**record, "launcher": "GpusLauncher"}))
+    (folder / "JOBS.json").write_text(json.dumps([{"job_id": str(os.getpid()), "cells": []}]))
+    mine = tmp_path / "multirun" / "2026-12-05" / "12-00-00-aaaa"
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": str(mine)}, "overrides": {"hydra": []}}})
+    jobs = [SimpleNamespace(cell=SimpleNamespace(key="k4"))]
+    assert interrupted(config, [["steps=4"]], jobs) is None, "a job of it still runs"
+    (folder / "JOBS.json").write_text(json.dumps([{"job_id": str(gone), "cells": []}]))
+    assert interrupted(config, [["steps=4"]], jobs) == folder, "its jobs are gone too: continued"

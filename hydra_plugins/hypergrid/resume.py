@@ -44,7 +44,9 @@ def _still_running(folder: Path, record: dict) -> bool:
         except (OSError, ValueError):
             return True  # unreadable: leave it be
         ids = [str(j.get("job_id")) for j in jobs if isinstance(j, dict)]
-        return any(slurm_state(i)[0] == CellState.RUNNING for i in ids if i.isdigit() or "_" in i)
+        if str(record.get("launcher", "")).lower().startswith("slurm"):
+            return any(slurm_state(i)[0] == CellState.RUNNING for i in ids)
+        return any(pid_alive(int(i)) for i in ids if i.isdigit())  # the gpus launcher's jobs: local processes
     return False
 
 
