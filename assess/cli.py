@@ -44,11 +44,11 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
     try:
         yield
     except TrackerUnavailable as exc:
-        raise Unavailable(redact(str(exc))) from exc
+        raise Unavailable(str(exc)) from exc
     except (ForeignFolder, Refused) as exc:  # bad input, refused before anything was written
         raise Unavailable(str(exc)) from exc
     except (AssessError, RunDirError, CompositionMistake) as exc:  # CompositionMistake: an override naming nothing
-        raise click.ClickException(redact(str(exc))) from exc
+        raise click.ClickException(str(exc)) from exc
     except OSError as exc:  # a folder or file of the machine (--out under a file, a full disk): one line, exit 1
         raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from exc
     except sqlite3.DatabaseError as exc:  # damage found past the open (a truncated file reads until it does not)
@@ -63,11 +63,29 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
                                        "write (--db PATH or $HYPERGRID_INDEX); `assess report` reads this one as it is") from exc
         raise
     except Cancelled as exc:  # a stop signal, passed on to the render it was running
-        click.echo(f"cancelled: {exc}", err=True)
+        echo(f"cancelled: {exc}", err=True)
         sys.exit(exc.exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def echo(message: str = "", err: bool = False, nl: bool = True) -> None:
+    """click.echo with the credentials of every URL in `message` redacted (render.rundir.redact): every line this CLI
+    prints goes through here, its errors through Redacting."""
+    click.echo(redact(message), err=err, nl=nl)
+
+
+class Redacting(click.Group):
+    """The CLI's group: the message of every error a command raises (a ClickException: a user error, a bad
+    parameter) has its credentials redacted before click prints it."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            vars(exc)["message"] = redact(exc.message)  # click declares it Final; its show() reads it
+            raise
+
+
+@click.group(cls=Redacting, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="hypergrid", message="%(version)s")
 def cli() -> None:
     """Score hypergrid run directories into a sqlite index, show status, write a report."""
@@ -109,7 +127,7 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
             raise click.BadParameter(f"{item!r}: give METRIC=ID_OR_FOLDER, e.g. pickscore=/models/PickScore_v1",
                                      param_hint="--metric-model")
         models[metric.strip()] = model.strip()
-    log = None if quiet else (lambda line: click.echo(line, err=True))
+    log = None if quiet else (lambda line: echo(line, err=True))
     with user_errors(db):
         if rebuild:
             result = rebuild_index(list(paths), db, metrics=names, clip_model=clip_model, log=log,
@@ -119,9 +137,9 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
             summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log,
                                  metric_models=models)
     lines = summary.lines(verbose)
-    click.echo("\n".join(lines[:1] if quiet else lines))
+    echo("\n".join(lines[:1] if quiet else lines))
     if rebuild:
-        click.echo(result.line())
+        echo(result.line())
     if not quiet:
         _answer([p for p in paths if p.is_dir()], db)
     if summary.failed:
@@ -159,12 +177,12 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
             if textfile is not None:
                 om.check_textfile(textfile)
             if serve:
-                om.serve(path, port, addr, textfile, interval, log=lambda line: click.echo(line, err=True))
+                om.serve(path, port, addr, textfile, interval, log=lambda line: echo(line, err=True))
                 return
             if textfile is not None:
                 om.write_textfile(path, textfile)
             if openmetrics:
-                click.echo(om.metrics_text(path), nl=False)
+                echo(om.metrics_text(path), nl=False)
         return
     from assess.status import format_plain, print_table, with_drift
     from assess.status import status as sweep_status
@@ -199,17 +217,17 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
             if record["cell_key"] in recorded:
                 record["recorded_verdict"] = recorded[record["cell_key"]]
         _with_default_verdicts(records, path, db)
-        click.echo(json.dumps(records, indent=1))
+        echo(json.dumps(records, indent=1))
     else:
         if sys.stdout.isatty():
             print_table(rows)
         else:
-            click.echo(format_plain(rows))
+            echo(format_plain(rows))
         what_if = {key: {split: answers.get("verdict") for split, answers in found.items()}
                    for key, found in quality.items()} if band is not None else None
         lines = verdict_lines([(r.name, r.cell_key) for r in rows if r.cell_key], recorded, band, what_if)
         if lines:
-            click.echo("\n".join(lines))
+            echo("\n".join(lines))
         if db.is_file():
             _answer([path], db)
     if any(r.state == "unreadable" for r in rows):
@@ -249,8 +267,8 @@ def _answer(paths: list[Path], db: Path) -> None:
     with user_errors(db):
         answer = sweep_answer(sweeps, db)
     if answer:
-        click.echo(f"answer: {answer.text}")
-        click.echo(f"next: {answer.next}")
+        echo(f"answer: {answer.text}")
+        echo(f"next: {answer.next}")
 
 
 @cli.command()
@@ -293,11 +311,11 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
 
             path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems,
                                 band=band, notes=notes, test=parity_test, price_per_gpu_hour=price_per_gpu_hour)
-    click.echo(str(path))
+    echo(str(path))
     for line in notes:
-        click.echo(line)
+        echo(line)
     for line in problems:
-        click.echo(f"unreadable {line}", err=True)
+        echo(f"unreadable {line}", err=True)
     if problems:
         sys.exit(1)
 
@@ -317,7 +335,7 @@ def floor(path: Path, db: Path, multiple: float, as_json: bool) -> None:
 
     with user_errors(db):
         lines, records = floor_lines(path, db, multiple)
-    click.echo(json.dumps(records, indent=1) if as_json else "\n".join(lines))
+    echo(json.dumps(records, indent=1) if as_json else "\n".join(lines))
 
 
 def _is_experiment(name: str) -> bool:
@@ -348,11 +366,11 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
     and the index, and every speed-up shown from then on is this paired figure."""
     from assess.retime import Options, retime_runs
 
-    log = None if as_json else (lambda line: click.echo(line, err=True))
+    log = None if as_json else (lambda line: echo(line, err=True))
     options = Options(rounds, seconds, device, every_pair, pairwise, seed)
     with user_errors(db):
         result = retime_runs(list(paths), db, options, log=log)
-    click.echo(json.dumps(result.as_json(), indent=1) if as_json else "\n".join(result.lines()))
+    echo(json.dumps(result.as_json(), indent=1) if as_json else "\n".join(result.lines()))
 
 
 @cli.command()
@@ -378,13 +396,13 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
 def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool, force: bool, out_root: Path | None,
           overrides: tuple[str, ...], amend: str | None, adopt: str | None, as_json: bool) -> None:
     """Decide the next generation of EXPERIMENT's hill climb from the index; print it (or run it)."""
-    log = lambda line: click.echo(line, err=True)  # noqa: E731
+    log = lambda line: echo(line, err=True)  # noqa: E731
     if adopt is not None:
         from assess.climb.generation import adopt_strangers
 
         with user_errors(db):
             found = adopt_strangers(experiment, adopt, db, out_root, overrides)
-        click.echo(f"experiment {experiment}: adopted {len(found)} run(s) (why: {adopt}); counted in the budget, never "
+        echo(f"experiment {experiment}: adopted {len(found)} run(s) (why: {adopt}); counted in the budget, never "
                    "ranked:\n" + "\n".join(f"  {s.path}: {s.why}" for s in found) if found else
                    f"experiment {experiment}: no run to adopt; nothing was recorded")
         return
@@ -394,7 +412,7 @@ def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool,
         with user_errors():
             exp = load_experiment(experiment, overrides, out_root, amend=amend)
         latest = exp.amendments[-1] if exp.amendments else None
-        click.echo(f"experiment {experiment}: rule amended: {'; '.join(latest['changes'])} (why: {latest['reason']})"
+        echo(f"experiment {experiment}: rule amended: {'; '.join(latest['changes'])} (why: {latest['reason']})"
                    if latest and latest.get("reason") == amend else f"experiment {experiment}: the rule is unchanged; "
                    "nothing was amended")
         return
@@ -403,17 +421,17 @@ def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool,
 
         with user_errors(db):
             result = run_final(experiment, db, out_root=out_root, overrides=overrides, force=force, log=log)
-        click.echo(json.dumps(result.as_dict(), indent=1) if as_json else format_final(result))
+        echo(json.dumps(result.as_dict(), indent=1) if as_json else format_final(result))
         return
     from assess.climb.generation import climb as climb_generations
     from assess.climb.text import format_step
 
-    show = None if as_json else (lambda step: click.echo(format_step(step) + "\n"))
+    show = None if as_json else (lambda step: echo(format_step(step) + "\n"))
     with user_errors(db):
         steps = climb_generations(experiment, db, out_root=out_root, apply=apply, generations=generations,
                                   overrides=overrides, log=log, show=show)
     if as_json:
-        click.echo(json.dumps([s.record for s in steps], indent=1))
+        echo(json.dumps([s.record for s in steps], indent=1))
 
 
 @cli.group()
@@ -459,7 +477,7 @@ def export_mlflow(target: str, db: Path, tracking_uri: str, mlflow_experiment: s
     with user_errors(), tempfile.TemporaryDirectory(prefix="hypergrid-export-") as work:
         runs = _tracked_runs(target, db, out_root, Path(work))
         done = send(runs, tracking_uri, mlflow_experiment)
-    click.echo(done.line(f"MLflow {redact(tracking_uri)}, experiment {mlflow_experiment}"))
+    echo(done.line(f"MLflow {tracking_uri}, experiment {mlflow_experiment}"))
 
 
 @export.command("wandb", epilog=TARGET_HELP)
@@ -478,7 +496,7 @@ def export_wandb(target: str, db: Path, project: str, folder: Path, out_root: Pa
     with user_errors(), tempfile.TemporaryDirectory(prefix="hypergrid-export-") as work:
         runs = _tracked_runs(target, db, out_root, Path(work))
         done = send(runs, project, folder)
-    click.echo(done.line(f"W&B offline {Path(folder).resolve() / 'wandb'}, project {project}"))
+    echo(done.line(f"W&B offline {Path(folder).resolve() / 'wandb'}, project {project}"))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

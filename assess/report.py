@@ -31,7 +31,7 @@ from assess.metrics import SPECS
 from render.metric_specs import SPEED_NOISE, leaderboard_specs, quality_metric_names
 from render.rundir import FAILED, LOG, CellState, find_run_dirs, load_run, parse_override
 from assess.outdir import check_out, staged
-from render.rundir.redact import finalize
+from render.rundir.redact import finalize, redact
 from render.rundir.untrusted import contained, href, safe_component
 from assess.scope import Scope, scope_of, scoped_cell
 from assess.verdicts import recorded_verdicts
@@ -637,8 +637,10 @@ def _render_html(context: dict[str, Any]) -> str:
 
 
 def one_line(text: str, width: int = 140) -> str:
-    """A reason on one line: its first line, cut at `width` characters (the whole text is the line's tooltip)."""
-    first = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    """A reason on one line: its first line, cut at `width` characters (the whole text is the line's tooltip); its
+    credentials redacted before the cut, which could leave a URL's password without the @ that marks it."""
+    text = redact(str(text)).strip()
+    first = text.splitlines()[0] if text else ""
     return first if len(first) <= width else first[: width - 1].rstrip() + "…"
 
 

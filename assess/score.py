@@ -27,7 +27,6 @@ from assess.metrics.base import SetupProblem
 from assess.metrics.speed import run_gpu_s
 from assess.parity import parity_rows, stored_parity
 from assess.setscore import score_sets
-from render.rundir.redact import redact
 from render.rundir.untrusted import contained
 from render.rundir import CellState, ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
 
@@ -125,14 +124,8 @@ def render_command(run: RunDir, seeds: list[int]) -> str:
 
 
 def run_row(run: RunDir) -> dict[str, Any]:
-    """The run's `runs` row, from its folder alone; credentials in any URL it records redacted (render.rundir.redact)."""
-    return {k: redact(v) if isinstance(v, str) and k not in _PATHS else v for k, v in _run_row(run).items()}
-
-
-_PATHS = ("path", "sweep", "failed_record")  # the folder's own paths: keys of the index, named by the renderer
-
-
-def _run_row(run: RunDir) -> dict[str, Any]:
+    """The run's `runs` row, from its folder alone (the index redacts the credentials of any URL it records as it
+    writes the row: assess.index.Index._insert)."""
     cell, terminal = run.cell, run.terminal
     cache = cell.get("cache")
     model = cell.get("model")

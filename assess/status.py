@@ -26,6 +26,7 @@ from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, 
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
 from render.rundir.records import SampleRecord
+from render.rundir.redact import redact
 
 STATES = tuple(s.value for s in CellState if s != CellState.SUBMITTED)  # what `assess status` shows
 
@@ -265,7 +266,7 @@ def print_table(rows: list[CellStatus]) -> None:
     for folder, members in groups:
         table = Table(*HEADER, title=escape(f"sweep {folder}") if len(groups) > 1 else None)
         for row in members:
-            cols = [escape(c) for c in _columns(row)]
+            cols = [escape(redact(c)) for c in _columns(row)]
             cols[2] = f"[{colours.get(row.state, 'white')}]{cols[2]}[/]"
             table.add_row(*cols)
         console.print(table)

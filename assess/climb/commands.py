@@ -19,6 +19,7 @@ from pathlib import Path
 from assess.climb.decide import Plan, Proposal, group_commands
 from assess.errors import AssessError
 from assess.experiment import Experiment
+from render.rundir.redact import redact
 from render.signals import forward_signals, send_to
 
 Log = Callable[[str], None]
@@ -68,7 +69,7 @@ def run_command(command: Command, out_root: Path, log: Log) -> tuple[int, list[P
     with forward_signals(send_to(process)) as forwarded:  # kill of the climb reaches the render and its cell
         for raw in iter(process.stdout.readline, b""):
             line = raw.decode(errors="replace").rstrip("\n")
-            sys.stderr.write(line + "\n")
+            sys.stderr.write(redact(line) + "\n")
             tail = (tail + [line])[-20:]
         code = process.wait()
     made = sorted(_sweep_dirs(out_root) - before)

@@ -20,6 +20,7 @@ from typing import Any
 
 from assess.metrics import SPECS
 from assess.sidebyside import SIDE_BY_SIDE
+from render.rundir.redact import redact, redact_data
 
 # The tags every tracked run carries (MLflow tags; W&B config keys under `hypergrid`).
 KEY_TAG = "hypergrid.key"
@@ -37,6 +38,11 @@ class TrackedRun:
     metrics: dict[str, float] = field(default_factory=dict)
     artefacts: list[tuple[Path, str]] = field(default_factory=list)  # (local file or folder, folder in the run)
     timestamp_ms: int = 0  # when its numbers were made (fixed per content, so a re-export logs nothing new)
+
+    def __post_init__(self) -> None:
+        """What a tracker is sent has its credentials redacted (render.rundir.redact): name, parameters, tags."""
+        self.name = redact(self.name)
+        self.params, self.tags = redact_data(self.params), redact_data(self.tags)
 
     @property
     def digest(self) -> str:

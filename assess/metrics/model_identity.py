@@ -26,6 +26,9 @@ def metric_model_identity(name: str) -> str:
 
 def model_config(name: str) -> str:
     """The score's config: the model's identity; its name only when the model cannot be had here (then every
-    score of it is unavailable, with the reason)."""
+    score of it is unavailable, with the reason), its credentials redacted: the config is stored and compared
+    as the index keeps it (render.rundir.redact)."""
+    from render.rundir.redact import redact
+
     identity = metric_model_identity(name)
-    return f"model={name}" if identity == "unresolved" else f"model={identity}"
+    return f"model={redact(name)}" if identity == "unresolved" else f"model={identity}"

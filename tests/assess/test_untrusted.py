@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from assess.index import Index
+from assess.metrics.preference import PICKSCORE_PROCESSOR
 from assess.outdir import MARKER, ForeignFolder
 from assess.report import write_report
 from assess.score import score
@@ -233,6 +234,63 @@ def test_credentials_in_urls_reach_neither_the_index_nor_the_report(outputs: Run
     assert SECRET not in dump and "hub.example.org" in dump
     html = write_report([sweep], db).read_text()
     assert SECRET not in html and "https://***@hub.example.org" in html
+
+
+@pytest.fixture
+def hub_with_credentials(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A hub endpoint with a password in its URL (HF_ENDPOINT=http://user:pw@host), unreachable, and no model of
+    the metrics cached: every model metric's unavailable reason names the endpoint."""
+    from huggingface_hub import constants
+
+    from assess.metrics import clipmodels
+
+    endpoint = f"http://user:{SECRET}@127.0.0.1:9"
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(clipmodels, "hub_reachable", lambda: False)
+    monkeypatch.setattr(clipmodels, "_LOADED", {})
+    return endpoint
+
+
+def test_a_hub_endpoint_with_credentials_is_in_no_output(outputs: RunFactory, db: Path, tmp_path: Path,
+                                                        hub_with_credentials: str) -> None:
+    """Issue 45: the credentials of the hub's URL (the metrics' unavailable reasons) and of a metric's model source
+    (the scores' config) reach no line printed, no row of any table, no report file, no status and no export."""
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8", f"+hub.endpoint={hub_with_credentials}"],
+                perturb=shift(3))
+    source = f"pickscore={hub_with_credentials}/models/PickScore"
+    printed = {}
+    for args in (["-v"], [], ["-q"], ["--force"], ["--rebuild"]):
+        result = invoke("score", str(sweep), "--db", str(db), "--metrics", "psnr,clip_score,pickscore",
+                        "--metric-model", source, *args)
+        assert result.exit_code == 0, result.output
+        printed[" ".join(args)] = result.output
+    assert "the hub (http://***@127.0.0.1:9) cannot be reached" in printed["-v"]  # the reason is there, redacted
+    bad = invoke("score", str(sweep), "--db", str(db), "--metrics", "nonesuch", "--metric-model", source)
+    malformed = invoke("score", str(sweep), "--db", str(db), "--metric-model", f"{hub_with_credentials}/x")
+    printed["error"], printed["bad parameter"] = bad.output, malformed.output
+    assert bad.exit_code == 1 and malformed.exit_code == 2 and "http://***@127.0.0.1:9/x" in malformed.output
+    for args in (["--json"], []):
+        printed[f"status {args}"] = invoke("status", str(sweep), "--db", str(db), *args).output
+    report = tmp_path / "report"
+    printed["report"] = invoke("report", str(sweep), "--db", str(db), "--out", str(report)).output
+    assert {name: SECRET in text for name, text in printed.items()} == dict.fromkeys(printed, False)
+
+    with Index.open(db, create=False) as index:
+        dump = "\n".join(index.conn.iterdump())
+        configs = {row["config"] for row in index.query("SELECT DISTINCT config FROM scores WHERE metric = 'pickscore'")}
+    assert SECRET not in dump and "http://***@127.0.0.1:9" in dump
+    assert configs == {f"model=http://***@127.0.0.1:9/models/PickScore processor={PICKSCORE_PROCESSOR}"}
+    assert [p for p in _files(report) if SECRET.encode() in p.read_bytes()] == []
+
+    from assess.export.runs import sweep_runs
+
+    tracked = sweep_runs(sweep, db, tmp_path / "export")
+    assert SECRET not in json.dumps([[r.name, r.params, r.tags] for r in tracked])
+    assert [p for p in _files(tmp_path / "export") if SECRET.encode() in p.read_bytes()] == []
 
 
 @pytest.mark.slow
