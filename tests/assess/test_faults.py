@@ -206,3 +206,45 @@ def test_assess_ui_stops_within_2_s_of_a_burst_of_signals(outputs: RunFactory, d
         code, exit_s = _burst_then_exit_s(command, port, signum, delay_s)
         assert (code, exit_s < 2) == (128 + signum, True), f"delay {delay_s}: exit {code} after {exit_s:.1f} s"
         assert not _listening(port)
+
+
+MODEL_OPTIONS = {"pickscore": ["--metric-model", "pickscore={}"], "cmmd": ["--metric-model", "cmmd={}"],
+                 "clip_score": ["--clip-model", "{}"], "imagereward": ["--metric-model", "imagereward={}"]}
+
+
+def _wrong_folder(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / kind
+    if kind == "missing":
+        return tmp_path / "nonexistent" / "P"
+    folder.mkdir()
+    if kind == "bert":
+        (folder / "config.json").write_text('{"model_type": "bert"}')
+    if kind == "unreadable":
+        folder.chmod(0)
+        if os.access(folder, os.R_OK):  # root reads it all the same: the check is asked as a user it refuses
+            real = os.access
+            monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != folder and real(p, mode, **kw))
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["missing", "unreadable", "empty", "bert"])
+@pytest.mark.parametrize("metric", list(MODEL_OPTIONS))
+def test_a_model_folder_that_cannot_be_the_model_is_one_line_and_exit_2(outputs: RunFactory, db: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch, metric: str,
+                                                                        kind: str) -> None:
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    folder = _wrong_folder(kind, tmp_path, monkeypatch)
+    option, value = MODEL_OPTIONS[metric]
+    result = CliRunner().invoke(cli, ["score", str(sweep), "--db", str(db), "--metrics", metric, option,
+                                      value.format(folder)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert f"{option} {value.format(folder)}" in lines[0] and str(folder) in lines[0]
+    assert {"missing": "no folder", "unreadable": "cannot be read", "empty": "holds no",
+            "bert": "holds no" if metric == "imagereward" else "holds a 'bert' model"}[kind] in lines[0]
+    assert not db.exists() or not sqlite3.connect(db).execute("select count(*) from sqlite_master where name='scores'"
+                                                              ).fetchone()[0] or not sqlite3.connect(db).execute(
+        "select count(*) from scores").fetchone()[0]
+    if kind == "unreadable":
+        folder.chmod(0o700)
