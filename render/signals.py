@@ -79,6 +79,15 @@ def forward_signals(send: Callable[[int], None]) -> Iterator[Forwarded]:
         yield forwarded
 
 
+@contextmanager
+def note_signals() -> Iterator[Forwarded]:
+    """Within: SIGTERM and SIGINT are only noted (`noted.signum`, the first one), for a server's loop to poll. The
+    handler takes no lock and raises nothing: a handler that set a threading.Event could wait forever on the lock the
+    interrupted Event.wait holds, and an exception raised in a server's cleanup would leave it half done."""
+    with forward_signals(lambda signum: None) as noted:
+        yield noted
+
+
 def send_to(process: subprocess.Popen) -> Callable[[int], None]:
     """A `send` for forward_signals: the signal to one child process, if it still runs."""
 

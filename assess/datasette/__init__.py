@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tempfile
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from assess.errors import AssessError, NotScored
+from render.signals import Forwarded, note_signals
 
+POLL_S = 0.1  # how often the wait for datasette looks for a noted stop signal
 METADATA_DB_NAME = "index"  # metadata.json describes a database file called index.db
 
 
@@ -39,36 +43,47 @@ def datasette_command(db: Path, extra: list[str]) -> list[str]:
     return [exe, str(db), "-m", handle.name, *extra]
 
 
-def serve(db: Path, extra: list[str]) -> int:
-    """Run datasette on `db` until it ends or this process gets SIGTERM / SIGINT (then datasette is stopped and
-    waited for); the metadata's temporary folder is removed either way. Binds 127.0.0.1 unless `extra` names a
-    host. Returns datasette's exit status (128 + the signal when it was stopped)."""
-    import signal
-    import subprocess
+GRACE_S = 1.5  # how long datasette may take to stop after a signal before it is killed
 
+
+def serve(db: Path, extra: list[str]) -> int:
+    """Run datasette on `db` until it ends or this process gets SIGTERM / SIGINT (then datasette is stopped, killed
+    after GRACE_S, and waited for); the metadata's temporary file is removed either way. Any number of signals, from
+    before datasette starts to after it ended, are only noted (render.signals.note_signals). Binds 127.0.0.1 unless
+    `extra` names a host. Returns datasette's exit status (128 + the signal when it was stopped)."""
     command = datasette_command(db, extra)
     metadata = Path(command[3])
     own_host = any(a in ("-h", "--host") or a.startswith("--host=") for a in extra)
     command[4:4] = [] if own_host else ["--host", "127.0.0.1"]
-    child = subprocess.Popen(command)
-    stopped: list[int] = []
-
-    def stop(signum: int, _frame: Any) -> None:
-        stopped.append(signum)
-        child.terminate()
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        code = child.wait()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if child.poll() is None:
-            child.terminate()
+        with note_signals() as noted:
+            child = subprocess.Popen(command)
             try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+                code = _wait(child, noted)
+            finally:
+                _end(child)
+    finally:
         metadata.unlink(missing_ok=True)
-    return 128 + stopped[0] if stopped else code
+    return 128 + noted.signum if noted.signum is not None else code
+
+
+def _wait(child: subprocess.Popen[bytes], noted: Forwarded) -> int:
+    """datasette's exit status: it ends by itself, or is sent SIGTERM once a signal is noted and killed GRACE_S later."""
+    asked_at: float | None = None
+    while True:
+        try:
+            return int(child.wait(timeout=POLL_S))
+        except subprocess.TimeoutExpired:
+            pass
+        if noted.signum is not None and asked_at is None:
+            asked_at = time.monotonic()
+            child.terminate()
+        elif asked_at is not None and time.monotonic() - asked_at > GRACE_S:
+            child.kill()
+
+
+def _end(child: subprocess.Popen[bytes]) -> None:
+    """datasette stopped and reaped, whatever interrupted the wait."""
+    if child.poll() is None:
+        child.kill()
+    child.wait()

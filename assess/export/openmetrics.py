@@ -8,14 +8,16 @@ atomically for node_exporter's textfile collector. Every metric and label: docs/
 
 from __future__ import annotations
 
-import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from assess.export.errors import TrackerUnavailable
+from render.signals import Forwarded, note_signals
 
 PREFIX = "hypergrid"
 NO_SWEEP = "(no sweep)"
@@ -171,35 +173,51 @@ def check_textfile(textfile: Path) -> None:
         raise TrackerUnavailable(f"--textfile {textfile}: its folder {textfile.parent} does not exist")
 
 
+POLL_S = 0.1  # how often the serving loop looks for a stop signal (its handler only notes it)
+CLOSE_S = 1.0  # the most the server's shutdown may take before its socket is closed all the same
+
+
 def serve(path: Path | str, port: int, addr: str = "127.0.0.1", textfile: Path | None = None,
           interval_s: float = 15.0, log: Callable[[str], None] = print, stop: threading.Event | None = None) -> None:
     """Answer scrapes on addr:port (and rewrite the textfile every interval) until SIGTERM, Ctrl-C or `stop`;
-    the textfile is written once more on the way out, so it holds the sweep's last state."""
+    the textfile is written once more on the way out, so it holds the sweep's last state. Any number of signals
+    stop it within a second or so: they are only noted (render.signals.note_signals), from before the port opens to
+    after it is closed."""
     if not Path(path).is_dir():  # an empty folder is served (sweeps may start in it later); a missing one is a typo
         raise TrackerUnavailable(f"{path}: no such folder to serve the metrics of; give a sweep folder or an output "
                                  "root (default outputs)")
     client = _client()
-    try:
-        server, thread = client.start_http_server(port, addr=addr, registry=registry(path))
-    except OSError as exc:
-        raise TrackerUnavailable(f"--port {port}: cannot serve metrics on {addr}:{port} ({exc.strerror or exc}); "
-                                 "choose a free port") from None
     stop = stop or threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if threading.current_thread() is \
-        threading.main_thread() else None
-    log(f"serving metrics of {Path(path).resolve()} on http://{addr}:{server.server_port}/metrics")
-    try:
-        while not stop.is_set():
+    main = threading.current_thread() is threading.main_thread()  # only the main thread may handle signals
+    with note_signals() if main else nullcontext(Forwarded()) as noted:
+        try:
+            server, thread = client.start_http_server(port, addr=addr, registry=registry(path))
+        except OSError as exc:
+            raise TrackerUnavailable(f"--port {port}: cannot serve metrics on {addr}:{port} "
+                                     f"({exc.strerror or exc}); choose a free port") from None
+        log(f"serving metrics of {Path(path).resolve()} on http://{addr}:{server.server_port}/metrics")
+        try:
+            _until_stopped(path, textfile, interval_s, stop, noted)
+        finally:
+            _close(server, thread)
             if textfile is not None:
                 write_textfile(path, textfile)
-            stop.wait(interval_s)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if textfile is not None:
+
+
+def _until_stopped(path: Path | str, textfile: Path | None, interval_s: float, stop: threading.Event,
+                   noted: Forwarded) -> None:
+    next_write = 0.0
+    while not stop.is_set() and noted.signum is None:
+        if textfile is not None and time.monotonic() >= next_write:
             write_textfile(path, textfile)
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            next_write = time.monotonic() + interval_s
+        stop.wait(POLL_S)
+
+
+def _close(server: Any, thread: threading.Thread) -> None:
+    """Stop serving (shutdown waits for the serving loop's next turn, at most CLOSE_S here) and release the port."""
+    closer = threading.Thread(target=server.shutdown, name="metrics-shutdown", daemon=True)
+    closer.start()
+    closer.join(CLOSE_S)
+    server.server_close()
+    thread.join(CLOSE_S)

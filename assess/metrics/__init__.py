@@ -37,6 +37,10 @@ def build_metrics(names: list[str] | None = None, clip_model: str | None = None,
         raise UnknownMetric(f"--metric-model {bad[0]}=...: no such metric. Valid metrics are: {', '.join(valid)}")
     chosen = {**(models or {}), **({"clip_score": clip_model} if clip_model else {})}
     built = [metric_class(SPECS[name]).from_options(chosen) for name in names]
+    for metric in built:  # a local folder that cannot be the model: refused before anything is indexed
+        source = getattr(metric, "metric_model", None)
+        if source is not None:
+            source.check_folder(metric.model_name, source.given_as(metric.model_name, chosen))  # type: ignore[union-attr]
     return ([m for m in built if isinstance(m, SampleMetric)], [m for m in built if isinstance(m, SetMetric)])
 
 

@@ -55,6 +55,7 @@ def embeddings(loaded: Loaded, items: list[SampleInput]) -> tuple[Any, Any, Any]
 
 class CLIPScoreMetric(SampleMetric):
     spec = CLIP_SCORE
+    metric_model = CLIP
 
     def __init__(self, model: str | None = None) -> None:
         self.model_name = clip_model_name(model)

@@ -28,14 +28,54 @@ class MetricModel:
     default: str  # the hub id the field's published numbers use
     env: str  # the environment variable that sets it
     option: str = ""  # the CLI option that sets it (default: --metric-model <metric>=...)
+    files: tuple[str, ...] = ("config.json",)  # what a local folder of the model holds
+    model_type: str | None = "clip"  # its config.json's model_type (None: not a transformers folder)
 
     def resolve(self, models: Mapping[str, str] | None = None) -> str:
         return (models or {}).get(self.metric) or os.environ.get(self.env) or self.default
+
+    def given_as(self, name: str, models: Mapping[str, str] | None = None) -> str:
+        """How the user named `name`: the option or the variable, as they would type it."""
+        if (models or {}).get(self.metric) == name:
+            return f"{self.option.split()[0]} {name}" if self.option else f"--metric-model {self.metric}={name}"
+        return f"{self.env}={name}"
+
+    def check_folder(self, name: str, given: str) -> None:
+        """A local folder named for the model exists, can be read and holds this architecture (Refused: what is
+        wrong and with which option); a hub id is left to the loader. Every metric with a model is checked here."""
+        from assess.errors import Refused
+
+        if not is_local(name):
+            return
+        folder = Path(name).expanduser()
+        kind = f"a {self.model_type!r} model" if self.model_type else f"a model for {self.metric}"
+        fix = f"give the folder of {kind} ({', '.join(self.files)}) or a hub id"
+        if not folder.is_dir():
+            raise Refused(f"{given}: no folder {folder}; {fix}")
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise Refused(f"{given}: the folder {folder} cannot be read by this user; {fix}")
+        missing = [f for f in self.files if not (folder / f).is_file()]
+        if missing:
+            raise Refused(f"{given}: the folder {folder} holds no {', '.join(missing)}, so it is not {kind}; {fix}")
+        if self.model_type is not None:
+            found = _model_type(folder / "config.json")
+            if found != self.model_type:
+                raise Refused(f"{given}: the folder {folder} holds a {found!r} model, not {kind}; {fix}")
 
     @property
     def fix(self) -> str:
         option = self.option or f"--metric-model {self.metric}=<local folder>"
         return f"pass {option} or set {self.env}"
+
+
+def _model_type(config: Path) -> str | None:
+    import json
+
+    try:
+        value = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def not_at_hand(reason: str) -> SetupProblem:

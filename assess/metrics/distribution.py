@@ -41,6 +41,7 @@ def mmd(x: np.ndarray, y: np.ndarray, sigma: float = SIGMA, scale: float = SCALE
 
 class CMMDMetric(SetMetric):
     spec = CMMD
+    metric_model = CMMD_MODEL
 
     def __init__(self, model: str | None = None) -> None:
         self.model_name = model or CMMD_MODEL.resolve()

@@ -25,7 +25,8 @@ from assess.metrics.base import Outcome, SampleInput, SampleMetric
 from assess.metrics.clipmodels import Loaded, MetricModel, config_of, how_to_load, is_local, not_at_hand
 from render.metric_specs import IMAGEREWARD
 
-IMAGEREWARD_MODEL = MetricModel(IMAGEREWARD.name, "THUDM/ImageReward", "HYPERGRID_IMAGEREWARD_MODEL")
+IMAGEREWARD_MODEL = MetricModel(IMAGEREWARD.name, "THUDM/ImageReward", "HYPERGRID_IMAGEREWARD_MODEL",
+                                files=("ImageReward.pt", "med_config.json"), model_type=None)
 CHECKPOINT, MED_CONFIG, VISION_CONFIG = "ImageReward.pt", "med_config.json", "vision_config.json"
 TOKENIZER = "bert-base-uncased"
 MEAN, STD = 0.16717362830052426, 1.0333394966054072  # the reference implementation's normalisation
@@ -169,6 +170,7 @@ def rewards(loaded: Loaded, prompts: list[str], images: list[Any]) -> list[float
 
 class ImageRewardMetric(SampleMetric):
     spec = IMAGEREWARD
+    metric_model = IMAGEREWARD_MODEL
 
     def __init__(self, model: str | None = None) -> None:
         self.model_name = model or IMAGEREWARD_MODEL.resolve()

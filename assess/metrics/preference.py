@@ -21,6 +21,7 @@ PICKSCORE_PROCESSOR = "laion/CLIP-ViT-H-14-laion2B-s32B-b79K"
 
 class PickScoreMetric(SampleMetric):
     spec = PICKSCORE
+    metric_model = PICKSCORE_MODEL
 
     def __init__(self, model: str | None = None) -> None:
         self.model_name = model or PICKSCORE_MODEL.resolve()

@@ -139,3 +139,112 @@ def test_status_serve_stops_on_sigterm_and_binds_loopback(outputs: RunFactory, t
     assert process.wait(timeout=30) == 0
     assert not _children(process.pid)
     assert not [p.name for p in tmp_path.iterdir() if p.name not in ("metrics.prom", "outputs")]  # no temporary file
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _burst_then_exit_s(command: list[str], port: int, signum: int, delay_s: float) -> tuple[int, float]:
+    """Start the server, wait for its port, send 20 `signum` 1 ms apart after `delay_s`: (exit code, seconds to exit)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening(port):
+            assert process.poll() is None and time.monotonic() < deadline, "the server did not open its port"
+            time.sleep(0.01)
+        time.sleep(delay_s)
+        for _ in range(20):
+            process.send_signal(signum)
+            time.sleep(0.001)
+        sent = time.monotonic()
+        code = process.wait(timeout=10)
+        return code, time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_status_serve_stops_within_2_s_of_a_burst_of_signals(outputs: RunFactory, tmp_path: Path,
+                                                               signum: int) -> None:
+    pytest.importorskip("prometheus_client")
+    from tests.trackers.conftest import free_port
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    textfile = tmp_path / "metrics.prom"
+    for delay_s in (0.0, 0.05, 0.2, 0.35):  # right as the port opens, and while the loop waits or writes
+        port = free_port()
+        command = [sys.executable, "-m", "assess", "status", str(sweep), "--serve", "--port", str(port),
+                   "--textfile", str(textfile), "--interval", "0.1"]
+        textfile.unlink(missing_ok=True)
+        code, exit_s = _burst_then_exit_s(command, port, signum, delay_s)
+        assert (code, exit_s < 2) == (0, True), f"delay {delay_s}: exit {code} after {exit_s:.1f} s"
+        assert not _listening(port) and "hypergrid_cells" in textfile.read_text()  # the last state, written
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_assess_ui_stops_within_2_s_of_a_burst_of_signals(outputs: RunFactory, db: Path, tmp_path: Path,
+                                                           signum: int) -> None:
+    pytest.importorskip("datasette")
+    from assess.score import score
+    from tests.trackers.conftest import free_port
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    score([sweep], db, metrics=["psnr"])
+    for delay_s in (0.0, 0.2, 0.5):
+        port = free_port()
+        command = [sys.executable, "-m", "assess", "ui", "--db", str(db), "--port", str(port)]
+        code, exit_s = _burst_then_exit_s(command, port, signum, delay_s)
+        assert (code, exit_s < 2) == (128 + signum, True), f"delay {delay_s}: exit {code} after {exit_s:.1f} s"
+        assert not _listening(port)
+
+
+MODEL_OPTIONS = {"pickscore": ["--metric-model", "pickscore={}"], "cmmd": ["--metric-model", "cmmd={}"],
+                 "clip_score": ["--clip-model", "{}"], "imagereward": ["--metric-model", "imagereward={}"]}
+
+
+def _wrong_folder(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / kind
+    if kind == "missing":
+        return tmp_path / "nonexistent" / "P"
+    folder.mkdir()
+    if kind == "bert":
+        (folder / "config.json").write_text('{"model_type": "bert"}')
+    if kind == "unreadable":
+        folder.chmod(0)
+        if os.access(folder, os.R_OK):  # root reads it all the same: the check is asked as a user it refuses
+            real = os.access
+            monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != folder and real(p, mode, **kw))
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["missing", "unreadable", "empty", "bert"])
+@pytest.mark.parametrize("metric", list(MODEL_OPTIONS))
+def test_a_model_folder_that_cannot_be_the_model_is_one_line_and_exit_2(outputs: RunFactory, db: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch, metric: str,
+                                                                        kind: str) -> None:
+    sweep = outputs.sweep()
+    outputs.anchor(sweep)
+    folder = _wrong_folder(kind, tmp_path, monkeypatch)
+    option, value = MODEL_OPTIONS[metric]
+    result = CliRunner().invoke(cli, ["score", str(sweep), "--db", str(db), "--metrics", metric, option,
+                                      value.format(folder)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert f"{option} {value.format(folder)}" in lines[0] and str(folder) in lines[0]
+    assert {"missing": "no folder", "unreadable": "cannot be read", "empty": "holds no",
+            "bert": "holds no" if metric == "imagereward" else "holds a 'bert' model"}[kind] in lines[0]
+    assert not db.exists() or not sqlite3.connect(db).execute("select count(*) from sqlite_master where name='scores'"
+                                                              ).fetchone()[0] or not sqlite3.connect(db).execute(
+        "select count(*) from scores").fetchone()[0]
+    if kind == "unreadable":
+        folder.chmod(0o700)
