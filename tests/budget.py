@@ -6,13 +6,20 @@ shares (a sweep rendered once, the tiny model built once) is paid once and count
 SHARED_BUDGET_S fails the run unless it is named in LONG_FIXTURES with its reason. The budgets scale with
 $HYPERGRID_TEST_BUDGET_SCALE (CI runs both cores at once, where a test reads up to about 1.5x its time on a quiet
 machine); HYPERGRID_TEST_BUDGET_SCALE=0 turns the guard off (a profiler, a debugger). The run ends with the slowest
-tests and shared fixtures, so each run says where its time went (docs/testing.md).
+tests, shared fixtures and modules, so each run says where its time went (docs/testing.md).
+
+Order: under `--dist loadfile` a module is one unit of work on one worker, handed out in collection order, so a long
+module collected last is a tail the other worker waits through. Modules run longest first, by the seconds recorded
+in tests/durations.json for the tier (a module it does not know yet goes first: it may be long); a run with
+HYPERGRID_TEST_DURATIONS=write records its modules' seconds there for its tier.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from pathlib import Path
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +31,22 @@ SHARED_BUDGET_S = {"default": 15.0, "long": 240.0}
 LONG_TIERS = ("slow", "slurm", "prometheus")
 # Shared fixtures allowed past SHARED_BUDGET_S, with the reason (a fixture has no marks of its own).
 LONG_FIXTURES: dict[str, str] = {}
+DURATIONS = Path(__file__).with_name("durations.json")  # {tier: {module: seconds}}, the order modules run in
+
+
+def run_tier(config: pytest.Config) -> str:
+    """The tier a run selects (its -m expression; the default tier has none)."""
+    return str(config.getoption("markexpr", "") or "default")
+
+
+def longest_first(items: list[pytest.Item], seconds: dict[str, float]) -> None:
+    """Reorder `items` in place, module by module, longest module first (unknown modules before every known one);
+    a module's tests keep their order. The same on every worker: the order depends on the file and the items only."""
+    modules: dict[str, int] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], len(modules))
+    rank = {m: (m in seconds, -seconds.get(m, 0.0), first) for m, first in modules.items()}
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
 def scale() -> float:
@@ -40,6 +63,7 @@ class Ledger:
 
     tests: dict[str, tuple[float, str, bool]] = field(default_factory=dict)  # nodeid -> (seconds, tier, marked long)
     shared: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)  # (fixture, scope) -> (s, tier)
+    modules: dict[str, float] = field(default_factory=dict)  # module -> its tests' setup, call and teardown seconds
 
     def over_budget(self) -> tuple[list[str], list[str]]:
         factor = scale()
@@ -72,6 +96,11 @@ class Budget:
                 and not (m.args or m.kwargs.get("reason"))]
         if bare:
             raise pytest.UsageError(f"@pytest.mark.long needs the reason it must be slow: {', '.join(bare)}")
+        try:
+            recorded = json.loads(DURATIONS.read_text()).get(run_tier(items[0].config), {}) if items else {}
+        except (OSError, ValueError):
+            recorded = {}
+        longest_first(items, recorded)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any]) -> Generator[None, None, None]:
@@ -93,6 +122,8 @@ class Budget:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props: dict[str, Any] = dict(report.user_properties)
         ledger = self.ledger
+        module = report.nodeid.split("::")[0]
+        ledger.modules[module] = ledger.modules.get(module, 0.0) + report.duration
         if report.when == "setup":
             shared, tier = props.get("budget_shared_setup", {}), props.get("budget_tier", "default")
             for key, seconds in shared.items():  # counted in the tier of the test that first needed it
@@ -111,6 +142,9 @@ class Budget:
         tests, fixtures = self.ledger.over_budget()
         if (tests or fixtures) and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if (os.environ.get("HYPERGRID_TEST_DURATIONS") == "write" and self.ledger.modules
+                and session.config.rootpath == DURATIONS.parent.parent):  # this suite's run, not one inside a test
+            write_durations(run_tier(session.config), self.ledger.modules)
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         ledger = self.ledger
@@ -127,12 +161,26 @@ class Budget:
             write("the slowest shared fixtures (paid once per process):")
             for (name, scope), (seconds, _) in shared:
                 write(f"  {seconds:7.1f} s  {name} ({scope})")
+        modules = sorted(ledger.modules.items(), key=lambda kv: -kv[1])[:5]
+        write("the slowest modules (each is one worker's, longest first: tests/durations.json):")
+        for module, seconds in modules:
+            write(f"  {seconds:7.1f} s  {module}")
         tests, fixtures = ledger.over_budget()
         if tests or fixtures:
             write(f"OVER BUDGET: {len(tests) + len(fixtures)} (make it faster, share its work, move it to the slow tier, "
                   "or mark it @pytest.mark.long(\"why\"); docs/testing.md)", red=True, bold=True)
             for line in tests + fixtures:
                 write(f"  {line}", red=True)
+
+
+def write_durations(tier: str, modules: dict[str, float]) -> None:
+    """Record a tier's module seconds in tests/durations.json (the other tiers' entries kept)."""
+    try:
+        table = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        table = {}
+    table[tier] = {m: round(s, 1) for m, s in sorted(modules.items())}
+    DURATIONS.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

@@ -94,9 +94,15 @@ def twin_cache(tiny_cache: Path) -> Path:
     return tiny_cache
 
 
-def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m render ...` in a real subprocess."""
+def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, timeout: float = 300,
+               timing_round: bool = False) -> subprocess.CompletedProcess:
+    """`python -m render ...` in a real subprocess. A sweep (-m) skips the side-by-side round it ends with
+    (render.timing_round) unless `timing_round` (or the args themselves say `timing.side_by_side=...`): the round's
+    own tests keep it (tests/test_default_answer.py, tests/test_default_path.py, the README's sweep); in every other
+    sweep it would only add seconds to promises it has no part in (docs/testing.md)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
+    if "-m" in args and not timing_round and not any(a.startswith("timing.side_by_side=") for a in args):
+        args = (*args, "timing.side_by_side=false")
     return subprocess.run([sys.executable, "-m", "render", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

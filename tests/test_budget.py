@@ -49,3 +49,15 @@ def test_long_without_a_reason_is_refused(pytester: pytest.Pytester, monkeypatch
     result = run(pytester, monkeypatch, "@pytest.mark.long")
     assert result.ret != pytest.ExitCode.OK
     assert "needs the reason it must be slow" in result.stdout.str() + result.stderr.str()
+
+
+def test_modules_run_longest_first_and_unknown_ones_before_every_known_one() -> None:
+    """Under --dist loadfile a module is one worker's unit, handed out in collection order: the longest start first."""
+    from types import SimpleNamespace
+
+    from tests.budget import longest_first
+
+    ids = ["a.py::t1", "b.py::t1", "a.py::t2", "c.py::t1", "new.py::t1", "b.py::t2"]
+    items = [SimpleNamespace(nodeid=i) for i in ids]
+    longest_first(items, {"a.py": 5.0, "b.py": 90.0, "c.py": 20.0})  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == ["new.py::t1", "b.py::t1", "b.py::t2", "c.py::t1", "a.py::t1", "a.py::t2"]

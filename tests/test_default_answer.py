@@ -45,7 +45,7 @@ class Answered:
 @pytest.fixture(scope="module")
 def answered(tmp_path_factory: pytest.TempPathFactory) -> Answered:
     cwd = tmp_path_factory.mktemp("answered")
-    render = run_render(*SWEEP, cwd=cwd)
+    render = run_render(*SWEEP, cwd=cwd, timing_round=True)
     assert render.returncode == 0, render.stderr[-3000:]
     (sweep,) = (cwd / "outputs" / "multirun").glob("*/*")
     score = assess("score", str(sweep), cwd=cwd)
@@ -124,7 +124,7 @@ def test_the_first_1280x800_screen_holds_the_answer_and_the_table(answered: Answ
 
 
 def test_a_rerun_times_nothing_again(answered: Answered) -> None:
-    again = run_render(*SWEEP, cwd=answered.cwd)
+    again = run_render(*SWEEP, cwd=answered.cwd, timing_round=True)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "side by side: 2 already timed (not timed again)" in again.stdout, \
         f"a rerun spends nothing on timing twice: {again.stdout[-800:]}"

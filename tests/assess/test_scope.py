@@ -75,7 +75,7 @@ def rendered(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     sweeps = {}
     for name, args in SWEEPS.items():
         before = set((root / "outputs" / "multirun").glob("*/*"))
-        result = run_render(*args, cwd=root, env_extra={"HF_HUB_OFFLINE": "1"})
+        result = run_render(*args, cwd=root, env_extra={"HF_HUB_OFFLINE": "1"}, timing_round=True)  # labels as typed
         assert result.returncode == 0, result.stderr[-3000:]
         [sweeps[name]] = set((root / "outputs" / "multirun").glob("*/*")) - before
     sweeps["outputs"] = root / "outputs"
