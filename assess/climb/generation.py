@@ -109,6 +109,12 @@ def evaluation_dict(exp: Experiment, decision: Decision, coords: tuple[str, ...]
         "tost_p": e.tost_p, "verdict": e.verdict, "objective_value": e.latency})}
 
 
+def ledger_stamp(ledger: Any) -> dict[str, Any]:
+    from render.laws.evidence import ledger_stamp as stamp
+
+    return stamp(ledger)
+
+
 def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decision, budget: BudgetState,
                 commands: Sequence[Command]) -> dict[str, Any]:
     inc = decision.incumbent
@@ -116,6 +122,7 @@ def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decis
     return {
         **history_entry(plan, decision, state_fingerprint(plan, observed.cells)),
         "experiment": exp.name,
+        "ledger": ledger_stamp(exp.ledger),  # the experiment's identity and the ledger head it was decided under
         "created_at": now_iso(),
         "axes": list(exp.axes),
         "rule": rule_summary(exp),

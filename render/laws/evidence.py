@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from render.laws.anchor import ExperimentGuard, frozen_anchor
-from render.laws.ledger import Kind, Ledger
+from render.laws.ledger import LEDGER, Kind, Ledger, experiment_dir
 
 
 @dataclass(frozen=True)
@@ -109,13 +109,12 @@ def adopt(ledger: Ledger, found: list[Stranger], reason: str) -> dict[str, Any] 
         return ledger.append(Kind.ADOPT, runs=[s.as_entry() for s in found], reason=reason)
 
 
-def check_evidence(ledger: Ledger, history: Any) -> None:
-    """Refuse a launch when runs name the experiment but its ledger has no frozen rule in any copy, or when runs
-    compare with another anchor than its frozen one and were not adopted."""
+def check_evidence(ledger: Ledger, history: Any, rule: dict[str, Any] | None = None) -> None:
+    """Refuse a launch when runs name the experiment but its ledger has no frozen rule in any copy, when its other
+    evidence shows a ledger this one is not (check_ledger_held), or when runs compare with another anchor than its
+    frozen one and were not adopted."""
     runs = runs_naming(ledger, history)
-    if not runs:
-        return
-    if ledger.first(Kind.RULE) is None:
+    if runs and ledger.first(Kind.RULE) is None:
         copies = ", ".join(str(p) for p in ledger.copies())
         raise ExperimentGuard(
             f"experiment {ledger.name}: {len(runs)} run(s) name it (e.g. {runs[0].path}), but no copy of its ledger has "
@@ -123,6 +122,138 @@ def check_evidence(ledger: Ledger, history: Any) -> None:
             "and another out_root. Its rule, anchor and holdout cannot be checked; nothing was launched. Restore a copy "
             "(a `ledger.jsonl.replaced-*` beside it, a backup), run with the state folder that launched it, or give "
             "this climb a new experiment.name")
+    check_ledger_held(ledger, traces(ledger, runs), rule)
     found = strangers(ledger, [(str(r.path), r.cell_key, r.anchor_cell_key) for r in runs])
     if found:
         raise ExperimentGuard(strangers_message(ledger, found) + "; nothing was launched")
+
+
+# -- the ledger's existence is itself evidence ---------------------------------------------------------
+
+GENERATIONS = "generations"
+RESULT = "final-result.json"
+QUALITY_KEYS = ("metric", "band", "alpha", "test")  # what a verdict is decided by: changed only by an amendment
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Something the experiment left outside its ledger: where it is, what it is, the ledger head it names (a
+    chain entry's digest; None when it names none) and the quality rule it was gathered under (when it says)."""
+
+    path: str
+    what: str
+    head: str | None = None
+    quality: dict[str, Any] | None = None
+    proves_ledger: bool = True  # only written while a ledger existed (a spend line, a copy, a result, a head)
+
+
+def ledger_stamp(ledger: Ledger) -> dict[str, Any]:
+    """What evidence records of the ledger in force when it was gathered: the experiment's identity (its name and
+    the digest of its chain's first entry, `origin`) and the chain's head. Empty before the chain starts."""
+    chain = ledger.reconciled().chain
+    if not chain:
+        return {}
+    return {"experiment": ledger.name, "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
+
+
+def _quality_of(node: Any) -> dict[str, Any] | None:
+    if not isinstance(node, dict) or node.get("band") is None:
+        return None
+    return {k: node[k] for k in QUALITY_KEYS if node.get(k) is not None}
+
+
+def traces(ledger: Ledger, runs: Iterable[Any] = ()) -> list[Trace]:
+    """What the experiment has left in every place its ledger knows (and the user's state folder): generation
+    records, spend logs, replaced ledger copies, its final's result, and `runs` (RunDirs naming it) with the ledger
+    head their run.json records and the quality rule their config was composed with."""
+    from render.laws.spend import SPEND
+    from render.rundir import read_lines
+
+    found: list[Trace] = []
+    folders = [ledger.state_copy.parent, *(experiment_dir(root, ledger.name) for root in ledger.out_roots())]
+    for folder in dict.fromkeys(folders):
+        for path in sorted((folder / GENERATIONS).glob("g[0-9][0-9][0-9][0-9].json")):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            stamp = record.get("ledger") or {}
+            found.append(Trace(str(path), f"generation {record.get('generation')}", stamp.get("head"),
+                               _quality_of((record.get("rule") or {}).get("quality")), bool(stamp.get("head"))))
+        found += [Trace(str(p), "a replaced copy of its ledger") for p in sorted(folder.glob(f"{LEDGER}.replaced-*"))]
+        if (folder / RESULT).is_file():
+            found.append(Trace(str(folder / RESULT), "its final's result"))
+        spent = read_lines(folder / SPEND)
+        if spent:
+            found.append(Trace(str(folder / SPEND), f"its spend log ({len(spent)} line(s))"))
+    for run in runs:
+        stamp = run.run.ledger or {}
+        node = run.experiment.node if run.experiment is not None else {}
+        found.append(Trace(str(run.path), "a run", stamp.get("head"), _quality_of(node.get("quality")),
+                           bool(stamp.get("head"))))
+    return found
+
+
+def restore_hint(ledger: Ledger, found: list[Trace]) -> str:
+    """How to get the ledger back: a replaced copy beside it, a backup, the state folder that launched it."""
+    kept = [t.path for t in found if t.what == "a replaced copy of its ledger"]
+    where = " or ".join(str(p) for p in ledger.copies()[:2])
+    first = (f"copy {kept[-1]} back to {ledger.state_copy}" if kept
+             else f"restore {ledger.state_copy.name} from a backup to {where}")
+    return (f"{first}; or run with the $HYPERGRID_STATE and out_root that launched it; or give a new climb a new "
+            "experiment.name (its evidence is not this one's)")
+
+
+def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] | None = None) -> None:
+    """Refuse (ExperimentGuard) when the experiment's evidence shows a ledger this one is not: a missing ledger
+    (no frozen rule) where evidence written under a ledger exists, a fresh or foreign one (evidence naming a head
+    that is not in this chain), or a quality rule (metric, band, alpha, test) that differs from the one evidence
+    was gathered under and is no version the ledger holds. `rule`: the composed rule, when nothing is frozen."""
+    from render.laws.rule import recorded_rules
+
+    chain = ledger.reconciled().chain
+    versions = recorded_rules(ledger)
+    if not ledger.entries() and any(t.proves_ledger for t in found):  # (a chain without a rule yet is a ledger)
+        proof = next(t for t in found if t.proves_ledger)
+        raise ExperimentGuard(
+            f"experiment {ledger.name}: no copy of its ledger is left ({', '.join(map(str, ledger.copies()))}), "
+            f"but it has left evidence that one existed: {len(found)} trace(s), e.g. {proof.what} at {proof.path}. A "
+            f"lost ledger is not restarted (its rule, anchor, holdout, budget and final would start over); nothing was "
+            f"done. Restore it: {restore_hint(ledger, found)}")
+    heads = {e["hash"] for e in chain}
+    # a run under an unknown head is kept apart by the climb (render.laws.evidence.apart), not a refusal
+    foreign = [t for t in found if t.head and chain and t.head not in heads and t.what != "a run"]
+    if foreign:
+        first = foreign[0]
+        raise ExperimentGuard(
+            f"experiment {ledger.name}: {len(foreign)} piece(s) of its evidence were gathered under a ledger head this "
+            f"ledger never had (e.g. {first.what} at {first.path}: head {first.head}): this ledger is fresh or another "
+            f"one (another $HYPERGRID_STATE, a deleted and restarted copy). Nothing was done. Restore the ledger they "
+            f"were gathered under: {restore_hint(ledger, found)}")
+    allowed = [_quality_of(v.get("quality")) for v in versions] or ([_quality_of(rule.get("quality"))] if rule else [])
+    for trace in found:
+        if trace.quality is None or not allowed:
+            continue
+        if not any(_same_quality(trace.quality, q or {}) for q in allowed):
+            mine = allowed[-1] or {}
+            changes = "; ".join(f"quality.{k}: {json.dumps(trace.quality.get(k))} -> {json.dumps(mine.get(k))}"
+                                for k in QUALITY_KEYS if k in trace.quality and trace.quality.get(k) != mine.get(k))
+            how = ("take it as a recorded amendment: assess climb " + ledger.name + " --amend \"<why>\""
+                   if versions else "restore the ledger it was gathered under: " + restore_hint(ledger, found))
+            raise ExperimentGuard(
+                f"experiment {ledger.name}: {trace.what} at {trace.path} was gathered under another quality rule than "
+                f"this one ({changes}), and no version of the rule in its ledger is that one. A band, test or metric "
+                f"changes only by a recorded amendment; nothing was done. Restore the experiment's config, or {how}")
+
+
+def _same_quality(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """Whether evidence's quality rule is `mine` on every key it states (a config that leaves `test` unset runs
+    under the rule in force's)."""
+    return all(_equal(theirs[k], mine.get(k, "equivalence" if k == "test" else None)) for k in theirs)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
