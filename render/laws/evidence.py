@@ -186,6 +186,11 @@ def traces(ledger: Ledger, runs: Iterable[Any] = ()) -> list[Trace]:
         spent = read_lines(folder / SPEND)
         if spent:
             found.append(Trace(str(folder / SPEND), f"its spend log ({len(spent)} line(s))"))
+    from render.laws.lock import lock_files, uses
+
+    for use in uses(lock_files(ledger)):
+        if use.get("experiment") == ledger.name and use.get("origin"):
+            found.append(Trace(str(use["file"]), f"its final's {use.get('kind')} in the holdout lock", use["origin"]))
     for run in runs:
         stamp = run.run.ledger or {}
         node = run.experiment.node if run.experiment is not None else {}

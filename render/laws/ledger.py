@@ -97,7 +97,8 @@ def _legacy(name: str, folders: list[Path], experiment_dirs: list[Path]) -> list
                 entry = json.loads((folder / file).read_text())
             except (OSError, ValueError):
                 continue
-            if isinstance(entry, dict) and "kind" not in entry:
+            # a file that names another experiment (a folder copied under a second name) is not this one's
+            if isinstance(entry, dict) and "kind" not in entry and entry.get("experiment", name) == name:
                 body = {"result": entry} if kind == Kind.FINAL_RESULT else entry
                 at = entry.get("claimed_at") or entry.get("recorded_at") or ""
                 entries.append({**body, "experiment": name, "id": _legacy_id(kind, body), "kind": kind, "at": at})

@@ -39,13 +39,41 @@ def launch(out_root: Path, *overrides: str) -> Ledger:
     return ledger
 
 
+def generation(ledger: Ledger, band: float, number: int = 1, *, stamped: bool = True) -> Path:
+    """A generation record as the climb writes it (assess.climb.records), with what these laws read of it: the ledger
+    it was decided under (assess.climb.generation.make_record) and its rule's quality."""
+    from assess.climb.records import write_generation
+    from render.laws.evidence import ledger_stamp
+
+    record = {"generation": number, "experiment": ledger.name,
+              "rule": {"quality": {"metric": "ssim", "band": band, "alpha": 0.05, "test": "noninferiority"}},
+              **({"ledger": ledger_stamp(ledger)} if stamped else {})}
+    return write_generation(ledger.out_root, ledger.name, record)
+
+
 # -- route 1: the ledger's copies deleted, then the band changed -------------------------------------
 
 
+def test_a_lost_ledger_refuses_the_next_generation(workdir: Path) -> None:
+    """Route 1, in the default tier: a generation record (as the climb writes it) names the ledger it was decided
+    under; both copies deleted, then `assess climb --set experiment.quality.band=0.001`: refused, how to restore."""
+    ledger = launch(workdir / "outputs", "experiment.quality.band=0.5")
+    generation(ledger, 0.5)
+    for path in ledger.copies():
+        path.unlink()
+    refused = invoke("climb", "tiny-demo", "--db", str(workdir / "index.db"), "--set", "experiment.quality.band=0.001")
+    assert refused.exit_code != 0 and "no copy of its ledger is left" in refused.output, refused.output
+    assert "generation 1" in refused.output and str(ledger.state_copy) in refused.output
+    assert not (workdir / "outputs/experiments/tiny-demo/generations/g0002.json").exists()
+    assert not any(path.exists() for path in ledger.copies())
+
+
+@pytest.mark.slow
 def test_a_lost_ledger_is_refused_not_restarted_and_the_band_does_not_change(workdir: Path) -> None:
     """Both ledger copies deleted, then the band changed from 0.5 to 0.001: before, the next generation took the
     new band with no amendment recorded. Now the generation records (which name the ledger head they were decided
-    under and the band) are evidence that a ledger existed: the climb refuses, saying how to restore it."""
+    under and the band) are evidence that a ledger existed: the climb refuses, saying how to restore it. Slow: two
+    real climbs (three Hydra compositions each) on top of the launch, over the default tier's 2 s."""
     db = workdir / "index.db"
     ledger = launch(workdir / "outputs", "experiment.quality.band=0.5")
     first = invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.5")
@@ -65,65 +93,176 @@ def test_a_lost_ledger_is_refused_not_restarted_and_the_band_does_not_change(wor
 
 def test_an_amendment_cannot_restart_a_lost_ledger(workdir: Path) -> None:
     """`--amend` on a lost ledger would freeze the new band as the first rule: refused alike."""
+    from assess.experiment import ExperimentError, load_experiment
+
     ledger = launch(workdir / "outputs", "experiment.quality.band=0.5")
-    assert invoke("climb", "tiny-demo", "--db", str(workdir / "index.db"), "--set",
-                  "experiment.quality.band=0.5").exit_code == 0
+    generation(ledger, 0.5)
     for path in ledger.copies():
         path.unlink()
-    amended = invoke("climb", "tiny-demo", "--set", "experiment.quality.band=0.001", "--amend", "tighter")
-    assert amended.exit_code != 0 and "no copy of its ledger is left" in amended.output, amended.output
+    with pytest.raises(ExperimentError, match="no copy of its ledger is left"):
+        load_experiment("tiny-demo", ["experiment.quality.band=0.001"], amend="tighter")
     assert not any(path.exists() for path in ledger.copies())
 
 
 def test_a_kept_copy_restores_the_ledger_and_the_climb_goes_on(workdir: Path) -> None:
-    """The refusal's remedy works: a copy put back (here the one the message names) and the climb goes on."""
-    db = workdir / "index.db"
+    """The refusal's remedy works: the ledger put back where the message says, and the experiment loads again."""
+    from assess.experiment import load_experiment
+    from render.laws.evidence import check_ledger_held, traces
+    from render.laws import ExperimentGuard
+
     ledger = launch(workdir / "outputs")
-    assert invoke("climb", "tiny-demo", "--db", str(db)).exit_code == 0
+    generation(ledger, 0.002)
     backup = ledger.state_copy.read_bytes()
     for path in ledger.copies():
         path.unlink()
-    refused = invoke("climb", "tiny-demo", "--db", str(db))
-    assert refused.exit_code != 0 and str(ledger.state_copy) in refused.output, refused.output
+    with pytest.raises(ExperimentGuard, match="no copy of its ledger is left") as refused:
+        check_ledger_held(ledger, traces(ledger))
+    assert str(ledger.state_copy) in str(refused.value)
     ledger.state_copy.write_bytes(backup)
-    again = invoke("climb", "tiny-demo", "--db", str(db))
-    assert again.exit_code == 0, again.output
+    assert load_experiment("tiny-demo").quality.band == 0.002
 
 
 def test_a_fresh_ledger_under_the_old_evidence_is_refused(workdir: Path) -> None:
     """The copies deleted and a new rule frozen in their place (a launch of a version before this one, or by
     hand): the generation records name a head this chain never had, and another band. Refused, not climbed."""
-    db = workdir / "index.db"
+    from assess.experiment import ExperimentError, load_experiment
+
     ledger = launch(workdir / "outputs", "experiment.quality.band=0.5")
-    assert invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.5").exit_code == 0
+    generation(ledger, 0.5)
     for path in ledger.copies():
         path.unlink()
     launch(workdir / "outputs", "experiment.quality.band=0.001")
-    refused = invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.001")
-    assert refused.exit_code != 0
-    assert "a ledger head this ledger never had" in refused.output, refused.output
+    with pytest.raises(ExperimentError, match="a ledger head this ledger never had"):
+        load_experiment("tiny-demo", ["experiment.quality.band=0.001"])
 
 
 def test_a_changed_band_with_no_ledger_and_old_generations_is_refused(workdir: Path) -> None:
     """Generation records written before they named a ledger head (an older version) still say the band they were
     decided under: with no ledger, another band is refused, naming both values; the same band goes on."""
-    db = workdir / "index.db"
-    assert invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.5").exit_code == 0
-    path = workdir / "outputs/experiments/tiny-demo/generations/g0001.json"
-    record = json.loads(path.read_text())
-    path.write_text(json.dumps({k: v for k, v in record.items() if k != "ledger"}))
-    refused = invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.001")
-    assert refused.exit_code != 0 and "quality.band: 0.5 -> 0.001" in refused.output, refused.output
-    assert invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.5").exit_code == 0
+    from assess.experiment import ExperimentError, load_experiment
+    from render.laws.evidence import check_ledger_held, traces
+
+    ledger = Ledger("tiny-demo", workdir / "outputs")
+    generation(ledger, 0.5, stamped=False)
+    with pytest.raises(ExperimentError, match="quality.band: 0.5 -> 0.001"):
+        load_experiment("tiny-demo", ["experiment.quality.band=0.001"])
+    check_ledger_held(ledger, traces(ledger), {"quality": {"metric": "ssim", "band": 0.5, "alpha": 0.05,
+                                                           "test": "noninferiority"}})
 
 
 def test_an_honest_amendment_still_changes_the_band(workdir: Path) -> None:
-    """Nothing honest is refused: with the ledger in place, an amendment changes the band, and the climb goes on
-    under it with the old generations' band among the ledger's versions."""
+    """Nothing honest is refused: with the ledger in place, an amendment changes the band, and the experiment goes
+    on under it with the old generations' band among the ledger's versions."""
+    from assess.experiment import load_experiment
+    from render.laws import amend_rule
+
+    ledger = launch(workdir / "outputs", "experiment.quality.band=0.5")
+    generation(ledger, 0.5)
+    amend_rule(ledger, experiment_rule(compose_cfg("experiment=tiny-demo", "experiment.quality.band=0.001").experiment),
+               "tighter")
+    generation(ledger, 0.001, number=2)
+    assert load_experiment("tiny-demo", ["experiment.quality.band=0.001"]).quality.band == 0.001
+
+
+# -- the holdout and the final, locked by content wherever they are -------------------------------------
+
+
+def _claimed(out_root: Path, name: str = "tiny-demo") -> tuple[Ledger, list]:
+    from render.laws import claim_final, content_hash, option_prompts, register_holdout
+
+    ledger = launch(out_root) if name == "tiny-demo" else Ledger(name, out_root)
+    register_holdout(ledger, "holdout")
+    _, holdout = option_prompts("holdout")
+    claim_final(ledger, {"cells": []}, content_hash(holdout), holdout)
+    return ledger, holdout
+
+
+def test_a_fresh_state_folder_and_a_new_out_root_cannot_claim_a_second_final(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alice's final is claimed (her state folder, her out_root). Bob, with a fresh state folder and a new out_root,
+    sees none of her ledger: before, he claimed a second final of the same experiment on the same holdout. The
+    machine-wide lock (beside the user's cache) names her claim: refused."""
+    from render.laws import FinalAlreadyClaimed, claim_final, content_hash, option_prompts, register_holdout
+    from render.laws.lock import machine_lock
+
+    monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "alice"))
+    _claimed(tmp_path / "alice-out")
+    assert machine_lock().is_file() and "tiny-demo" in machine_lock().read_text()
+    monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "bob"))
+    bob = launch(tmp_path / "bob-out")
+    register_holdout(bob, "holdout")
+    _, holdout = option_prompts("holdout")
+    with pytest.raises(FinalAlreadyClaimed, match="this experiment's name under another ledger") as refused:
+        claim_final(bob, {"cells": []}, content_hash(holdout), holdout)
+    assert str(machine_lock()) in str(refused.value) and "fresh holdout manifest" in str(refused.value)
+    assert bob.first("claim") is None
+    # another experiment name, in a third state folder and out_root: refused alike
+    monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "carol"))
+    carol = Ledger("renamed-demo", tmp_path / "carol-out")
+    register_holdout(carol, "holdout")
+    with pytest.raises(FinalAlreadyClaimed, match="experiment tiny-demo claimed its final"):
+        claim_final(carol, {"cells": []}, content_hash(holdout), holdout)
+
+
+def test_the_out_roots_lock_holds_without_the_machines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock is also kept in every out_root the experiment touched: a colleague on another machine (another
+    machine-wide lock) who launches into that out_root from a fresh state folder, after the experiment's folder
+    there was deleted (no ledger copy left to read), cannot claim either."""
+    import shutil
+
+    from render.laws import FinalAlreadyClaimed, claim_final, content_hash, register_holdout
+
+    monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "alice"))
+    _, holdout = _claimed(tmp_path / "shared")
+    shutil.rmtree(tmp_path / "shared" / "experiments")
+    monkeypatch.setenv("HYPERGRID_LOCK", str(tmp_path / "another-machine" / "lock.jsonl"))
+    monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "bob"))
+    bob = Ledger("renamed-demo", tmp_path / "shared")
+    register_holdout(bob, "holdout")
+    with pytest.raises(FinalAlreadyClaimed, match="holdout-lock.jsonl"):
+        claim_final(bob, {"cells": []}, content_hash(holdout), holdout)
+
+
+def test_a_second_name_given_the_first_ones_ledger_has_no_final_of_its_own(tmp_path: Path) -> None:
+    """The first experiment's folder (ledger, final-result.json) copied under a second name: before, the second
+    reported the first one's final as its own (the copied final-result.json read as its old layout). A record that
+    names another experiment is not read as this one's, and the second cannot claim the spent holdout either."""
+    import shutil
+
+    from render.laws import FinalAlreadyClaimed, claim_final, complete_final, content_hash, final_result
+    from render.laws.ledger import user_state_dir
+
+    first, holdout = _claimed(tmp_path / "outputs")
+    claim = first.first("claim")
+    result = {"experiment": "tiny-demo", "claimed_at": claim["at"], "parity": "parity"}
+    complete_final(first, claim, result)
+    (tmp_path / "outputs/experiments/tiny-demo/final-result.json").write_text(json.dumps(result))
+    for base in (user_state_dir(), tmp_path / "outputs"):
+        shutil.copytree(base / "experiments" / "tiny-demo", base / "experiments" / "second-demo")
+    second = Ledger("second-demo", tmp_path / "outputs")
+    assert final_result(first) == result
+    assert final_result(second) is None and second.first("claim") is None
+    with pytest.raises(FinalAlreadyClaimed, match="tiny-demo"):
+        claim_final(second, {"cells": []}, content_hash(holdout), holdout)
+
+
+def test_a_holdout_preview_in_the_shared_index_blocks_the_final(workdir: Path, monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """Bob (another state folder, his own out_root) rendered holdout samples and scored them into the shared index:
+    before, Alice's final was still claimed and rendered on the same holdout (her out_roots hold none of them). The
+    final's evidence reads the index's samples too, by holdout identity: no final can be claimed."""
+    from assess.climb.final import holdout_evidence
+    from assess.experiment import load_experiment
+    from assess.index import Index
+    from assess.score import score
+    from tests.assess.climb_fixtures import DemoRuns, demo_cell, holdout_ids
+
     db = workdir / "index.db"
-    launch(workdir / "outputs", "experiment.quality.band=0.5")
-    assert invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.5").exit_code == 0
-    amended = invoke("climb", "tiny-demo", "--set", "experiment.quality.band=0.001", "--amend", "tighter")
-    assert amended.exit_code == 0 and "rule amended" in amended.output, amended.output
-    again = invoke("climb", "tiny-demo", "--db", str(db), "--set", "experiment.quality.band=0.001")
-    assert again.exit_code == 0, again.output
+    launch(workdir / "outputs")
+    bob = DemoRuns((workdir / "bob-out").resolve())
+    preview = bob.run(bob.sweep(), demo_cell(4), holdout_ids(2), split="holdout")
+    score([preview], db, metrics=[])
+    exp = load_experiment("tiny-demo")
+    with Index.open(db) as index:
+        found = holdout_evidence(exp, index)
+    assert found is not None and "contaminated" in found and str(preview) in found, found
