@@ -54,11 +54,19 @@ class StrangerRuns(AssessError):
 
 def budget_state(exp: Experiment, observed: Observed | None = None) -> BudgetState:
     """Spent across every out_root of the experiment's ledger (its spend log and its runs' samples) and, `observed`
-    given, every run of the experiment the index knows elsewhere (a shared index: a colleague's renders)."""
-    from render.laws.budget import History, spent_gpu_seconds
+    given, every run of the experiment the index knows elsewhere (a shared index: a colleague's renders) and every
+    sample the climb uses as evidence, whoever rendered it (an anchor rendered outside the experiment): those are
+    recorded in the spend log first, once each at their recorded cost."""
+    from render.laws.budget import History, evidence_costs, spent_gpu_seconds
+    from render.laws.spend import record_evidence
 
     ledger = exp.ledger
-    history = History.scan(ledger.out_roots()).with_runs(observed.run_paths if observed else [])
+    history = History.scan(ledger.out_roots()).with_runs(
+        [*observed.run_paths, *observed.evidence_runs] if observed else [])
+    if observed is not None and observed.evidence and ledger.reconciled().chain:
+        # the samples the climb decides on, whoever rendered them, enter the spend log: the renderer's admission
+        # reads the same spend (render.laws.spend)
+        record_evidence(ledger, evidence_costs(history, observed.evidence))
     return BudgetState(exp.budget, spent_gpu_seconds(ledger, history))
 
 

@@ -43,6 +43,8 @@ class Purpose:
     LOAD = "load"  # a model load
     FAILED = "failed"  # a call that raised (out of memory, non-finite output, cancelled, ...)
     RETIME = "retime"  # a side-by-side timing session of the experiment's cells (render.retime): loads, warm-ups, rounds
+    EVIDENCE = "evidence"  # a sample the experiment uses as evidence that no line named: rendered by another run
+    # (outside the experiment, another ledger, before the log), at the cost its rendering record states
 
 
 def spend_copies(ledger: Ledger) -> list[Path]:
@@ -61,6 +63,29 @@ def record_spend(ledger: Ledger, seconds: float, purpose: str, *, rid: str | Non
         except OSError:
             if i == 0:
                 raise
+
+
+def record_evidence(ledger: Ledger, costs: dict[tuple[str, str, int], float]) -> int:
+    """Samples used as evidence (identity -> the device seconds their rendering record states) that no line of the
+    log names yet: one `evidence` line each, appended to every copy at once under the ledger's lock, so every reader
+    of the log (the climb, the renderer's admission) counts them, once. Returns how many were recorded."""
+    from render.rundir import append_records
+
+    with ledger.lock():
+        new = sorted(set(costs) - logged_samples(spend_lines(ledger)))
+        lines = [{"id": secrets.token_hex(8), "t": time.time_ns(), "s": round(float(costs[i]), 6),
+                  "what": Purpose.EVIDENCE, "rid": None, "cell_key": i[0], "sample": list(i), **host_identity()}
+                 for i in new]
+        if not lines:
+            return 0
+        for n, path in enumerate(spend_copies(ledger)):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                append_records(path, lines)
+            except OSError:
+                if n == 0:
+                    raise
+        return len(lines)
 
 
 def spend_lines(ledger: Ledger) -> list[dict[str, Any]]:

@@ -266,3 +266,80 @@ def test_a_holdout_preview_in_the_shared_index_blocks_the_final(workdir: Path, m
     with Index.open(db) as index:
         found = holdout_evidence(exp, index)
     assert found is not None and "contaminated" in found and str(preview) in found, found
+
+
+# -- evidence names its experiment; spend is everything the evidence cost -----------------------------
+
+
+def _observed(db: Path):
+    from assess.climb.observe import observe, sync_run_experiments
+    from assess.experiment import load_experiment
+    from assess.index import Index
+
+    exp = load_experiment("tiny-demo")
+    with Index.open(db) as index:
+        sync_run_experiments(index)
+        return exp, observe(index, exp)
+
+
+def test_another_state_folders_runs_are_kept_apart_not_navigated_on(workdir: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two state folders of one experiment: Bob's ledger (his state folder, his out_root) is another chain, and his
+    run.json names its head. Before, Alice's climb navigated on Bob's samples (scored into the shared index) while
+    her budget counted only her own spend log. Now his run is kept apart: listed as such, never ranked, not in her
+    budget."""
+    from assess.climb.generation import budget_state
+    from assess.score import score
+    from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
+
+    db = workdir / "index.db"
+    launch(workdir / "outputs")
+    mine = DemoRuns((workdir / "outputs").resolve())
+    sweep = mine.sweep()
+    mine.run(sweep, demo_cell(8), dev_ids(4), latency=0.3)
+    mine.anchor(dev_ids(4), latency=0.6)
+    alice_state = Path(str(__import__("os").environ["HYPERGRID_STATE"]))
+    monkeypatch.setenv("HYPERGRID_STATE", str(workdir / "bob-state"))
+    bob = launch(workdir / "bob-out")
+    theirs = DemoRuns((workdir / "bob-out").resolve())
+    other = theirs.sweep()
+    run = theirs.run(other, demo_cell(4), dev_ids(4), latency=0.15)
+    record = json.loads((run / "run.json").read_text())
+    chain = bob.reconciled().chain  # what Bob's renderer records (render.laws.evidence.ledger_stamp)
+    stamp = {"experiment": "tiny-demo", "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
+    (run / "run.json").write_text(json.dumps({**record, "ledger": stamp}))
+    monkeypatch.setenv("HYPERGRID_STATE", str(alice_state))
+    score([sweep, other], db, metrics=[])
+    exp, observed = _observed(db)
+    assert ("8", "none", "default") in observed.cells
+    assert ("4", "none", "default") not in observed.cells  # Bob's cell: not navigated on
+    assert any(str(run) in line and "kept apart" in line for line in observed.ignored), observed.ignored
+    assert str(run) not in observed.run_paths
+    assert budget_state(exp, observed).spent_s == pytest.approx(4 * 0.3 + 4 * 0.6)  # Alice's evidence, all of it
+
+
+def test_anchor_samples_rendered_outside_the_experiment_are_spent_by_it(workdir: Path) -> None:
+    """A stated limit: anchor samples rendered by a run outside the experiment (its run.json names none) cost the
+    experiment nothing, though every comparison reads them. Now the samples the climb uses as evidence are spent,
+    whoever rendered them, once each at their recorded cost, and written to the spend log: the renderer's
+    admission reads the same spend as the climb."""
+    from assess.climb.generation import budget_state
+    from assess.score import score
+    from render.laws.budget import History, spent_gpu_seconds
+    from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
+
+    db = workdir / "index.db"
+    ledger = launch(workdir / "outputs")
+    runs = DemoRuns((workdir / "outputs").resolve())
+    sweep = runs.sweep()
+    runs.run(sweep, demo_cell(8), dev_ids(4), latency=0.3)
+    anchor = runs.anchor(dev_ids(4), latency=0.6)
+    record = json.loads((anchor / "run.json").read_text())
+    (anchor / "run.json").write_text(json.dumps({**record, "config": {}}))  # rendered outside any experiment
+    score([sweep], db, metrics=[])
+    exp, observed = _observed(db)
+    spent = budget_state(exp, observed).spent_s
+    assert spent == pytest.approx(4 * 0.3 + 4 * 0.6)
+    assert spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) == pytest.approx(spent)  # the render side's
+    assert budget_state(exp, observed).spent_s == pytest.approx(spent)  # recorded once, not again
+    assert observed.anchor_key in {k for k, _, _ in observed.evidence}
