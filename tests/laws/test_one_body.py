@@ -343,3 +343,24 @@ def test_anchor_samples_rendered_outside_the_experiment_are_spent_by_it(workdir:
     assert spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) == pytest.approx(spent)  # the render side's
     assert budget_state(exp, observed).spent_s == pytest.approx(spent)  # recorded once, not again
     assert observed.anchor_key in {k for k, _, _ in observed.evidence}
+
+
+def test_a_launch_names_its_experiment_and_ledger_head_in_run_json_and_spend(tmp_path: Path) -> None:
+    """A stated limit: a run launched under another rule from a state folder the ledger never saw was taken as the
+    experiment's, since run.json recorded no ledger head. Now the renderer's run.json and every spend line name the
+    experiment's identity (its chain's first digest) and the head in force at launch; the climb keeps a run whose
+    head its chain never had apart (test_another_state_folders_runs_are_kept_apart_not_navigated_on)."""
+    from render.cell import build_job
+    from render.laws.spend import Purpose, record_spend, spend_lines
+    from render.runner import run_record
+
+    out = tmp_path / "outputs"
+    ledger = launch(out)
+    chain = ledger.reconciled().chain
+    job = build_job(compose_cfg("experiment=tiny-demo", "prompts.limit=1", "seed=0", "steps=2", out_root=out))
+    stamp = run_record(job, [], "basic", {}).ledger
+    assert stamp == {"experiment": "tiny-demo", "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
+    record_spend(ledger, 1.0, Purpose.SAMPLE, sample=(job.cell.key, "t", 0))
+    assert spend_lines(ledger)[0]["ledger"]["origin"] == chain[0]["hash"]
+    outside = build_job(compose_cfg("prompts.limit=1", "seed=0", "steps=2", out_root=out))
+    assert run_record(outside, [], "basic", {}).ledger == {}  # outside any experiment: nothing to name
