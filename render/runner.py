@@ -129,7 +129,7 @@ def run_record(job: Job, overrides: list[str], launcher: str, estimate: dict[str
 def launch_stamp(job: Job) -> dict[str, Any]:
     """The experiment's identity and the ledger head in force at this launch (empty outside an experiment)."""
     from render.laws import Ledger
-    from render.laws.evidence import ledger_stamp
+    from render.laws.ledger import ledger_stamp
 
     if job.experiment is None:
         return {}

@@ -118,7 +118,7 @@ def evaluation_dict(exp: Experiment, decision: Decision, coords: tuple[str, ...]
 
 
 def ledger_stamp(ledger: Any) -> dict[str, Any]:
-    from render.laws.evidence import ledger_stamp as stamp
+    from render.laws.ledger import ledger_stamp as stamp
 
     return stamp(ledger)
 

@@ -147,15 +147,6 @@ class Trace:
     proves_ledger: bool = True  # only written while a ledger existed (a spend line, a copy, a result, a head)
 
 
-def ledger_stamp(ledger: Ledger) -> dict[str, Any]:
-    """What evidence records of the ledger in force when it was gathered: the experiment's identity (its name and
-    the digest of its chain's first entry, `origin`) and the chain's head. Empty before the chain starts."""
-    chain = ledger.reconciled().chain
-    if not chain:
-        return {}
-    return {"experiment": ledger.name, "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
-
-
 def _quality_of(node: Any) -> dict[str, Any] | None:
     if not isinstance(node, dict) or node.get("band") is None:
         return None

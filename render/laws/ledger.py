@@ -422,6 +422,15 @@ def _release_depth(path: Path) -> None:
         del _HELD[path]
 
 
+def ledger_stamp(ledger: Ledger) -> dict[str, Any]:
+    """What evidence records of the ledger in force when it was gathered: the experiment's identity (its name and
+    the digest of its chain's first entry, `origin`) and the chain's head. Empty before the chain starts."""
+    chain = ledger.reconciled().chain
+    if not chain:
+        return {}
+    return {"experiment": ledger.name, "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
+
+
 def all_ledgers(out_root: Path) -> list[Ledger]:
     """Every experiment with a ledger in the user's state folder or under `out_root` (or older registries)."""
     names: set[str] = set()

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from render.laws.ledger import EXPERIMENTS, Ledger
+from render.laws.ledger import EXPERIMENTS, Ledger, ledger_stamp
 from render.rundir import append_record, host_identity, read_lines
 
 SPEND = "spend.jsonl"
@@ -56,9 +56,7 @@ _STAMPS: dict[tuple[str, Path, Path], dict[str, Any]] = {}  # the ledger in forc
 
 def launch_stamp(ledger: Ledger) -> dict[str, Any]:
     """The experiment's identity and the ledger head in force when this process first spent for it (its launch:
-    render.laws.evidence.ledger_stamp), read once per process: `{"ledger": {...}}`, or nothing before a chain."""
-    from render.laws.evidence import ledger_stamp
-
+    render.laws.ledger.ledger_stamp), read once per process: `{"ledger": {...}}`, or nothing before a chain."""
     key = (ledger.name, ledger.state, ledger.out_root)
     if key not in _STAMPS:
         stamp = ledger_stamp(ledger)
@@ -88,7 +86,6 @@ def record_evidence(ledger: Ledger, costs: dict[tuple[str, str, int], float]) ->
     """Samples used as evidence (identity -> the device seconds their rendering record states) that no line of the
     log names yet: one `evidence` line each, appended to every copy at once under the ledger's lock, so every reader
     of the log (the climb, the renderer's admission) counts them, once. Returns how many were recorded."""
-    from render.laws.evidence import ledger_stamp
     from render.rundir import append_records
 
     with ledger.lock():

@@ -67,7 +67,7 @@ class RunRecord:
     job: dict[str, Any] = field(default_factory=dict)  # launcher, SLURM job id, array index (render.provenance)
     estimate: dict[str, Any] = field(default_factory=dict)  # what preflight expected of it (render.rundir.watchdog)
     started_at: str | None = None
-    # the experiment's ledger in force at launch (render.laws.evidence.ledger_stamp): its name, the digest of its
+    # the experiment's ledger in force at launch (render.laws.ledger.ledger_stamp): its name, the digest of its
     # chain's first entry (`origin`, the experiment's identity) and its head; empty outside an experiment
     ledger: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are

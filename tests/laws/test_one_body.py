@@ -6,6 +6,7 @@ functions, so these tests stay in the default tier."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -31,11 +32,17 @@ def invoke(*args: str):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
+@functools.lru_cache(maxsize=None)
+def _rule(*overrides: str) -> str:
+    """The experiment's decision rule for these overrides, composed once per module (a composition is ~0.2 s)."""
+    return json.dumps(experiment_rule(compose_cfg("experiment=tiny-demo", *overrides).experiment))
+
+
 def launch(out_root: Path, *overrides: str) -> Ledger:
     """What an experiment's first launch records (render.laws.record_launch): the copies, the frozen rule."""
     ledger = Ledger("tiny-demo", out_root)
     ledger.sync()
-    freeze_rule(ledger, experiment_rule(compose_cfg("experiment=tiny-demo", *overrides).experiment))
+    freeze_rule(ledger, json.loads(_rule(*overrides)))
     return ledger
 
 
@@ -43,7 +50,7 @@ def generation(ledger: Ledger, band: float, number: int = 1, *, stamped: bool = 
     """A generation record as the climb writes it (assess.climb.records), with what these laws read of it: the ledger
     it was decided under (assess.climb.generation.make_record) and its rule's quality."""
     from assess.climb.records import write_generation
-    from render.laws.evidence import ledger_stamp
+    from render.laws.ledger import ledger_stamp
 
     record = {"generation": number, "experiment": ledger.name,
               "rule": {"quality": {"metric": "ssim", "band": band, "alpha": 0.05, "test": "noninferiority"}},
@@ -158,8 +165,7 @@ def test_an_honest_amendment_still_changes_the_band(workdir: Path) -> None:
 
     ledger = launch(workdir / "outputs", "experiment.quality.band=0.5")
     generation(ledger, 0.5)
-    amend_rule(ledger, experiment_rule(compose_cfg("experiment=tiny-demo", "experiment.quality.band=0.001").experiment),
-               "tighter")
+    amend_rule(ledger, json.loads(_rule("experiment.quality.band=0.001")), "tighter")
     generation(ledger, 0.001, number=2)
     assert load_experiment("tiny-demo", ["experiment.quality.band=0.001"]).quality.band == 0.001
 
@@ -305,7 +311,7 @@ def test_another_state_folders_runs_are_kept_apart_not_navigated_on(workdir: Pat
     other = theirs.sweep()
     run = theirs.run(other, demo_cell(4), dev_ids(4), latency=0.15)
     record = json.loads((run / "run.json").read_text())
-    chain = bob.reconciled().chain  # what Bob's renderer records (render.laws.evidence.ledger_stamp)
+    chain = bob.reconciled().chain  # what Bob's renderer records (render.laws.ledger.ledger_stamp)
     stamp = {"experiment": "tiny-demo", "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
     (run / "run.json").write_text(json.dumps({**record, "ledger": stamp}))
     monkeypatch.setenv("HYPERGRID_STATE", str(alice_state))
