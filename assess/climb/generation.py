@@ -147,8 +147,30 @@ def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decis
     }
 
 
+def check_index_evidence(index: Index, exp: Experiment) -> None:
+    """The index's runs of the experiment are its evidence too (a shared index: runs outside every out_root its
+    ledger knows): a lost or fresh ledger, or a changed quality rule, is refused on them as on the runs on disk
+    (render.laws.evidence.check_ledger_held)."""
+    from render.errors import RenderError
+    from render.laws.budget import History
+    from render.laws.evidence import check_ledger_held, traces
+
+    from assess.climb.observe import experiment_runs
+
+    known = {str(p) for p in exp.ledger.out_roots()}
+    paths = [r["path"] for r in experiment_runs(index, exp.name)
+             if not any(str(r["path"]).startswith(root) for root in known)]  # those on disk were read at load
+    if not paths:
+        return
+    try:
+        check_ledger_held(exp.ledger, traces(exp.ledger, History([]).with_runs(paths).runs), exp.rule)
+    except RenderError as error:
+        raise AssessError(str(error)) from None
+
+
 def _observe(index: Index, exp: Experiment, db: Path | None, apply: bool, log: Log) -> Observed:
     sync_run_experiments(index)
+    check_index_evidence(index, exp)
     observed = observe(index, exp)
     if observed.strangers:
         from render.laws.evidence import strangers_message

@@ -228,8 +228,8 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
             f"were gathered under: {restore_hint(ledger, found)}")
     allowed = [_quality_of(v.get("quality")) for v in versions] or ([_quality_of(rule.get("quality"))] if rule else [])
     for trace in found:
-        if trace.quality is None or not allowed:
-            continue
+        if trace.quality is None or not allowed or (trace.head and chain and trace.head not in heads):
+            continue  # (a run under another ledger is kept apart, whatever its rule)
         if not any(_same_quality(trace.quality, q or {}) for q in allowed):
             mine = allowed[-1] or {}
             changes = "; ".join(f"quality.{k}: {json.dumps(trace.quality.get(k))} -> {json.dumps(mine.get(k))}"

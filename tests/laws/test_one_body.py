@@ -38,6 +38,17 @@ def _rule(*overrides: str) -> str:
     return json.dumps(experiment_rule(compose_cfg("experiment=tiny-demo", *overrides).experiment))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def composed() -> None:
+    """Hydra's first composition and the rules these tests freeze, paid once for the module (a shared fixture)."""
+    from tests.assess.climb_fixtures import hydra_state_kept
+
+    with hydra_state_kept():
+        for band in ("0.5", "0.001", "0.002"):
+            _rule(f"experiment.quality.band={band}")
+        _rule()
+
+
 def launch(out_root: Path, *overrides: str) -> Ledger:
     """What an experiment's first launch records (render.laws.record_launch): the copies, the frozen rule."""
     ledger = Ledger("tiny-demo", out_root)
@@ -370,3 +381,27 @@ def test_a_launch_names_its_experiment_and_ledger_head_in_run_json_and_spend(tmp
     assert spend_lines(ledger)[0]["ledger"]["origin"] == chain[0]["hash"]
     outside = build_job(compose_cfg("prompts.limit=1", "seed=0", "steps=2", out_root=out))
     assert run_record(outside, [], "basic", {}).ledger == {}  # outside any experiment: nothing to name
+
+
+def test_index_rows_naming_the_experiment_are_evidence_of_its_ledger(workdir: Path) -> None:
+    """The experiment's runs that only the shared index knows (rendered into another out_root) name the ledger they
+    were launched under: with every copy of it deleted, the climb refuses instead of starting over on them."""
+    from assess.score import score
+    from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
+
+    db = workdir / "index.db"
+    ledger = launch(workdir / "outputs")
+    chain = ledger.reconciled().chain
+    elsewhere = DemoRuns((workdir / "elsewhere").resolve())
+    sweep = elsewhere.sweep()
+    run = elsewhere.run(sweep, demo_cell(8), dev_ids(4), latency=0.3)
+    record = json.loads((run / "run.json").read_text())
+    stamp = {"experiment": "tiny-demo", "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
+    (run / "run.json").write_text(json.dumps({**record, "ledger": stamp}))
+    elsewhere.anchor(dev_ids(4))
+    score([sweep], db, metrics=[])
+    for path in ledger.copies():
+        path.unlink()
+    refused = invoke("climb", "tiny-demo", "--db", str(db))
+    assert refused.exit_code != 0 and "no copy of its ledger is left" in refused.output, refused.output
+    assert str(run) in refused.output
