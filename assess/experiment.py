@@ -384,12 +384,10 @@ def check_held(ledger: Any, rule: dict[str, Any]) -> None:
     its ledger knows, its generation records, spend logs, replaced copies, final) shows a ledger this one is not:
     lost, fresh, or one whose quality rule was changed without an amendment (render.laws.evidence)."""
     from render.errors import RenderError
-    from render.laws.budget import History
-    from render.laws.evidence import check_ledger_held, runs_naming, traces
+    from render.laws.evidence import check_ledger_held, run_records, traces
 
-    runs = runs_naming(ledger, History.scan(ledger.out_roots()))
     try:
-        check_ledger_held(ledger, traces(ledger, runs), rule)
+        check_ledger_held(ledger, traces(ledger, run_records(ledger)), rule)
     except RenderError as error:
         raise ExperimentError(str(error)) from None
 

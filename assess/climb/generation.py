@@ -152,8 +152,7 @@ def check_index_evidence(index: Index, exp: Experiment) -> None:
     ledger knows): a lost or fresh ledger, or a changed quality rule, is refused on them as on the runs on disk
     (render.laws.evidence.check_ledger_held)."""
     from render.errors import RenderError
-    from render.laws.budget import History
-    from render.laws.evidence import check_ledger_held, traces
+    from render.laws.evidence import check_ledger_held, run_records, traces
 
     from assess.climb.observe import experiment_runs
 
@@ -163,7 +162,7 @@ def check_index_evidence(index: Index, exp: Experiment) -> None:
     if not paths:
         return
     try:
-        check_ledger_held(exp.ledger, traces(exp.ledger, History([]).with_runs(paths).runs), exp.rule)
+        check_ledger_held(exp.ledger, traces(exp.ledger, run_records(exp.ledger, paths)), exp.rule)
     except RenderError as error:
         raise AssessError(str(error)) from None
 

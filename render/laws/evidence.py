@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from render.laws.anchor import ExperimentGuard, frozen_anchor
 from render.laws.ledger import LEDGER, Kind, Ledger, experiment_dir
+from render.rundir import experiment_of
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def check_evidence(ledger: Ledger, history: Any, rule: dict[str, Any] | None = N
             "and another out_root. Its rule, anchor and holdout cannot be checked; nothing was launched. Restore a copy "
             "(a `ledger.jsonl.replaced-*` beside it, a backup), run with the state folder that launched it, or give "
             "this climb a new experiment.name")
-    check_ledger_held(ledger, traces(ledger, runs), rule)
+    check_ledger_held(ledger, traces(ledger, [(str(r.path), r.run) for r in runs]), rule)
     found = strangers(ledger, [(str(r.path), r.cell_key, r.anchor_cell_key) for r in runs])
     if found:
         raise ExperimentGuard(strangers_message(ledger, found) + "; nothing was launched")
@@ -153,10 +154,11 @@ def _quality_of(node: Any) -> dict[str, Any] | None:
     return {k: node[k] for k in QUALITY_KEYS if node.get(k) is not None}
 
 
-def traces(ledger: Ledger, runs: Iterable[Any] = ()) -> list[Trace]:
+def traces(ledger: Ledger, runs: Iterable[tuple[str, Any]] = ()) -> list[Trace]:
     """What the experiment has left in every place its ledger knows (and the user's state folder): generation
-    records, spend logs, replaced ledger copies, its final's result, and `runs` (RunDirs naming it) with the ledger
-    head their run.json records and the quality rule their config was composed with."""
+    records, spend logs, replaced ledger copies, its final's result, its lines in the holdout lock, and `runs`
+    ((path, run.json record) naming it) with the ledger head each records and the quality rule its config was
+    composed with."""
     from render.laws.spend import SPEND
     from render.rundir import read_lines
 
@@ -182,11 +184,31 @@ def traces(ledger: Ledger, runs: Iterable[Any] = ()) -> list[Trace]:
     for use in uses(lock_files(ledger)):
         if use.get("experiment") == ledger.name and use.get("origin"):
             found.append(Trace(str(use["file"]), f"its final's {use.get('kind')} in the holdout lock", use["origin"]))
-    for run in runs:
-        stamp = run.run.ledger or {}
-        node = run.experiment.node if run.experiment is not None else {}
-        found.append(Trace(str(run.path), "a run", stamp.get("head"), _quality_of(node.get("quality")),
+    for where, record in runs:
+        stamp = record.ledger or {}
+        experiment = experiment_of(record)
+        node = experiment.node if experiment is not None else {}
+        found.append(Trace(str(where), "a run", stamp.get("head"), _quality_of(node.get("quality")),
                            bool(stamp.get("head"))))
+    return found
+
+
+def run_records(ledger: Ledger, paths: Iterable[Path | str] | None = None) -> list[tuple[str, Any]]:
+    """(path, run.json record) of the runs naming the experiment: at `paths`, else under every out_root its ledger
+    knows (and the folders registered there). Only run.json is read: no sample."""
+    from render.rundir import InvalidRunDirectory, known_run_dirs, read_run_record
+
+    folders = list(paths) if paths is not None else \
+        [f for root in ledger.out_roots() if Path(root).is_dir() for f in known_run_dirs(Path(root))]
+    found = []
+    for folder in dict.fromkeys(Path(f) for f in folders):
+        try:
+            record = read_run_record(folder)
+        except (OSError, InvalidRunDirectory):
+            continue
+        experiment = experiment_of(record)
+        if experiment is not None and experiment.name == ledger.name:
+            found.append((str(folder), record))
     return found
 
 
