@@ -171,8 +171,11 @@ def traces(ledger: Ledger, runs: Iterable[tuple[str, Any]] = ()) -> list[Trace]:
             except (OSError, ValueError):
                 continue
             stamp = record.get("ledger") or {}
-            found.append(Trace(str(path), f"generation {record.get('generation')}", stamp.get("head"),
-                               _quality_of((record.get("rule") or {}).get("quality")), bool(stamp.get("head"))))
+            # its rule is evidence once it decided on something (a generation before any score decided nothing)
+            decided = any("verdict" in cell for cell in record.get("cells") or [])
+            quality = _quality_of((record.get("rule") or {}).get("quality")) if decided else None
+            found.append(Trace(str(path), f"generation {record.get('generation')}", stamp.get("head"), quality,
+                               bool(stamp.get("head"))))
         found += [Trace(str(p), "a replaced copy of its ledger") for p in sorted(folder.glob(f"{LEDGER}.replaced-*"))]
         if (folder / RESULT).is_file():
             found.append(Trace(str(folder / RESULT), "its final's result"))
@@ -239,7 +242,7 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
             f"lost ledger is not restarted (its rule, anchor, holdout, budget and final would start over); nothing was "
             f"done. Restore it: {restore_hint(ledger, found)}")
     heads = {e["hash"] for e in chain}
-    # a run under an unknown head is kept apart by the climb (render.laws.evidence.apart), not a refusal
+    # a run under an unknown head is kept apart by the climb (assess.climb.observe), not a refusal
     foreign = [t for t in found if t.head and chain and t.head not in heads and t.what != "a run"]
     if foreign:
         first = foreign[0]
@@ -256,8 +259,8 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
             mine = allowed[-1] or {}
             changes = "; ".join(f"quality.{k}: {json.dumps(trace.quality.get(k))} -> {json.dumps(mine.get(k))}"
                                 for k in QUALITY_KEYS if k in trace.quality and trace.quality.get(k) != mine.get(k))
-            how = ("take it as a recorded amendment: assess climb " + ledger.name + " --amend \"<why>\""
-                   if versions else "restore the ledger it was gathered under: " + restore_hint(ledger, found))
+            how = ("restore the ledger it was gathered under (this one never held its rule): "
+                   + restore_hint(ledger, found) + "; or, if it is not this experiment's, move it out of the out_root")
             raise ExperimentGuard(
                 f"experiment {ledger.name}: {trace.what} at {trace.path} was gathered under another quality rule than "
                 f"this one ({changes}), and no version of the rule in its ledger is that one. A band, test or metric "

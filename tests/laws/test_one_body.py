@@ -57,7 +57,7 @@ def launch(out_root: Path, *overrides: str) -> Ledger:
     return ledger
 
 
-def generation(ledger: Ledger, band: float, number: int = 1, *, stamped: bool = True) -> Path:
+def generation(ledger: Ledger, band: float, number: int = 1, *, stamped: bool = True, decided: bool = True) -> Path:
     """A generation record as the climb writes it (assess.climb.records), with what these laws read of it: the ledger
     it was decided under (assess.climb.generation.make_record) and its rule's quality."""
     from assess.climb.records import write_generation
@@ -65,6 +65,7 @@ def generation(ledger: Ledger, band: float, number: int = 1, *, stamped: bool = 
 
     record = {"generation": number, "experiment": ledger.name,
               "rule": {"quality": {"metric": "ssim", "band": band, "alpha": 0.05, "test": "noninferiority"}},
+              "cells": [{"cell": {"steps": "4"}, "rung": 4, "verdict": "parity"}] if decided else [],
               **({"ledger": ledger_stamp(ledger)} if stamped else {})}
     return write_generation(ledger.out_root, ledger.name, record)
 
@@ -166,6 +167,17 @@ def test_a_changed_band_with_no_ledger_and_old_generations_is_refused(workdir: P
         load_experiment("tiny-demo", ["experiment.quality.band=0.001"])
     check_ledger_held(ledger, traces(ledger), {"quality": {"metric": "ssim", "band": 0.5, "alpha": 0.05,
                                                            "test": "noninferiority"}})
+
+
+def test_a_first_generation_that_decided_nothing_does_not_hold_the_band(workdir: Path) -> None:
+    """Nothing honest is refused: `assess climb` before any render records generation 1 under the config's band;
+    the band edited before the first launch freezes the new one. No evidence was gathered under the old band."""
+    from render.laws.evidence import check_ledger_held, traces
+
+    ledger = Ledger("tiny-demo", workdir / "outputs")
+    generation(ledger, 0.5, stamped=False, decided=False)
+    launch(workdir / "outputs", "experiment.quality.band=0.001")
+    check_ledger_held(ledger, traces(ledger))
 
 
 def test_an_honest_amendment_still_changes_the_band(workdir: Path) -> None:
