@@ -366,6 +366,7 @@ def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, stric
         rule = rule_of(exp, content(dev), content(holdout), rule_in_force(ledger)[0])
     except BadRule as error:
         raise ExperimentError(str(error)) from None
+    check_held(ledger, rule)
     problem = None
     try:
         if amend is not None:
@@ -376,6 +377,19 @@ def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, stric
             raise ExperimentError(str(error)) from None
         problem = str(error).split("\n  in force:")[0]
     return rule, tuple(rule_in_force(ledger)[1]), problem
+
+
+def check_held(ledger: Any, rule: dict[str, Any]) -> None:
+    """Refuse, before anything is decided or recorded, an experiment whose evidence (its runs under every out_root
+    its ledger knows, its generation records, spend logs, replaced copies, final) shows a ledger this one is not:
+    lost, fresh, or one whose quality rule was changed without an amendment (render.laws.evidence)."""
+    from render.errors import RenderError
+    from render.laws.evidence import check_ledger_held, run_records, traces
+
+    try:
+        check_ledger_held(ledger, traces(ledger, run_records(ledger)), rule)
+    except RenderError as error:
+        raise ExperimentError(str(error)) from None
 
 
 def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | str | None = None, *,

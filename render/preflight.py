@@ -25,7 +25,7 @@ from render.environment import (check_builtin_model, check_hub_model, check_mode
 from render.cell import UNRESOLVED, ConfigError, Job, anchor_job, build_job, resolved_config, single_device_job, twin_job
 from render.errors import RenderError
 from render.introspect import pipeline_info
-from render.laws import Ledger, check_experiment, record_launch
+from render.laws import Ledger, check_experiment, experiment_rule, record_launch
 from render.laws.evidence import check_evidence
 from render.laws.gpu_budget import BudgetError
 from render.laws.rule import budget_in_force
@@ -191,7 +191,7 @@ def preflight_budget(jobs: list[Job]) -> None:
         ledger = Ledger(name, out_root)
         store, history = SampleStore(out_root), History.scan(ledger.out_roots())
         try:
-            check_evidence(ledger, history)
+            check_evidence(ledger, history, experiment_rule(group[0].experiment.node))  # type: ignore[union-attr]
         except RenderError as error:
             raise PreflightError(str(error)) from None
         pending: dict[str, set] = {}

@@ -122,7 +122,18 @@ def run_record(job: Job, overrides: list[str], launcher: str, estimate: dict[str
         job=provenance.job_info(launcher),
         estimate=estimate,
         started_at=rundir.now_iso(),
+        ledger=launch_stamp(job),
     )
+
+
+def launch_stamp(job: Job) -> dict[str, Any]:
+    """The experiment's identity and the ledger head in force at this launch (empty outside an experiment)."""
+    from render.laws import Ledger
+    from render.laws.ledger import ledger_stamp
+
+    if job.experiment is None:
+        return {}
+    return ledger_stamp(Ledger(job.experiment.name, job.out_root))
 
 
 def peak_memory(device: str) -> tuple[int, str]:

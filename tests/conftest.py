@@ -19,10 +19,21 @@ CONF_DIR = str(Path(render.schema.__file__).parent / "conf")
 pytest_plugins = ["tests.budget"]  # the suite's time budget: a test past its tier's fails the run unless marked long
 
 
+@pytest.fixture(autouse=True, scope="module")
+def private_module_lock(tmp_path_factory: pytest.TempPathFactory):
+    """A module's own machine-wide holdout lock (render.laws.lock), for its module-scoped fixtures (which predate
+    `private_state`): one module's final never spends another module's holdout."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HYPERGRID_LOCK", str(tmp_path_factory.mktemp("hypergrid-lock") / "holdout-lock.jsonl"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test its own user-level record of holdouts and finals (render.laws.user_state_dir)."""
+    """Each test its own user-level record of holdouts and finals (render.laws.user_state_dir), and its own
+    machine-wide holdout lock."""
     monkeypatch.setenv("HYPERGRID_STATE", str(tmp_path / "hypergrid-state"))
+    monkeypatch.setenv("HYPERGRID_LOCK", str(tmp_path / "hypergrid-lock" / "holdout-lock.jsonl"))  # render.laws.lock
 
 
 def _hydra_fingerprint() -> tuple[Any, ...]:

@@ -232,12 +232,24 @@ def holdout_evidence(exp: Experiment, index: Index) -> str | None:
     spent = spent_elsewhere(exp.ledger, prompts)
     if spent:
         return spent
-    found = holdout_samples(exp.ledger.out_roots(), prompts)
+    found = holdout_samples(exp.ledger.out_roots(), prompts) or holdout_in_index(index, prompts)
     if found:
         return (f"the holdout is contaminated: {len(found)} run folder(s) already hold samples of its texts (e.g. "
                 f"{found[0]}), rendered before the final by an older version or by hand; a final on it would not "
                 "be an unseen test. Give the experiment a fresh holdout manifest")
     return None
+
+
+def holdout_in_index(index: Index, prompts: Sequence[Any]) -> list[str]:
+    """Run folders the index knows (a shared index: a colleague's out_root, another state folder's preview) that hold
+    samples of these texts, by holdout identity (and containment), whatever experiment rendered them."""
+    from render.laws.holdout import Reserved
+    from render.rundir import holdout_identity
+
+    wanted = Reserved()
+    wanted.add("holdout", identities=[holdout_identity(p.text) for p in prompts])
+    rows = index.query("SELECT prompt, MIN(run_path) AS run FROM samples WHERE prompt IS NOT NULL GROUP BY prompt")
+    return sorted({str(r["run"]) for r in rows if r["prompt"] in wanted})
 
 
 def run_final(name: str, db: Path | None = None, out_root: Path | None = None, overrides: Sequence[str] = (),

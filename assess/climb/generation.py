@@ -54,11 +54,19 @@ class StrangerRuns(AssessError):
 
 def budget_state(exp: Experiment, observed: Observed | None = None) -> BudgetState:
     """Spent across every out_root of the experiment's ledger (its spend log and its runs' samples) and, `observed`
-    given, every run of the experiment the index knows elsewhere (a shared index: a colleague's renders)."""
-    from render.laws.budget import History, spent_gpu_seconds
+    given, every run of the experiment the index knows elsewhere (a shared index: a colleague's renders) and every
+    sample the climb uses as evidence, whoever rendered it (an anchor rendered outside the experiment): those are
+    recorded in the spend log first, once each at their recorded cost."""
+    from render.laws.budget import History, evidence_costs, spent_gpu_seconds
+    from render.laws.spend import record_evidence
 
     ledger = exp.ledger
-    history = History.scan(ledger.out_roots()).with_runs(observed.run_paths if observed else [])
+    history = History.scan(ledger.out_roots()).with_runs(
+        [*observed.run_paths, *observed.evidence_runs] if observed else [])
+    if observed is not None and observed.evidence and ledger.reconciled().chain:
+        # the samples the climb decides on, whoever rendered them, enter the spend log: the renderer's admission
+        # reads the same spend (render.laws.spend)
+        record_evidence(ledger, evidence_costs(history, observed.evidence))
     return BudgetState(exp.budget, spent_gpu_seconds(ledger, history))
 
 
@@ -109,6 +117,12 @@ def evaluation_dict(exp: Experiment, decision: Decision, coords: tuple[str, ...]
         "tost_p": e.tost_p, "verdict": e.verdict, "objective_value": e.latency})}
 
 
+def ledger_stamp(ledger: Any) -> dict[str, Any]:
+    from render.laws.ledger import ledger_stamp as stamp
+
+    return stamp(ledger)
+
+
 def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decision, budget: BudgetState,
                 commands: Sequence[Command]) -> dict[str, Any]:
     inc = decision.incumbent
@@ -116,6 +130,7 @@ def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decis
     return {
         **history_entry(plan, decision, state_fingerprint(plan, observed.cells)),
         "experiment": exp.name,
+        "ledger": ledger_stamp(exp.ledger),  # the experiment's identity and the ledger head it was decided under
         "created_at": now_iso(),
         "axes": list(exp.axes),
         "rule": rule_summary(exp),
@@ -132,8 +147,29 @@ def make_record(exp: Experiment, plan: Plan, observed: Observed, decision: Decis
     }
 
 
+def check_index_evidence(index: Index, exp: Experiment) -> None:
+    """The index's runs of the experiment are its evidence too (a shared index: runs outside every out_root its
+    ledger knows): a lost or fresh ledger, or a changed quality rule, is refused on them as on the runs on disk
+    (render.laws.evidence.check_ledger_held)."""
+    from render.errors import RenderError
+    from render.laws.evidence import check_ledger_held, run_records, traces
+
+    from assess.climb.observe import experiment_runs
+
+    known = {str(p) for p in exp.ledger.out_roots()}
+    paths = [r["path"] for r in experiment_runs(index, exp.name)
+             if not any(str(r["path"]).startswith(root) for root in known)]  # those on disk were read at load
+    if not paths:
+        return
+    try:
+        check_ledger_held(exp.ledger, traces(exp.ledger, run_records(exp.ledger, paths)), exp.rule)
+    except RenderError as error:
+        raise AssessError(str(error)) from None
+
+
 def _observe(index: Index, exp: Experiment, db: Path | None, apply: bool, log: Log) -> Observed:
     sync_run_experiments(index)
+    check_index_evidence(index, exp)
     observed = observe(index, exp)
     if observed.strangers:
         from render.laws.evidence import strangers_message

@@ -43,7 +43,11 @@ class Observed:
     width: int | None
     notes: list[str] = field(default_factory=list)
     strangers: list[Any] = field(default_factory=list)  # runs compared with another anchor, not adopted (refused)
-    run_paths: list[str] = field(default_factory=list)  # every run of the experiment the index knows (the budget's)
+    run_paths: list[str] = field(default_factory=list)  # every run of the experiment the index knows under its ledger
+    # the dev samples the climb decides on (its cells' and its anchor's: cell key, text identity, seed), whoever
+    # rendered them, and the runs that rendered them: the budget's evidence (render.laws.spend.record_evidence)
+    evidence: list[tuple[str, str, int]] = field(default_factory=list)
+    evidence_runs: list[str] = field(default_factory=list)
 
 
 def sync_run_experiments(index: Index) -> None:
@@ -235,12 +239,13 @@ def _failures(runs: list[dict[str, Any]]) -> tuple[str | None, int | None]:
 
 def observe(index: Index, exp: Experiment) -> Observed:
     """The experiment's cells on its dev split, from the index (sync_run_experiments first)."""
-    runs = experiment_runs(index, exp.name)
+    runs, apart = _under_this_ledger(exp, experiment_runs(index, exp.name))
+    counted = [r["path"] for r in runs]  # the budget's: strangers too (adopted: counted, never ranked)
     runs, strangers, adopted_notes = _accountable(exp, runs)
     dev_runs = [r for r in runs if r["prompts_name"] == exp.dev.option and r["split"] == exp.dev.split]
     holdout = [r["path"] for r in runs if r["split"] == exp.holdout.split]
     by_coords: dict[Coords, list[dict[str, Any]]] = defaultdict(list)
-    ignored = list(adopted_notes)
+    ignored = [*apart, *adopted_notes]
     for run in dev_runs:
         cell = json.loads(run["cell"])
         coords = exp.coords_of_cell(cell)
@@ -281,9 +286,48 @@ def observe(index: Index, exp: Experiment) -> Observed:
                                          else (frozenset(), {}))
     latest = dev_runs[-1] if dev_runs else None
     to_score |= set(unindexed_runs(index, exp))
+    evidence, evidence_runs = evidence_samples(index, exp, [*keys.values(), *([anchor_key] if anchor_key else [])])
     return Observed(cells, keys, anchor_key, anchor_rendered, anchor_latencies, sorted(to_score), ignored, holdout,
                     latest["device_kind"] if latest else None, latest["height"] if latest else None,
-                    latest["width"] if latest else None, notes, strangers, [r["path"] for r in experiment_runs(index, exp.name)])
+                    latest["width"] if latest else None, notes, strangers, counted, evidence, evidence_runs)
+
+
+def evidence_samples(index: Index, exp: Experiment, cell_keys: list[str]) -> tuple[list[tuple[str, str, int]], list[str]]:
+    """(the dev samples of these cells the climb reads: cell key, text identity, seed; the runs that rendered them),
+    matched to the dev split's prompts and the experiment's seeds as sample_table matches them."""
+    if not cell_keys:
+        return [], []
+    ids = split_ids(exp, exp.dev.split)
+    marks = ", ".join("?" * len(set(cell_keys)))
+    rows = index.query(f"SELECT cell_key, prompt_sha, seed, run_path FROM samples WHERE split = ? AND cell_key IN ({marks})",
+                       (exp.dev.split, *sorted(set(cell_keys))))
+    used = [r for r in rows if r["prompt_sha"] in ids and r["seed"] in exp.seeds]
+    return ([(r["cell_key"], r["prompt_sha"], int(r["seed"])) for r in used],
+            sorted({str(r["run_path"]) for r in used}))
+
+
+def _under_this_ledger(exp: Experiment, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the runs gathered under this experiment's ledger, a line per run kept apart): a run whose run.json names a
+    ledger head this ledger's chain never had (launched from another state folder, under another rule, or after the
+    ledger was restarted) is another body of evidence: it is listed, never ranked and not counted in the budget. A
+    run that names no head (written before heads were recorded, or by hand) is taken as before, on its anchor."""
+    chain = exp.ledger.reconciled().chain
+    if not chain:
+        return runs, []
+    heads = {e["hash"] for e in chain}
+    kept, apart = [], []
+    for run in runs:
+        try:
+            stamp = read_run_record(run["path"]).ledger
+        except (OSError, InvalidRunDirectory):
+            stamp = {}
+        if stamp.get("head") and stamp["head"] not in heads:
+            apart.append(f"{run['path']}: gathered under another ledger of {exp.name} (origin {stamp.get('origin')}, "
+                         f"head {stamp['head']}; this one's origin is {chain[0]['hash']}): kept apart, never ranked, "
+                         "not counted in the budget")
+        else:
+            kept.append(run)
+    return kept, apart
 
 
 def _accountable(exp: Experiment, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any], list[str]]:

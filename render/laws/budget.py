@@ -94,6 +94,18 @@ def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
     return logged_seconds(lines) + sum(cost.get(i, 0.0) for i in used - logged)
 
 
+def evidence_costs(history: History, evidence: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str, int], float]:
+    """What each sample used as evidence cost, from its rendering record in `history` (a reused one at the cost of
+    the run that rendered it, once)."""
+    wanted = set(evidence)
+    cost: dict[tuple[str, str, int], float] = {}
+    for run in history.runs:
+        for record in run.samples:
+            if record.reused_from is None and record.identity in wanted:
+                cost.setdefault(record.identity, record.device_s + (record.load_s or 0.0))
+    return cost
+
+
 # -- reservations ---------------------------------------------------------------------------
 
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from render.laws.anchor import ExperimentGuard, frozen_anchor
-from render.laws.ledger import Kind, Ledger
+from render.laws.ledger import LEDGER, Kind, Ledger, experiment_dir
+from render.rundir import experiment_of
 
 
 @dataclass(frozen=True)
@@ -109,13 +110,12 @@ def adopt(ledger: Ledger, found: list[Stranger], reason: str) -> dict[str, Any] 
         return ledger.append(Kind.ADOPT, runs=[s.as_entry() for s in found], reason=reason)
 
 
-def check_evidence(ledger: Ledger, history: Any) -> None:
-    """Refuse a launch when runs name the experiment but its ledger has no frozen rule in any copy, or when runs
-    compare with another anchor than its frozen one and were not adopted."""
+def check_evidence(ledger: Ledger, history: Any, rule: dict[str, Any] | None = None) -> None:
+    """Refuse a launch when runs name the experiment but its ledger has no frozen rule in any copy, when its other
+    evidence shows a ledger this one is not (check_ledger_held), or when runs compare with another anchor than its
+    frozen one and were not adopted."""
     runs = runs_naming(ledger, history)
-    if not runs:
-        return
-    if ledger.first(Kind.RULE) is None:
+    if runs and ledger.first(Kind.RULE) is None:
         copies = ", ".join(str(p) for p in ledger.copies())
         raise ExperimentGuard(
             f"experiment {ledger.name}: {len(runs)} run(s) name it (e.g. {runs[0].path}), but no copy of its ledger has "
@@ -123,6 +123,158 @@ def check_evidence(ledger: Ledger, history: Any) -> None:
             "and another out_root. Its rule, anchor and holdout cannot be checked; nothing was launched. Restore a copy "
             "(a `ledger.jsonl.replaced-*` beside it, a backup), run with the state folder that launched it, or give "
             "this climb a new experiment.name")
+    check_ledger_held(ledger, traces(ledger, [(str(r.path), r.run) for r in runs]), rule)
     found = strangers(ledger, [(str(r.path), r.cell_key, r.anchor_cell_key) for r in runs])
     if found:
         raise ExperimentGuard(strangers_message(ledger, found) + "; nothing was launched")
+
+
+# -- the ledger's existence is itself evidence ---------------------------------------------------------
+
+GENERATIONS = "generations"
+RESULT = "final-result.json"
+QUALITY_KEYS = ("metric", "band", "alpha", "test")  # what a verdict is decided by: changed only by an amendment
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Something the experiment left outside its ledger: where it is, what it is, the ledger head it names (a
+    chain entry's digest; None when it names none) and the quality rule it was gathered under (when it says)."""
+
+    path: str
+    what: str
+    head: str | None = None
+    quality: dict[str, Any] | None = None
+    proves_ledger: bool = True  # only written while a ledger existed (a spend line, a copy, a result, a head)
+
+
+def _quality_of(node: Any) -> dict[str, Any] | None:
+    if not isinstance(node, dict) or node.get("band") is None:
+        return None
+    return {k: node[k] for k in QUALITY_KEYS if node.get(k) is not None}
+
+
+def traces(ledger: Ledger, runs: Iterable[tuple[str, Any]] = ()) -> list[Trace]:
+    """What the experiment has left in every place its ledger knows (and the user's state folder): generation
+    records, spend logs, replaced ledger copies, its final's result, its lines in the holdout lock, and `runs`
+    ((path, run.json record) naming it) with the ledger head each records and the quality rule its config was
+    composed with."""
+    from render.laws.spend import SPEND
+    from render.rundir import read_lines
+
+    found: list[Trace] = []
+    folders = [ledger.state_copy.parent, *(experiment_dir(root, ledger.name) for root in ledger.out_roots())]
+    for folder in dict.fromkeys(folders):
+        for path in sorted((folder / GENERATIONS).glob("g[0-9][0-9][0-9][0-9].json")):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            stamp = record.get("ledger") or {}
+            # its rule is evidence once it decided on something (a generation before any score decided nothing)
+            decided = any("verdict" in cell for cell in record.get("cells") or [])
+            quality = _quality_of((record.get("rule") or {}).get("quality")) if decided else None
+            found.append(Trace(str(path), f"generation {record.get('generation')}", stamp.get("head"), quality,
+                               bool(stamp.get("head"))))
+        found += [Trace(str(p), "a replaced copy of its ledger") for p in sorted(folder.glob(f"{LEDGER}.replaced-*"))]
+        if (folder / RESULT).is_file():
+            found.append(Trace(str(folder / RESULT), "its final's result"))
+        spent = read_lines(folder / SPEND)
+        if spent:
+            found.append(Trace(str(folder / SPEND), f"its spend log ({len(spent)} line(s))"))
+    from render.laws.lock import lock_files, uses
+
+    for use in uses(lock_files(ledger)):
+        if use.get("experiment") == ledger.name and use.get("origin"):
+            found.append(Trace(str(use["file"]), f"its final's {use.get('kind')} in the holdout lock", use["origin"]))
+    for where, record in runs:
+        stamp = record.ledger or {}
+        experiment = experiment_of(record)
+        node = experiment.node if experiment is not None else {}
+        found.append(Trace(str(where), "a run", stamp.get("head"), _quality_of(node.get("quality")),
+                           bool(stamp.get("head"))))
+    return found
+
+
+def run_records(ledger: Ledger, paths: Iterable[Path | str] | None = None) -> list[tuple[str, Any]]:
+    """(path, run.json record) of the runs naming the experiment: at `paths`, else under every out_root its ledger
+    knows (and the folders registered there). Only run.json is read: no sample."""
+    from render.rundir import InvalidRunDirectory, known_run_dirs, read_run_record
+
+    folders = list(paths) if paths is not None else \
+        [f for root in ledger.out_roots() if Path(root).is_dir() for f in known_run_dirs(Path(root))]
+    found = []
+    for folder in dict.fromkeys(Path(f) for f in folders):
+        try:
+            record = read_run_record(folder)
+        except (OSError, InvalidRunDirectory):
+            continue
+        experiment = experiment_of(record)
+        if experiment is not None and experiment.name == ledger.name:
+            found.append((str(folder), record))
+    return found
+
+
+def restore_hint(ledger: Ledger, found: list[Trace]) -> str:
+    """How to get the ledger back: a replaced copy beside it, a backup, the state folder that launched it."""
+    kept = [t.path for t in found if t.what == "a replaced copy of its ledger"]
+    where = " or ".join(str(p) for p in ledger.copies()[:2])
+    first = (f"copy {kept[-1]} back to {ledger.state_copy}" if kept
+             else f"restore {ledger.state_copy.name} from a backup to {where}")
+    return (f"{first}; or run with the $HYPERGRID_STATE and out_root that launched it; or give a new climb a new "
+            "experiment.name (its evidence is not this one's)")
+
+
+def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] | None = None) -> None:
+    """Refuse (ExperimentGuard) when the experiment's evidence shows a ledger this one is not: a missing ledger
+    (no frozen rule) where evidence written under a ledger exists, a fresh or foreign one (evidence naming a head
+    that is not in this chain), or a quality rule (metric, band, alpha, test) that differs from the one evidence
+    was gathered under and is no version the ledger holds. `rule`: the composed rule, when nothing is frozen."""
+    from render.laws.rule import recorded_rules
+
+    chain = ledger.reconciled().chain
+    versions = recorded_rules(ledger)
+    if not ledger.entries() and any(t.proves_ledger for t in found):  # (a chain without a rule yet is a ledger)
+        proof = next(t for t in found if t.proves_ledger)
+        raise ExperimentGuard(
+            f"experiment {ledger.name}: no copy of its ledger is left ({', '.join(map(str, ledger.copies()))}), "
+            f"but it has left evidence that one existed: {len(found)} trace(s), e.g. {proof.what} at {proof.path}. A "
+            f"lost ledger is not restarted (its rule, anchor, holdout, budget and final would start over); nothing was "
+            f"done. Restore it: {restore_hint(ledger, found)}")
+    heads = {e["hash"] for e in chain}
+    # a run under an unknown head is kept apart by the climb (assess.climb.observe), not a refusal
+    foreign = [t for t in found if t.head and chain and t.head not in heads and t.what != "a run"]
+    if foreign:
+        first = foreign[0]
+        raise ExperimentGuard(
+            f"experiment {ledger.name}: {len(foreign)} piece(s) of its evidence were gathered under a ledger head this "
+            f"ledger never had (e.g. {first.what} at {first.path}: head {first.head}): this ledger is fresh or another "
+            f"one (another $HYPERGRID_STATE, a deleted and restarted copy). Nothing was done. Restore the ledger they "
+            f"were gathered under: {restore_hint(ledger, found)}")
+    allowed = [_quality_of(v.get("quality")) for v in versions] or ([_quality_of(rule.get("quality"))] if rule else [])
+    for trace in found:
+        if trace.quality is None or not allowed or (trace.head and chain and trace.head not in heads):
+            continue  # (a run under another ledger is kept apart, whatever its rule)
+        if not any(_same_quality(trace.quality, q or {}) for q in allowed):
+            mine = allowed[-1] or {}
+            changes = "; ".join(f"quality.{k}: {json.dumps(trace.quality.get(k))} -> {json.dumps(mine.get(k))}"
+                                for k in QUALITY_KEYS if k in trace.quality and trace.quality.get(k) != mine.get(k))
+            how = ("restore the ledger it was gathered under (this one never held its rule): "
+                   + restore_hint(ledger, found) + "; or, if it is not this experiment's, move it out of the out_root")
+            raise ExperimentGuard(
+                f"experiment {ledger.name}: {trace.what} at {trace.path} was gathered under another quality rule than "
+                f"this one ({changes}), and no version of the rule in its ledger is that one. A band, test or metric "
+                f"changes only by a recorded amendment; nothing was done. Restore the experiment's config, or {how}")
+
+
+def _same_quality(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """Whether evidence's quality rule is `mine` on every key it states (a config that leaves `test` unset runs
+    under the rule in force's)."""
+    return all(_equal(theirs[k], mine.get(k, "equivalence" if k == "test" else None)) for k in theirs)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)

@@ -133,7 +133,9 @@ def spent_elsewhere(ledger: Ledger, prompts: Iterable[Prompt]) -> str | None:
     """Whose final already spent these holdout texts, or None: the holdout is spent per content, whatever the
     experiment is called. Every other experiment with a ledger in the user's state folder or under one of this
     experiment's out_roots is read; a claim spends the texts of the holdout it was claimed on (by holdout identity,
-    or by the folded hash of a ledger entry of an older version)."""
+    or by the folded hash of a ledger entry of an older version). Then the holdout lock (render.laws.lock: the
+    machine's and every out_root's) for claims and finals of any other body of evidence: another experiment, or
+    this name under another ledger (a fresh state folder, a new out_root)."""
     texts = list(prompts)
     identities, shas = {holdout_identity(p.text) for p in texts}, {text_hash(p.text) for p in texts}
     seen = {ledger.name}
@@ -151,7 +153,9 @@ def spent_elsewhere(ledger: Ledger, prompts: Iterable[Prompt]) -> str | None:
                     return (f"experiment {other.name}'s final claimed {len(shared)} of its texts on "
                             f"{claim.get('at', '?')}: the holdout is spent per content, whatever the experiment is "
                             "called. Give this experiment a fresh holdout manifest")
-    return None
+    from render.laws.lock import locked_by_others
+
+    return locked_by_others(ledger, identities)
 
 
 def open_claim(ledger: Ledger, content: str) -> dict[str, Any] | None:

@@ -97,7 +97,8 @@ def _legacy(name: str, folders: list[Path], experiment_dirs: list[Path]) -> list
                 entry = json.loads((folder / file).read_text())
             except (OSError, ValueError):
                 continue
-            if isinstance(entry, dict) and "kind" not in entry:
+            # a file that names another experiment (a folder copied under a second name) is not this one's
+            if isinstance(entry, dict) and "kind" not in entry and entry.get("experiment", name) == name:
                 body = {"result": entry} if kind == Kind.FINAL_RESULT else entry
                 at = entry.get("claimed_at") or entry.get("recorded_at") or ""
                 entries.append({**body, "experiment": name, "id": _legacy_id(kind, body), "kind": kind, "at": at})
@@ -419,6 +420,15 @@ def _release_depth(path: Path) -> None:
     _HELD[path] -= 1
     if not _HELD[path]:
         del _HELD[path]
+
+
+def ledger_stamp(ledger: Ledger) -> dict[str, Any]:
+    """What evidence records of the ledger in force when it was gathered: the experiment's identity (its name and
+    the digest of its chain's first entry, `origin`) and the chain's head. Empty before the chain starts."""
+    chain = ledger.reconciled().chain
+    if not chain:
+        return {}
+    return {"experiment": ledger.name, "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
 
 
 def all_ledgers(out_root: Path) -> list[Ledger]:

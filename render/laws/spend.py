@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from render.laws.ledger import EXPERIMENTS, Ledger
+from render.laws.ledger import EXPERIMENTS, Ledger, ledger_stamp
 from render.rundir import append_record, host_identity, read_lines
 
 SPEND = "spend.jsonl"
@@ -43,17 +43,36 @@ class Purpose:
     LOAD = "load"  # a model load
     FAILED = "failed"  # a call that raised (out of memory, non-finite output, cancelled, ...)
     RETIME = "retime"  # a side-by-side timing session of the experiment's cells (render.retime): loads, warm-ups, rounds
+    EVIDENCE = "evidence"  # a sample the experiment uses as evidence that no line named: rendered by another run
+    # (outside the experiment, another ledger, before the log), at the cost its rendering record states
 
 
 def spend_copies(ledger: Ledger) -> list[Path]:
     return [path.with_name(SPEND) for path in ledger.copies()]
 
 
+_STAMPS: dict[tuple[str, Path, Path], dict[str, Any]] = {}  # the ledger in force when this process first spent
+
+
+def launch_stamp(ledger: Ledger) -> dict[str, Any]:
+    """The experiment's identity and the ledger head in force when this process first spent for it (its launch:
+    render.laws.ledger.ledger_stamp), read once per process: `{"ledger": {...}}`, or nothing before a chain."""
+    key = (ledger.name, ledger.state, ledger.out_root)
+    if key not in _STAMPS:
+        stamp = ledger_stamp(ledger)
+        if not stamp:  # a first launch's preflight measures before its chain starts: asked again next time
+            return {}
+        _STAMPS[key] = stamp
+    return {"ledger": _STAMPS[key]}
+
+
 def record_spend(ledger: Ledger, seconds: float, purpose: str, *, rid: str | None = None,
                  sample: tuple[str, str, int] | None = None, cell_key: str | None = None) -> None:
-    """Append one line of device work to every copy of the experiment's spend log (the user's copy must take it)."""
+    """Append one line of device work to every copy of the experiment's spend log (the user's copy must take it),
+    naming the experiment's identity and the ledger head of this process's launch."""
     line = {"id": secrets.token_hex(8), "t": time.time_ns(), "s": round(float(seconds), 6), "what": purpose,
-            "rid": rid, "cell_key": cell_key, "sample": list(sample) if sample else None, **host_identity()}
+            "rid": rid, "cell_key": cell_key, "sample": list(sample) if sample else None, **host_identity(),
+            **launch_stamp(ledger)}
     for i, path in enumerate(spend_copies(ledger)):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,6 +80,31 @@ def record_spend(ledger: Ledger, seconds: float, purpose: str, *, rid: str | Non
         except OSError:
             if i == 0:
                 raise
+
+
+def record_evidence(ledger: Ledger, costs: dict[tuple[str, str, int], float]) -> int:
+    """Samples used as evidence (identity -> the device seconds their rendering record states) that no line of the
+    log names yet: one `evidence` line each, appended to every copy at once under the ledger's lock, so every reader
+    of the log (the climb, the renderer's admission) counts them, once. Returns how many were recorded."""
+    from render.rundir import append_records
+
+    with ledger.lock():
+        new = sorted(set(costs) - logged_samples(spend_lines(ledger)))
+        stamp = ledger_stamp(ledger)
+        lines = [{"id": secrets.token_hex(8), "t": time.time_ns(), "s": round(float(costs[i]), 6),
+                  "what": Purpose.EVIDENCE, "rid": None, "cell_key": i[0], "sample": list(i), **host_identity(),
+                  **({"ledger": stamp} if stamp else {})}
+                 for i in new]
+        if not lines:
+            return 0
+        for n, path in enumerate(spend_copies(ledger)):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                append_records(path, lines)
+            except OSError:
+                if n == 0:
+                    raise
+        return len(lines)
 
 
 def spend_lines(ledger: Ledger) -> list[dict[str, Any]]:

@@ -18,7 +18,11 @@ Everything that compares two things compares these, never a name, a path or an i
 A cached digest is reused only while every file keeps its size, mtime, ctime (nanoseconds) and inode, so the
 common case (a re-run) costs one stat per file, and a replaced weight file is hashed again, even one of the same
 size whose mtime was restored (`touch -r`, `cp -p`, `rsync -t`: the ctime moves with any change, and a file
-put in place by rename has a new inode).
+put in place by rename has a new inode). As git does with its index ("racy git"), a digest taken within one
+timestamp tick (render.rundir.digests.TICK_NS) of the file's last change is not trusted: the kernel stamps files
+from a coarse clock, so a second write in the same tick can leave size, mtime, ctime and inode all as they were;
+such a file is hashed again until its digest is older than its change by a tick. The in-process memo obeys the
+same rule: no cache, on disk or in memory, answers for bytes it has not seen.
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ import functools
 import hashlib
 import json
 import os
+import time
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
+
+from render.rundir.digests import TICK_NS
 
 # Code points that render as nothing but are not Unicode category Cf (format): fillers, joiners and
 # variation selectors (Unicode's Default_Ignorable_Code_Point, less what Cf already covers).
@@ -142,7 +149,14 @@ def cell_key_of(canonical: dict[str, Any]) -> str:
 # -- folders and models ---------------------------------------------------------------------
 
 DIGEST_CACHE = "digests.json"
-_MEMO: dict[tuple[str, tuple[tuple[str, int, int, int, int], ...]], str] = {}  # within one process: no file read
+# within one process: no file read; (folder, file states) -> (digest, when the digest was taken, ns)
+_MEMO: dict[tuple[str, tuple[tuple[str, int, int, int, int], ...]], tuple[str, int]] = {}
+
+
+def _settled(at_ns: int, mtime_ns: int, ctime_ns: int) -> bool:
+    """Whether a digest taken at `at_ns` can answer for a file last changed at max(mtime, ctime): only when it was
+    taken a whole timestamp tick after that change (a later write in the same tick could keep every stat field)."""
+    return at_ns >= max(mtime_ns, ctime_ns) + TICK_NS
 
 
 def digest_cache_path() -> Path:
@@ -200,26 +214,29 @@ def folder_digest(folder: Path | str) -> str:
     folder = Path(folder).expanduser().resolve()
     files = _files(folder)
     memo_key = (str(folder), tuple(files))
-    if memo_key in _MEMO:
-        return _MEMO[memo_key]
+    memo = _MEMO.get(memo_key)
+    if memo is not None and all(_settled(memo[1], mtime, ctime) for _, _, mtime, ctime, _ in files):
+        return memo[0]
     cache_path = digest_cache_path()
     cache = _load_cache(cache_path)
     known = cache.get(str(folder), {})
-    shas, changed = {}, False
+    shas, taken, changed = {}, {}, False
     for rel, size, mtime, ctime, inode in files:
         entry = known.get(rel)
         if entry and (entry.get("size"), entry.get("mtime_ns"), entry.get("ctime_ns"), entry.get("ino")) == \
-                (size, mtime, ctime, inode):
-            shas[rel] = entry["sha256"]
+                (size, mtime, ctime, inode) and _settled(int(entry.get("at_ns", 0)), mtime, ctime):
+            shas[rel], taken[rel] = entry["sha256"], int(entry["at_ns"])
         else:
+            taken[rel] = time.time_ns()
             shas[rel], changed = _file_sha(folder / rel), True
     whole = hashlib.sha256("\n".join(f"{rel}\0{size}\0{shas[rel]}" for rel, size, *_ in files).encode())
     result = f"sha256:{whole.hexdigest()[:16]}"
     if changed or set(known) != set(shas):
-        cache[str(folder)] = {rel: {"size": size, "mtime_ns": mtime, "ctime_ns": ctime, "ino": inode, "sha256": shas[rel]}
+        cache[str(folder)] = {rel: {"size": size, "mtime_ns": mtime, "ctime_ns": ctime, "ino": inode, "sha256": shas[rel],
+                                    "at_ns": taken[rel]}
                               for rel, size, mtime, ctime, inode in files}
         _store_cache(cache_path, cache)
-    _MEMO[memo_key] = result
+    _MEMO[memo_key] = (result, min(taken.values(), default=time.time_ns()))
     return result
 
 

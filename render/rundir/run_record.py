@@ -67,6 +67,9 @@ class RunRecord:
     job: dict[str, Any] = field(default_factory=dict)  # launcher, SLURM job id, array index (render.provenance)
     estimate: dict[str, Any] = field(default_factory=dict)  # what preflight expected of it (render.rundir.watchdog)
     started_at: str | None = None
+    # the experiment's ledger in force at launch (render.laws.ledger.ledger_stamp): its name, the digest of its
+    # chain's first entry (`origin`, the experiment's identity) and its head; empty outside an experiment
+    ledger: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
 
     @classmethod
@@ -98,7 +101,8 @@ class RunRecord:
                 tag=data.get("tag"), config=dict(data.get("config") or {}), versions=dict(data.get("versions") or {}),
                 device=dict(data.get("device") or {}), git=dict(data.get("git") or {}), host=data.get("host"),
                 pid=data.get("pid"), job=dict(data.get("job") or {}), estimate=dict(data.get("estimate") or {}),
-                started_at=data.get("started_at"), extra={k: v for k, v in data.items() if k not in known},
+                started_at=data.get("started_at"), ledger=dict(data.get("ledger") or {}),
+                extra={k: v for k, v in data.items() if k not in known},
             )
         except (TypeError, ValueError) as error:
             raise InvalidRunDirectory(f"{where}: {error}") from None

@@ -233,9 +233,8 @@ def test_the_index_rebuilds_from_the_run_directories_alone(sweep_with_anchor: Pa
 
 
 def test_changing_the_clip_model_rescores(sweep_with_anchor: Path, db: Path, tiny_clip: Path, tmp_path: Path) -> None:
-    """The CLIP model is known by its content: a copy elsewhere is the same model, other weights are not."""
-    from assess.metrics.model_identity import metric_model_identity
-
+    """The CLIP model is known by its content: a copy elsewhere is the same model, other weights are not (in the
+    same process too: nothing cached answers for the swapped bytes)."""
     score([sweep_with_anchor], db, metrics=["clip_score"], clip_model=str(tiny_clip))
     assert {r["config"] for r in rows(db, "SELECT config FROM scores")} == {f"model={rundir.folder_digest(tiny_clip)}"}
     assert rows(db, "SELECT count(*) AS n FROM scores WHERE value IS NULL")[0]["n"] == 0
@@ -245,7 +244,6 @@ def test_changing_the_clip_model_rescores(sweep_with_anchor: Path, db: Path, tin
     assert summary.written == 0 and summary.current == 27  # the same weights under another path
     weights = next(other.rglob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:-1] + b"\x07")
-    metric_model_identity.cache_clear()
     summary = score([sweep_with_anchor], db, metrics=["clip_score"], clip_model=str(other))
     assert summary.written == 27 and summary.current == 0
     assert {r["config"] for r in rows(db, "SELECT config FROM scores")} == {f"model={rundir.folder_digest(other)}"}

@@ -107,7 +107,8 @@ def test_a_colleagues_bfloat16_rung_is_refused_then_adopted_and_never_ranked(wor
 @pytest.mark.slow
 def test_a_shared_index_brings_runs_outside_the_ledgers_out_roots_into_the_budget(workdir: Path) -> None:
     """Bob renders the experiment into his own out_root and scores it into the shared index: Alice's ledger never
-    heard of that out_root, but her budget counts his samples (the index is evidence too)."""
+    heard of that out_root, but her budget counts his samples (the index is evidence too); and once her climb has
+    read them they are in her spend log, so the renderer's admission (which reads no index) counts them too."""
     runs, db = alice(workdir)
     theirs = DemoRuns((workdir / "bob-outputs").resolve())
     sweep = theirs.sweep()
@@ -116,7 +117,9 @@ def test_a_shared_index_brings_runs_outside_the_ledgers_out_roots_into_the_budge
     exp = load_experiment("tiny-demo")
     with Index.open(db) as index:
         observed = _observe(index, exp, db, False, print)
-    assert budget_state(exp, observed).spent_s == pytest.approx(budget_state(exp).spent_s + 4 * 0.5)
+    without = budget_state(exp).spent_s  # the out_roots alone, before the climb read the index
+    assert budget_state(exp, observed).spent_s == pytest.approx(without + 4 * 0.5)
+    assert budget_state(exp).spent_s == pytest.approx(without + 4 * 0.5)  # the same spend, from the log
 
 
 def test_a_launch_is_refused_while_a_stranger_is_not_adopted(workdir: Path) -> None:

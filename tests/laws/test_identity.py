@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import unicodedata
 from pathlib import Path
@@ -131,6 +133,7 @@ def test_folder_digest_is_by_content_and_cached_by_size_and_mtime(model_folder: 
     from render.rundir import identity
 
     monkeypatch.setenv("HYPERGRID_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(identity, "TICK_NS", 0)  # the folder was copied just now: take its digests as settled
     identity._MEMO.clear()
     first = folder_digest(model_folder)
     copy = tmp_path / "copy"
@@ -195,8 +198,36 @@ def test_a_metric_model_is_kept_with_every_score_by_its_content(tiny_clip: Path,
     assert metric_model_identity(str(copy)) == metric_model_identity(str(tiny_clip))
     target = weights_file(copy)
     target.write_bytes(target.read_bytes()[:-1] + b"\x01")
-    metric_model_identity.cache_clear()
-    assert CLIPScoreMetric(str(copy)).config != CLIPScoreMetric(str(tiny_clip)).config
+    assert CLIPScoreMetric(str(copy)).config != CLIPScoreMetric(str(tiny_clip)).config  # same process, no reset
+
+
+def test_swapped_weights_with_the_same_size_and_a_restored_mtime_are_another_model_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44 item 5: no digest cache answers for changed bytes, in memory or on disk, even when the swap keeps
+    size, mtime, inode and (the kernel's coarse clock) ctime: a digest taken within a tick of a change is not
+    trusted. The metric's identity is asked of the folder every time, not remembered by its name."""
+    from assess.metrics.model_identity import metric_model_identity
+    from render.rundir import identity
+
+    monkeypatch.setenv("HYPERGRID_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "clip"
+    folder.mkdir()
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"A" * 4096)
+    first = metric_model_identity(str(folder))
+    assert first == folder_digest(folder)
+    stat = weights.stat()
+    with open(weights, "r+b") as handle:  # in place: the same inode and size
+        handle.write(b"B" * 4096)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the old mtime put back
+    swapped = weights.stat()
+    assert (swapped.st_ino, swapped.st_size, swapped.st_mtime_ns) == (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    assert metric_model_identity(str(folder)) != first  # the same process: no memo answers for it
+    assert folder_digest(folder) == metric_model_identity(str(folder))
+    identity._MEMO.clear()  # another process, with the disk cache only
+    assert folder_digest(folder) != first
+    cached = json.loads((tmp_path / "cache" / identity.DIGEST_CACHE).read_text())
+    assert all("at_ns" in entry for entry in cached[str(folder.resolve())].values())
 
 
 @pytest.fixture
