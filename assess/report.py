@@ -377,13 +377,20 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     fig = Figure(figsize=(8, 5.5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.subplots()
+    for anchor, marker, size, colour in ((True, "*", 220, "tab:red"), (False, "o", 50, "tab:blue")):
+        mine = [(x, y) for view, x, y in pts if view.is_anchor == anchor]  # one call per kind: 5,000 cells are one
+        if mine:
+            ax.scatter([x for x, _ in mine], [y for _, y in mine], marker=marker, s=size, c=colour, zorder=3)
+    bars: dict[tuple[bool, bool], list[tuple[float, float, Any, Any]]] = defaultdict(list)
     for view, x, y in pts:
-        marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
-        ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
         xerr, yerr = interval_bars(view, metric, x, y)
         if xerr is not None or yerr is not None:
-            ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="none", ecolor="tab:blue", alpha=0.5, elinewidth=1,
-                        capsize=2, zorder=2)
+            bars[(xerr is not None, yerr is not None)].append((x, y, xerr, yerr))
+    for (has_x, has_y), group in bars.items():  # one errorbar call per kind of interval
+        ax.errorbar([g[0] for g in group], [g[1] for g in group],
+                    xerr=[[g[2][0][0] for g in group], [g[2][1][0] for g in group]] if has_x else None,
+                    yerr=[[g[3][0][0] for g in group], [g[3][1][0] for g in group]] if has_y else None,
+                    fmt="none", ecolor="tab:blue", alpha=0.5, elinewidth=1, capsize=2, zorder=2)
     front = speed_axis.frontier([(x, y) for _, x, y in pts], spec.direction == "higher")
     ax.step([pts[i][1] for i in front], [pts[i][2] for i in front], where="post", color="tab:green", lw=1.5,
             label="Pareto frontier", zorder=2)
@@ -400,36 +407,10 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
 
 def place_labels(ax: Any, marks: list[tuple[str, float, float]]) -> None:
     """Annotate the points with their marks, each label at the first offset where it overlaps no other label;
-    a label that finds no free offset joins the nearest point's ("2,5"), and the placing starts again."""
-    import math
+    a label that finds no free offset joins the nearest point's ("2,5") (assess.labels)."""
+    from assess.labels import place
 
-    renderer = ax.figure.canvas.get_renderer()
-    shown = ax.transData.transform([(x, y) for _, x, y in marks])
-    groups = [[i] for i in range(len(marks))]
-    while True:
-        placed: list[Any] = []
-        stuck = next((g for g in groups if not _place(ax, renderer, marks, g, placed)), None)
-        if stuck is None:
-            return
-        for label in placed:
-            label.remove()
-        others = [h for h in groups if h is not stuck]
-        nearest = min(others, key=lambda h: min(math.dist(shown[i], shown[j]) for i in stuck for j in h))
-        groups = [h + stuck if h is nearest else h for h in others]
-
-
-def _place(ax: Any, renderer: Any, marks: list[tuple[str, float, float]], group: list[int], placed: list[Any]
-           ) -> bool:
-    _, x, y = marks[group[0]]
-    for dx, dy in LABEL_OFFSETS:
-        label = ax.annotate(",".join(marks[i][0] for i in group), (x, y), textcoords="offset points", xytext=(dx, dy),
-                            fontsize=9, weight="bold")
-        box = label.get_window_extent(renderer)
-        if not any(box.overlaps(other.get_window_extent(renderer)) for other in placed):
-            placed.append(label)
-            return True
-        label.remove()
-    return False
+    place(ax, marks, LABEL_OFFSETS, {"fontsize": 9, "weight": "bold"})
 
 
 def pareto_plot(views: list[CellView], metric: str, path: Path) -> tuple[str | None, list[dict[str, str]]]:
