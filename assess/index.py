@@ -806,6 +806,13 @@ class Index:
                 f"JOIN runs r ON r.path = f.path WHERE f.path IN ({','.join('?' * len(chunk))})", chunk))
         return found
 
+    def unchanged_runs(self, paths: Sequence[str]) -> set[str]:
+        """The run folders among `paths` whose content is as their last scoring indexed it (the same content stamp:
+        render.rundir.walk.content_stamp): their `runs` rows are current, and nothing needs to read them again."""
+        from render.rundir.walk import content_stamp
+
+        return {path for path, row in self.run_files(paths).items() if row["stamp"] == content_stamp(Path(path))}
+
     def record_run_file(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         """What this scoring of a run folder saw and left (columns: RUN_FILE_COLUMNS but scored_at)."""
         self._insert("run_files", RUN_FILE_COLUMNS, [[*(row[c] for c in RUN_FILE_COLUMNS[:-1]), now_iso()]],

@@ -537,12 +537,17 @@ def cell_sheet(index: Index, columns: list[CellView], out: Path) -> Sheet:
 # -- failures -------------------------------------------------------------------------------
 
 
-def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+def failure_rows(runs: list[dict[str, Any]], out: Path, unchanged: set[str] | frozenset[str] = frozenset()
+                 ) -> list[dict[str, Any]]:
+    """The failed runs, and the runs that failed or crashed since they were indexed: each run not indexed as failed
+    is read again, but a finished one whose folder is as it was indexed (`unchanged`: Index.unchanged_runs)."""
     from assess.status import run_status
 
     now = datetime.now(timezone.utc)
     rows = []
     for run in sorted(runs, key=lambda r: r["path"]):
+        if run["status"] == CellState.DONE and run["path"] in unchanged:
+            continue  # finished as the index has it: one terminal record, and its folder unchanged since
         if run["status"] == CellState.FAILED:
             record = Path(run["failed_record"])
             try:
@@ -704,7 +709,7 @@ def _write_report(index: Index, staging: Path, out_dir: Path, sweep_paths: list[
     if notes is not None:
         notes += [f"{n['mark']} {n['label']}: {n['note']}" for n in notes_rows]
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
-    failures = failure_rows(runs, out_dir)
+    failures = failure_rows(runs, out_dir, index.unchanged_runs([r["path"] for r in runs]))
     if problems is not None:
         problems += [f"{f['record_abs']}: {f['message']}" for f in failures if f["state"] == "unreadable"]
     columns, hidden = shown_columns(views)
