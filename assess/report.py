@@ -358,11 +358,13 @@ def interval_bars(view: CellView, metric: str, x: float, y: float) -> tuple[Any,
 
 
 LABEL_OFFSETS = [(6, 4), (6, -14), (-18, 4), (-18, -14), (6, 16), (6, -26), (-18, 16), (-18, -26)]  # points
+MAX_LABELLED = 200  # points the plot marks each; above it, the frontier's and the anchors' alone (the table has all)
 
 
 def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[str, str]]]:
     """The plot (a matplotlib Figure, or why it cannot be drawn) with each point marked by its row's short mark
-    (A, 1, 2, ...; the legend maps marks to cells), labels placed so that none overlaps another."""
+    (A, 1, 2, ...; the legend maps marks to cells), labels placed so that none overlaps another; above MAX_LABELLED
+    points, only the Pareto frontier's and the anchors' are marked."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -400,8 +402,13 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     ax.set_title(f"speed vs {metric}")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
+    if len(pts) > MAX_LABELLED:  # thousands of cells: their labels would hide the plot; the frontier and anchors
+        shown = set(front) | {i for i, (v, _, _) in enumerate(pts) if v.is_anchor}
+        ax.set_title(f"speed vs {metric}: {len(pts)} cells, the Pareto frontier's and the anchors' marked")
+    else:
+        shown = set(range(len(pts)))
     fig.tight_layout()
-    place_labels(ax, [(v.mark, x, y) for v, x, y in pts])
+    place_labels(ax, [(v.mark, x, y) for i, (v, x, y) in enumerate(pts) if i in shown])
     return fig, [{"mark": v.mark, "label": _row_label(v), "cell_key": v.cell_key} for v, _, _ in pts]
 
 
