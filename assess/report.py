@@ -167,6 +167,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
     prompts = {(r["anchor_cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
     prompts |= {(r["cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
     views = []
+    memo: dict[Any, Any] = {}  # the anchors' side of every comparison, read once (assess.stats.compare_cell)
     for (cell_key, split), cell in sorted(scope.cells.items()):
         rows = index.query("SELECT status, height, width, overrides FROM cells WHERE cell_key = ? AND split = ?",
                            (cell_key, split))
@@ -188,7 +189,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
         if not view.is_anchor:
             anchor = scope.cells.get((cell.anchor_cell_key, split))
             view.comparison = compare_cell(index, cell_key, view.anchor_cell_key, split, cell.keys,
-                                           anchor.keys if anchor else None)
+                                           anchor.keys if anchor else None, memo)
         views.append(view)
     views.sort(key=_rank)
     views = merge_same_work(index, views)

@@ -465,14 +465,16 @@ def quality_deltas(index: Any, cell_key: str, anchor_cell_key: str, split: str, 
 
 
 def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
-                 keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
-                 ) -> CellComparison:
+                 keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None,
+                 memo: dict[Any, Any] | None = None) -> CellComparison:
     """Every statistic of one cell against its anchor, from the index; keys (and anchor_keys) limit each side
-    to the (text identity, seed) pairs of a report's scope (assess.scope)."""
+    to the (text identity, seed) pairs of a report's scope (assess.scope). `memo` (one dict for the cells of one
+    report) keeps what the anchor side reads, read once for all the cells compared with it."""
     from assess.metrics import SPECS
 
     cell = _sample_values(index, cell_key, split, keys)
-    anchor = _sample_values(index, anchor_cell_key, split, anchor_keys)
+    anchor = _remembered(memo, ("values", anchor_cell_key, split, anchor_keys),
+                         lambda: _sample_values(index, anchor_cell_key, split, anchor_keys))
     metrics: dict[str, Estimate] = {}
     kinds: dict[str, str] = {}
     for name, values in cell.items():
@@ -488,17 +490,31 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
             kind = "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
-    render = render_speedup(index, cell_key, anchor_cell_key, split, keys, anchor_keys)
+    render = render_speedup(index, cell_key, anchor_cell_key, split, keys, anchor_keys, memo)
     speed, timed = speed_against(index, cell_key, anchor_cell_key, render)
     return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed, render, timed)
 
 
+def _remembered(memo: dict[Any, Any] | None, key: tuple[Any, ...], read: Any) -> Any:
+    if memo is None:
+        return read()
+    key = tuple(frozenset(k) if isinstance(k, set) else k for k in key)
+    if key not in memo:
+        memo[key] = read()
+    return memo[key]
+
+
 def render_speedup(index: Any, cell_key: str, against: str, split: str, keys: set[tuple[str, int]] | None = None,
-                   against_keys: set[tuple[str, int]] | None = None) -> Estimate | None:
+                   against_keys: set[tuple[str, int]] | None = None, memo: dict[Any, Any] | None = None
+                   ) -> Estimate | None:
     """The speed-up of a cell over another from their render-time warm latencies (`paired_speedup`: each per its
-    job's reference workload when recorded, the interval widened by the reference's drift)."""
-    return paired_speedup(_warm_rows(index, against, split, against_keys), _warm_rows(index, cell_key, split, keys),
-                          reference_drift(index, against) or 0.0, reference_drift(index, cell_key) or 0.0)
+    job's reference workload when recorded, the interval widened by the reference's drift); `memo`: as
+    compare_cell's, for the side it is measured against."""
+    theirs = _remembered(memo, ("warm", against, split, against_keys), lambda: _warm_rows(index, against, split,
+                                                                                          against_keys))
+    drift = _remembered(memo, ("drift", against), lambda: reference_drift(index, against))
+    return paired_speedup(theirs, _warm_rows(index, cell_key, split, keys), drift or 0.0,
+                          reference_drift(index, cell_key) or 0.0)
 
 
 def speed_against(index: Any, cell_key: str, against: str, render: Estimate | None) -> tuple[Estimate | None, str | None]:
