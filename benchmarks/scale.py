@@ -125,15 +125,24 @@ def timed(label: str, *args: str) -> Figure:
 
 
 def measure(root: Path, runs: int, samples: int, anchor_samples: int, report: bool = True) -> list[Figure]:
+    """Each figure, printed as soon as it is measured (a long run shows what it has so far)."""
     db = root / "index.db"
     score = ("score", str(root), "--db", str(db), "--metrics", "psnr", "-q")
-    figures = [timed("score (first)", *score), timed("score (nothing new)", *score)]
+    figures: list[Figure] = []
+
+    def add(figure: Figure) -> None:
+        figures.append(figure)
+        print(f"assess {figure.label} of {runs} run folders: {figure.seconds:.1f} s, peak {figure.peak_mb:.0f} MB "
+              f"(exit {figure.exit}) {figure.said}", flush=True)
+
+    add(timed("score (first)", *score))
+    add(timed("score (nothing new)", *score))
     add_new(root, max(runs // 100, 1), samples, anchor_samples)
-    figures.append(timed("score (1 % new)", *score))
-    figures.append(timed("status", "status", str(root), "--db", str(db)))
+    add(timed("score (1 % new)", *score))
+    add(timed("status", "status", str(root), "--db", str(db)))
     if report:
         with tempfile.TemporaryDirectory() as out:
-            figures.append(timed("report", "report", str(root), "--db", str(db), "--out", str(Path(out) / "report")))
+            add(timed("report", "report", str(root), "--db", str(db), "--out", str(Path(out) / "report")))
     return figures
 
 
@@ -152,11 +161,8 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         build(root, args.runs, args.samples, args.anchor_samples)
         print(f"built {args.runs} run folders ({args.samples} samples each, the anchor {args.anchor_samples}) "
-              f"in {time.perf_counter() - start:.1f} s")
+              f"in {time.perf_counter() - start:.1f} s", flush=True)
         figures = measure(root, args.runs, args.samples, args.anchor_samples, report=not args.no_report)
-        for f in figures:
-            print(f"assess {f.label} of {args.runs} run folders: {f.seconds:.1f} s, peak {f.peak_mb:.0f} MB "
-                  f"(exit {f.exit}) {f.said}")
         cells = " | ".join(f"{f.seconds:.1f} s" for f in figures)
         print(f"| {args.runs:,} | {(args.runs - 1) * args.samples + args.anchor_samples:,} | {cells} | "
               f"{max(f.peak_mb for f in figures):.0f} MB |")
