@@ -166,7 +166,7 @@ def median_ratio_interval(a: Any, c: Any, seed: int = SEED) -> tuple[float | Non
 
 
 @functools.lru_cache(maxsize=64)
-def _anchor_medians(data: bytes, size: int, seed: int) -> tuple[Any, dict[str, Any]]:
+def _anchor_medians(data: bytes, size: int, seed: int) -> tuple[Any, Mapping[str, Any]]:
     """The N_RESAMPLES medians of `data` (float64) resampled by a generator seeded `seed`, and its state after."""
     import numpy as np
 
