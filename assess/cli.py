@@ -128,14 +128,16 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
                                      param_hint="--metric-model")
         models[metric.strip()] = model.strip()
     log = None if quiet else (lambda line: echo(line, err=True))
-    with user_errors(db):
+    with user_errors(db), _progress(quiet) as progress:
+        if progress is not None:
+            log = None  # the progress line names what is done; a line per run folder would scroll it away
         if rebuild:
             result = rebuild_index(list(paths), db, metrics=names, clip_model=clip_model, log=log,
                                    metric_models=models)
             summary = result.summary
         else:
             summary = score_runs(list(paths), db, metrics=names, clip_model=clip_model, force=force, log=log,
-                                 metric_models=models)
+                                 metric_models=models, progress=progress)
     lines = summary.lines(verbose)
     echo("\n".join(lines[:1] if quiet else lines))
     if rebuild:
@@ -144,6 +146,25 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
         _answer([p for p in paths if p.is_dir()], db)
     if summary.failed:
         sys.exit(1)
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress line on stderr (rich) for `assess score` when stderr is a terminal and not -q; None otherwise."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("scoring run folders"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("score", total=None)
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield advance
 
 
 @cli.command()

@@ -24,6 +24,8 @@ Tables (see SCHEMA below for every column):
   samples.frames, fps, s_per_frame: a clip sample's (0009_clips); NULL for an image
   parity       per sample of a parallel cell: its drift against its width-1 twin's sample (0010_parity, assess.parity)
   timing_sessions, timing_cells: side-by-side timing sessions and their contenders' rounds (0007_side_by_side)
+  run_files    per run directory: its content stamp when last scored and what that scoring left, so that a rescore
+               skips an unchanged folder without reading it (0011_run_identity, assess.score)
 Views: cells (one row per cell and split, main metrics as columns), leaderboard (cells vs
 their anchor: deltas and speed-up), failures (failed runs), cache_engagement (steps and units a cache
 cell computed and reused), compile_break_even (compile time cold and warm, images until it pays).
@@ -77,7 +79,8 @@ PIVOT_METRICS = tuple(SPECS)
 # The columns that hold a run folder's own paths (keys of the index, named by the renderer, whose override names are
 # redacted already: render.schema): written as they are, so that a row still names its folder; every other text is
 # redacted on its way in (Index._insert).
-PATH_COLUMNS = frozenset({"path", "sweep", "failed_record", "run_path", "image", "reused_from", "latest_run", "record"})
+PATH_COLUMNS = frozenset({"path", "sweep", "failed_record", "run_path", "image", "reused_from", "latest_run", "record",
+                          "anchor_dir"})
 
 # The columns the index's writes give, in list mode (sqlite-utils: the first record names the columns).
 SCORE_COLUMNS = ("cell_key", "prompt_sha", "prompt_id", "seed", "metric", "metric_version", "value",
@@ -507,6 +510,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0008_exact_text", [SCHEMA_0008_EXACT_TEXT]),
     ("0009_clips", [SCHEMA_0009_CLIPS]),
     ("0010_parity", [SCHEMA_0010_PARITY]),
+    ("0011_run_identity", []),  # _run_identity
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -532,7 +536,21 @@ def _fill_prompt_shas(db: sqlite_utils.Database) -> None:
         db.table("runs").update(path, {"prompt_shas": json.dumps(shas)})
 
 
-POST_MIGRATION = {"0003_text_identity": _fill_prompt_shas, "0008_exact_text": _fill_prompt_shas}
+RUN_FILE_COLUMNS = ("path", "stamp", "plan", "complete", "n_samples", "n_scores", "anchor_dir", "scored_at")
+
+
+def _run_identity(db: sqlite_utils.Database) -> None:
+    """0011: `run_files`, what the last `assess score` of each run folder saw and left (assess.score.skippable):
+    the folder's content stamp (render.rundir.walk.content_stamp), the digest of the metrics it scored (plan),
+    whether every score it left has a value (complete: nothing to retry), and its counts for the summary line.
+    `status` and `report` filter runs by sweep and cell, samples by run: the indexes that answer them."""
+    db.create_table("run_files", {"path": str, "stamp": str, "plan": str, "complete": int, "n_samples": int,
+                                  "n_scores": int, "anchor_dir": str, "scored_at": str}, pk="path",
+                    not_null={"stamp", "plan", "complete", "n_samples", "n_scores", "scored_at"})
+
+
+POST_MIGRATION = {"0003_text_identity": _fill_prompt_shas, "0008_exact_text": _fill_prompt_shas,
+                  "0011_run_identity": _run_identity}
 
 
 def default_index_path() -> Path:
@@ -777,6 +795,29 @@ class Index:
         read in the same write transaction as the write."""
         return [row for key in sorted(set(cell_keys)) for row in conn.execute(sql, (key,))]
 
+    def run_files(self, paths: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """path -> its `run_files` row and its `runs` row's cell (cell_key, split, anchor_cell_key, is_anchor,
+        problems), for the paths that have both: by primary key, 500 paths a query."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(paths), 500):
+            chunk = list(paths[start : start + 500])
+            found.update((r["path"], r) for r in self.query(
+                "SELECT f.*, r.cell_key, r.split, r.anchor_cell_key, r.is_anchor, r.problems FROM run_files f "
+                f"JOIN runs r ON r.path = f.path WHERE f.path IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
+    def unchanged_runs(self, paths: Sequence[str]) -> set[str]:
+        """The run folders among `paths` whose content is as their last scoring indexed it (the same content stamp:
+        render.rundir.walk.content_stamp): their `runs` rows are current, and nothing needs to read them again."""
+        from render.rundir.walk import content_stamp
+
+        return {path for path, row in self.run_files(paths).items() if row["stamp"] == content_stamp(Path(path))}
+
+    def record_run_file(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
+        """What this scoring of a run folder saw and left (columns: RUN_FILE_COLUMNS but scored_at)."""
+        self._insert("run_files", RUN_FILE_COLUMNS, [[*(row[c] for c in RUN_FILE_COLUMNS[:-1]), now_iso()]],
+                     replace=True)
+
     def upsert_run(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         self._insert("runs", list(row), [list(row.values())], pk="path")
 
@@ -834,11 +875,12 @@ class Index:
     def flag_samples(self, conn: sqlite3.Connection, flags: dict[tuple[str, str, int], str | None]) -> None:
         """(cell key, text identity, seed) -> the sample's problem, or None (a sample not indexed is skipped)."""
         samples = self.table("samples")
+        stored = {(r["cell_key"], r["prompt_sha"], r["seed"]): r["problem"] for r in self._stored(
+            conn, "SELECT cell_key, prompt_sha, seed, problem FROM samples WHERE cell_key = ?", (k[0] for k in flags))}
         for key, problem in flags.items():
-            try:
-                samples.update(key, {"problem": None if problem is None else redact(problem)})
-            except sqlite_utils.db.NotFoundError:
-                continue
+            wanted = None if problem is None else redact(problem)
+            if key in stored and stored[key] != wanted:  # most samples are as they were: no write for them
+                samples.update(key, {"problem": wanted})
 
     def write_scores(self, conn: sqlite3.Connection, rows: list[ScoreRow], force: bool = False) -> None:
         """Upsert scores; other versions of the same (sample, metric) are replaced.

@@ -167,6 +167,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
     prompts = {(r["anchor_cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
     prompts |= {(r["cell_key"], r["split"]): _prompt_overrides(r) for r in runs}
     views = []
+    memo: dict[Any, Any] = {}  # the anchors' side of every comparison, read once (assess.stats.compare_cell)
     for (cell_key, split), cell in sorted(scope.cells.items()):
         rows = index.query("SELECT status, height, width, overrides FROM cells WHERE cell_key = ? AND split = ?",
                            (cell_key, split))
@@ -188,7 +189,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
         if not view.is_anchor:
             anchor = scope.cells.get((cell.anchor_cell_key, split))
             view.comparison = compare_cell(index, cell_key, view.anchor_cell_key, split, cell.keys,
-                                           anchor.keys if anchor else None)
+                                           anchor.keys if anchor else None, memo)
         views.append(view)
     views.sort(key=_rank)
     views = merge_same_work(index, views)
@@ -358,11 +359,13 @@ def interval_bars(view: CellView, metric: str, x: float, y: float) -> tuple[Any,
 
 
 LABEL_OFFSETS = [(6, 4), (6, -14), (-18, 4), (-18, -14), (6, 16), (6, -26), (-18, 16), (-18, -26)]  # points
+MAX_LABELLED = 200  # points the plot marks each; above it, the frontier's and the anchors' alone (the table has all)
 
 
 def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[str, str]]]:
     """The plot (a matplotlib Figure, or why it cannot be drawn) with each point marked by its row's short mark
-    (A, 1, 2, ...; the legend maps marks to cells), labels placed so that none overlaps another."""
+    (A, 1, 2, ...; the legend maps marks to cells), labels placed so that none overlaps another; above MAX_LABELLED
+    points, only the Pareto frontier's and the anchors' are marked."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -377,13 +380,20 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     fig = Figure(figsize=(8, 5.5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.subplots()
+    for anchor, marker, size, colour in ((True, "*", 220, "tab:red"), (False, "o", 50, "tab:blue")):
+        mine = [(x, y) for view, x, y in pts if view.is_anchor == anchor]  # one call per kind: 5,000 cells are one
+        if mine:
+            ax.scatter([x for x, _ in mine], [y for _, y in mine], marker=marker, s=size, c=colour, zorder=3)
+    bars: dict[tuple[bool, bool], list[tuple[float, float, Any, Any]]] = defaultdict(list)
     for view, x, y in pts:
-        marker, size, colour = ("*", 220, "tab:red") if view.is_anchor else ("o", 50, "tab:blue")
-        ax.scatter([x], [y], marker=marker, s=size, c=colour, zorder=3)
         xerr, yerr = interval_bars(view, metric, x, y)
         if xerr is not None or yerr is not None:
-            ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="none", ecolor="tab:blue", alpha=0.5, elinewidth=1,
-                        capsize=2, zorder=2)
+            bars[(xerr is not None, yerr is not None)].append((x, y, xerr, yerr))
+    for (has_x, has_y), group in bars.items():  # one errorbar call per kind of interval
+        ax.errorbar([g[0] for g in group], [g[1] for g in group],
+                    xerr=[[g[2][0][0] for g in group], [g[2][1][0] for g in group]] if has_x else None,
+                    yerr=[[g[3][0][0] for g in group], [g[3][1][0] for g in group]] if has_y else None,
+                    fmt="none", ecolor="tab:blue", alpha=0.5, elinewidth=1, capsize=2, zorder=2)
     front = speed_axis.frontier([(x, y) for _, x, y in pts], spec.direction == "higher")
     ax.step([pts[i][1] for i in front], [pts[i][2] for i in front], where="post", color="tab:green", lw=1.5,
             label="Pareto frontier", zorder=2)
@@ -393,43 +403,22 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
     ax.set_title(f"speed vs {metric}")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
+    if len(pts) > MAX_LABELLED:  # thousands of cells: their labels would hide the plot; the frontier and anchors
+        shown = set(front) | {i for i, (v, _, _) in enumerate(pts) if v.is_anchor}
+        ax.set_title(f"speed vs {metric}: {len(pts)} cells, the Pareto frontier's and the anchors' marked")
+    else:
+        shown = set(range(len(pts)))
     fig.tight_layout()
-    place_labels(ax, [(v.mark, x, y) for v, x, y in pts])
+    place_labels(ax, [(v.mark, x, y) for i, (v, x, y) in enumerate(pts) if i in shown])
     return fig, [{"mark": v.mark, "label": _row_label(v), "cell_key": v.cell_key} for v, _, _ in pts]
 
 
 def place_labels(ax: Any, marks: list[tuple[str, float, float]]) -> None:
     """Annotate the points with their marks, each label at the first offset where it overlaps no other label;
-    a label that finds no free offset joins the nearest point's ("2,5"), and the placing starts again."""
-    import math
+    a label that finds no free offset joins the nearest point's ("2,5") (assess.labels)."""
+    from assess.labels import place
 
-    renderer = ax.figure.canvas.get_renderer()
-    shown = ax.transData.transform([(x, y) for _, x, y in marks])
-    groups = [[i] for i in range(len(marks))]
-    while True:
-        placed: list[Any] = []
-        stuck = next((g for g in groups if not _place(ax, renderer, marks, g, placed)), None)
-        if stuck is None:
-            return
-        for label in placed:
-            label.remove()
-        others = [h for h in groups if h is not stuck]
-        nearest = min(others, key=lambda h: min(math.dist(shown[i], shown[j]) for i in stuck for j in h))
-        groups = [h + stuck if h is nearest else h for h in others]
-
-
-def _place(ax: Any, renderer: Any, marks: list[tuple[str, float, float]], group: list[int], placed: list[Any]
-           ) -> bool:
-    _, x, y = marks[group[0]]
-    for dx, dy in LABEL_OFFSETS:
-        label = ax.annotate(",".join(marks[i][0] for i in group), (x, y), textcoords="offset points", xytext=(dx, dy),
-                            fontsize=9, weight="bold")
-        box = label.get_window_extent(renderer)
-        if not any(box.overlaps(other.get_window_extent(renderer)) for other in placed):
-            placed.append(label)
-            return True
-        label.remove()
-    return False
+    place(ax, marks, LABEL_OFFSETS, {"fontsize": 9, "weight": "bold"})
 
 
 def pareto_plot(views: list[CellView], metric: str, path: Path) -> tuple[str | None, list[dict[str, str]]]:
@@ -556,12 +545,17 @@ def cell_sheet(index: Index, columns: list[CellView], out: Path) -> Sheet:
 # -- failures -------------------------------------------------------------------------------
 
 
-def failure_rows(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
+def failure_rows(runs: list[dict[str, Any]], out: Path, unchanged: set[str] | frozenset[str] = frozenset()
+                 ) -> list[dict[str, Any]]:
+    """The failed runs, and the runs that failed or crashed since they were indexed: each run not indexed as failed
+    is read again, but a finished one whose folder is as it was indexed (`unchanged`: Index.unchanged_runs)."""
     from assess.status import run_status
 
     now = datetime.now(timezone.utc)
     rows = []
     for run in sorted(runs, key=lambda r: r["path"]):
+        if run["status"] == CellState.DONE and run["path"] in unchanged:
+            continue  # finished as the index has it: one terminal record, and its folder unchanged since
         if run["status"] == CellState.FAILED:
             record = Path(run["failed_record"])
             try:
@@ -723,7 +717,7 @@ def _write_report(index: Index, staging: Path, out_dir: Path, sweep_paths: list[
     if notes is not None:
         notes += [f"{n['mark']} {n['label']}: {n['note']}" for n in notes_rows]
     pareto_problem, legend = pareto_plot(views, metric, staging / "pareto.png")
-    failures = failure_rows(runs, out_dir)
+    failures = failure_rows(runs, out_dir, index.unchanged_runs([r["path"] for r in runs]))
     if problems is not None:
         problems += [f"{f['record_abs']}: {f['message']}" for f in failures if f["state"] == "unreadable"]
     columns, hidden = shown_columns(views)

@@ -13,6 +13,8 @@ missing and the anchor image cache.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import shlex
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -28,7 +30,9 @@ from assess.metrics.speed import run_gpu_s
 from assess.parity import parity_rows, stored_parity
 from assess.setscore import score_sets
 from render.rundir.untrusted import contained
-from render.rundir import CellState, ExistingSample, RunDir, RunDirError, SampleRecord, load_run, load_runs, verify
+from render.rundir import (CellState, ExistingSample, RunDir, RunDirError, SampleRecord, iter_run_dirs, load_run,
+                           read_run_record, verify)
+from render.rundir.walk import content_stamp, run_dirs_under, twin_dirs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -439,9 +443,84 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
                                if r.outcome.unavailable_reason is not None)
 
 
+Progress = Callable[[int, int], None]  # (run folders done, run folders in all)
+
+# What a scoring of a run leaves, by version: a change to it voids every recorded stamp (assess.index run_files).
+SCORE_PLAN_VERSION = 1
+
+
+def plan_digest(metrics: list[SampleMetric]) -> str:
+    """The identity of what a scoring computes for a run: each sample metric's name, version and configuration."""
+    plan = [SCORE_PLAN_VERSION, sorted((m.spec.name, m.spec.version, m.config) for m in metrics)]
+    return hashlib.blake2b(json_dumps(plan).encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class _Found:
+    """The run folders a scoring looks at: those to read (with their stamps), those already indexed as they are."""
+
+    stamps: dict[Path, str] = field(default_factory=dict)  # every folder seen -> its content stamp
+    changed: list[Path] = field(default_factory=list)
+    cells: set[tuple[str, str, str]] = field(default_factory=set)  # (cell key, split, anchor key) of non-anchor runs
+    anchor_dirs: set[Path] = field(default_factory=set)
+
+
+def _skip_or_read(index: Index, folders: Sequence[Path], found: _Found, plan: str, force: bool,
+                  summary: ScoreSummary) -> None:
+    """Stamp each new folder; one whose stamp, plan and completeness the index recorded is counted as scored from
+    its `run_files` row (its samples are not read), the others are queued to be read."""
+    new = [f for f in folders if f not in found.stamps]
+    found.stamps.update((f, content_stamp(f)) for f in new)
+    stored = {} if force else index.run_files([str(f) for f in new])
+    for folder in new:
+        row = stored.get(str(folder))
+        if row is None or row["stamp"] != found.stamps[folder] or row["plan"] != plan or not row["complete"]:
+            found.changed.append(folder)
+            continue
+        summary.runs += 1
+        summary.samples += row["n_samples"]
+        summary.current += row["n_scores"]
+        summary.problems += json.loads(row["problems"] or "[]")
+        if not row["is_anchor"]:
+            found.cells.add((row["cell_key"], row["split"], row["anchor_cell_key"]))
+        if row["anchor_dir"]:
+            found.anchor_dirs.add(Path(row["anchor_dir"]))
+
+
+def _heads(folders: Sequence[Path], failed: list[str]) -> list[RunDir]:
+    """The folders' run.json alone (no sample read), as RunDirs without samples: enough to order them."""
+    heads = []
+    for folder in folders:
+        try:
+            heads.append(RunDir(folder, read_run_record(folder), [], None))
+        except (RunDirError, OSError, ValueError) as error:
+            failed.append(f"{folder}: {type(error).__name__}: {error}")
+    return heads
+
+
+def _plan_runs(index: Index, paths: Sequence[Path], plan: str, force: bool, summary: ScoreSummary) -> tuple[
+        list[RunDir], _Found]:
+    """What to read, in order (anchors first, then the cells, parallel cells after their width-1 twins), with the
+    anchor runs the runs' run.json name and the parallel runs' twins (render.rundir.walk.load_runs' with_anchors);
+    the runs whose stamp is recorded are counted in `summary` and not read."""
+    found = _Found()
+    _skip_or_read(index, paths, found, plan, force, summary)
+    heads = _heads(found.changed, summary.failed)
+    found.anchor_dirs |= {h.anchor_dir for h in heads if not h.is_anchor and h.anchor_dir is not None}
+    anchors = [p.resolve() for folder in sorted(found.anchor_dirs) if folder.is_dir() for p in iter_run_dirs(folder)]
+    more = len(found.changed)
+    _skip_or_read(index, anchors, found, plan, force, summary)
+    heads += _heads(found.changed[more:], summary.failed)
+    more = len(found.changed)
+    _skip_or_read(index, twin_dirs(heads), found, plan, force, summary)
+    heads += _heads(found.changed[more:], summary.failed)
+    found.cells |= {(h.cell_key, h.split, h.anchor_cell_key) for h in heads if not h.is_anchor}
+    return sorted(heads, key=lambda h: (not h.is_anchor, h.twin_key is not None, str(h.path))), found
+
+
 def score(paths: Sequence[Path | str], index_path: Path | str | None = None, metrics: list[str] | None = None,
           clip_model: str | None = None, force: bool = False, log: Log | None = None,
-          metric_models: dict[str, str] | None = None) -> ScoreSummary:
+          metric_models: dict[str, str] | None = None, progress: Progress | None = None) -> ScoreSummary:
     """Score every run directory under `paths` (runs, sweeps, or any folder holding them; an output root
     with the run folders it registered elsewhere).
 
@@ -449,27 +528,57 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     are scored with them. A path that is not a run directory, or a sweep without runs, raises before
     the index is opened. A run that cannot be read or indexed is named in `summary.failed` and the
     others are scored all the same.
+
+    What is already indexed is not read again: a run folder whose content stamp (render.rundir.walk.content_stamp),
+    metrics and complete scores the index recorded when it last scored it is counted from that record. The others
+    are read, indexed and scored one at a time (anchors first), so memory holds one run's samples, not the root's.
+    `progress` is told (done, total) run folders as it goes.
     """
-    failed: list[str] = []
-    runs = load_runs(paths, with_anchors=True, problems=failed)
+    folders = list(dict.fromkeys(p for path in paths for p in run_dirs_under(path)))
     sample_metrics, set_metrics = build_metrics(metrics, clip_model, metric_models)
-    summary = ScoreSummary(failed=failed)
-    summary.problems = [p for r in runs for p in r.problems]
-    ordered = sorted(runs, key=lambda r: (not r.is_anchor, str(r.path)))
+    summary = ScoreSummary()
+    plan = plan_digest(sample_metrics)
     with Index.open(index_path) as index:
         index.sync_metric_catalogue()
-        indexed = [run for run in ordered if _guarded(summary, run, functools.partial(ingest_run, index, run), index)]
-        cache = ImageCache()
-        for run in indexed:
-            if log:
-                log(f"scoring {run.path} ({len(run.samples)} samples)")
-            if _guarded(summary, run, functools.partial(score_run, index, run, sample_metrics, summary, force=force,
-                                                        cache=cache), index):
-                summary.runs += 1
-                summary.samples += len(run.samples)
+        heads, found = _plan_runs(index, folders, plan, force, summary)
+        total, cache = len(found.stamps), ImageCache()
+        for done, head in enumerate(heads, start=total - len(heads) + 1):
+            _score_one(index, head.path, found.stamps[head.path], plan, sample_metrics, summary, force, cache, log)
+            if progress:
+                progress(done, total)
+        if progress and not heads:
+            progress(total, total)
         if set_metrics:
-            score_sets(index, ordered, set_metrics, summary, read=read_image, force=force)
+            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force)
     return summary
+
+
+def _score_one(index: Index, folder: Path, stamp: str, plan: str, metrics: list[SampleMetric],
+               summary: ScoreSummary, force: bool, cache: ImageCache, log: Log | None) -> None:
+    """Read one run folder, index it, score it, and record its stamp with what the scoring left."""
+    try:
+        run = load_run(folder)
+    except (RunDirError, OSError, ValueError) as error:
+        summary.failed.append(f"{folder}: {type(error).__name__}: {error}")
+        return
+    summary.problems += run.problems
+    if not _guarded(summary, run, functools.partial(ingest_run, index, run), index):
+        return
+    if log:
+        log(f"scoring {run.path} ({len(run.samples)} samples)")
+    before = (summary.written + summary.current, sum(summary.unavailable.values()), len(summary.flagged))
+    if not _guarded(summary, run, functools.partial(score_run, index, run, metrics, summary, force=force, cache=cache),
+                    index):
+        return
+    summary.runs += 1
+    summary.samples += len(run.samples)
+    complete = (sum(summary.unavailable.values()), len(summary.flagged)) == before[1:]
+    anchor_dir = run.anchor_dir if not run.is_anchor else None
+    with index.write() as conn:
+        index.record_run_file(conn, {
+            "path": str(run.path), "stamp": stamp, "plan": plan, "complete": int(complete),
+            "n_samples": len(run.samples), "n_scores": summary.written + summary.current - before[0],
+            "anchor_dir": str(anchor_dir) if anchor_dir else None})
 
 
 def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None], index: Index | None = None) -> bool:

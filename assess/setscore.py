@@ -8,13 +8,12 @@ sample size and a digest of the pairs, so a set that gained samples is scored ag
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assess.index import Index
 from assess.metrics import SetMetric
-from render.rundir import RunDir
 from render.rundir.untrusted import contained
 
 if TYPE_CHECKING:
@@ -62,11 +61,11 @@ def _images(pairs: list[tuple[dict[str, Any], dict[str, Any]]], read: ReadImage)
     return images, references, unreadable
 
 
-def score_sets(index: Index, runs: list[RunDir], metrics: list[SetMetric], summary: ScoreSummary, read: ReadImage,
-               force: bool = False) -> None:
-    """Score every set metric of every (cell, split) the runs hold, against the cell's anchor."""
-    cells = sorted({(r.cell_key, r.split, r.anchor_cell_key) for r in runs if not r.is_anchor})
-    for cell_key, split, anchor_key in cells:
+def score_sets(index: Index, cells: Iterable[tuple[str, str, str]], metrics: list[SetMetric], summary: ScoreSummary,
+               read: ReadImage, force: bool = False) -> None:
+    """Score every set metric of every (cell key, split, anchor cell key) of the runs scored (not the anchors'),
+    against the cell's anchor."""
+    for cell_key, split, anchor_key in sorted(set(cells)):
         pairs = paired_samples(index, cell_key, anchor_key, split)
         digest = pairs_digest(pairs)
         loaded: tuple[list[Any], list[Any], int] | None = None

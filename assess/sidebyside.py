@@ -155,12 +155,19 @@ def same_work(index: Any, cell_keys: Sequence[str], split: str) -> dict[str, str
     rows = index.query(f"SELECT cell_key, prompt_sha, seed, sha256 FROM samples WHERE split = ? AND sha256 IS NOT NULL "
                        f"AND cell_key IN ({marks})", (split, *cell_keys))
     images: dict[str, dict[tuple[str, int], str]] = {}
+    holders: dict[tuple[str, int, str], list[int]] = {}  # (sample, image digest) -> the cells holding it, in order
+    position = {key: i for i, key in enumerate(cell_keys)}
     for r in rows:
         images.setdefault(r["cell_key"], {})[(r["prompt_sha"], r["seed"])] = r["sha256"]
+        holders.setdefault((r["prompt_sha"], r["seed"], r["sha256"]), []).append(position[r["cell_key"]])
     out: dict[str, str] = {}
     for i, key in enumerate(cell_keys):
         mine = images.get(key, {})
-        for earlier in cell_keys[:i]:
+        # only a cell holding one of these very images can reproduce them all: no pass over every earlier cell
+        # (5,000 cells were 12 million comparisons)
+        candidates = sorted({j for (prompt, seed), digest in mine.items() for j in holders[(prompt, seed, digest)]
+                             if j < i})
+        for earlier in (cell_keys[j] for j in candidates):
             theirs = images.get(earlier, {})
             shared = mine.keys() & theirs.keys()
             if earlier not in out and shared and all(mine[k] == theirs[k] for k in shared):

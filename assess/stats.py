@@ -22,6 +22,7 @@ Pareto front (`pareto_front`).
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import warnings
@@ -138,11 +139,41 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
     if a.size < 2 or c.size < 2:
         return Estimate(value, None, None, int(min(a.size, c.size)), note="fewer than 2 warm samples: no interval")
 
-    def ratio(x: Any, y: Any, axis: int = -1) -> Any:
-        return np.median(x, axis=axis) / np.median(y, axis=axis)
-
-    low, high = bootstrap((a, c), ratio, method="percentile", seed=seed)
+    low, high = median_ratio_interval(a, c, seed)
     return Estimate(value, low, high, int(min(a.size, c.size)))
+
+
+def median_ratio_interval(a: Any, c: Any, seed: int = SEED) -> tuple[float | None, float | None]:
+    """The 95 % two-sample percentile bootstrap interval of median(a) / median(c): scipy.stats.bootstrap's own steps
+    (one batch of N_RESAMPLES, `a` resampled first from the seeded generator, then `c`; scipy.stats.quantile of the
+    ratios), with `a`'s resampled medians and the generator's state after them kept per (a, seed). A report compares
+    every cell with one anchor: the anchor's 2,000 resampled medians are drawn once, not once per cell (tests pin the
+    values to scipy.stats.bootstrap's)."""
+    import numpy as np
+    from scipy import stats
+
+    medians, state = _anchor_medians(a.tobytes(), a.size, seed)
+    rng = np.random.default_rng(seed)
+    rng.bit_generator.state = state
+    cell = np.median(c[rng.integers(0, c.size, (N_RESAMPLES, c.size), dtype="int64")], axis=-1)
+    ratios = medians / cell
+    alpha = (1 - CONFIDENCE) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        ci = stats.quantile(ratios, np.stack((np.asarray(alpha), 1 - np.asarray(alpha)), axis=-1), axis=-1)
+    low, high = float(ci[0]), float(ci[1])
+    return (None, None) if math.isnan(low) or math.isnan(high) else (low, high)
+
+
+@functools.lru_cache(maxsize=64)
+def _anchor_medians(data: bytes, size: int, seed: int) -> tuple[Any, Mapping[str, Any]]:
+    """The N_RESAMPLES medians of `data` (float64) resampled by a generator seeded `seed`, and its state after."""
+    import numpy as np
+
+    a = np.frombuffer(data, dtype=float, count=size)
+    rng = np.random.default_rng(seed)
+    medians = np.median(a[rng.integers(0, size, (N_RESAMPLES, size), dtype="int64")], axis=-1)
+    return medians, rng.bit_generator.state
 
 
 @dataclass(frozen=True)
@@ -434,14 +465,16 @@ def quality_deltas(index: Any, cell_key: str, anchor_cell_key: str, split: str, 
 
 
 def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
-                 keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None
-                 ) -> CellComparison:
+                 keys: set[tuple[str, int]] | None = None, anchor_keys: set[tuple[str, int]] | None = None,
+                 memo: dict[Any, Any] | None = None) -> CellComparison:
     """Every statistic of one cell against its anchor, from the index; keys (and anchor_keys) limit each side
-    to the (text identity, seed) pairs of a report's scope (assess.scope)."""
+    to the (text identity, seed) pairs of a report's scope (assess.scope). `memo` (one dict for the cells of one
+    report) keeps what the anchor side reads, read once for all the cells compared with it."""
     from assess.metrics import SPECS
 
     cell = _sample_values(index, cell_key, split, keys)
-    anchor = _sample_values(index, anchor_cell_key, split, anchor_keys)
+    anchor = _remembered(memo, ("values", anchor_cell_key, split, anchor_keys),
+                         lambda: _sample_values(index, anchor_cell_key, split, anchor_keys))
     metrics: dict[str, Estimate] = {}
     kinds: dict[str, str] = {}
     for name, values in cell.items():
@@ -457,17 +490,31 @@ def compare_cell(index: Any, cell_key: str, anchor_cell_key: str, split: str,
             kind = "delta"
         if estimate is not None:
             metrics[name], kinds[name] = estimate, kind
-    render = render_speedup(index, cell_key, anchor_cell_key, split, keys, anchor_keys)
+    render = render_speedup(index, cell_key, anchor_cell_key, split, keys, anchor_keys, memo)
     speed, timed = speed_against(index, cell_key, anchor_cell_key, render)
     return CellComparison(cell_key, anchor_cell_key, metrics, kinds, speed, render, timed)
 
 
+def _remembered(memo: dict[Any, Any] | None, key: tuple[Any, ...], read: Any) -> Any:
+    if memo is None:
+        return read()
+    key = tuple(frozenset(k) if isinstance(k, set) else k for k in key)
+    if key not in memo:
+        memo[key] = read()
+    return memo[key]
+
+
 def render_speedup(index: Any, cell_key: str, against: str, split: str, keys: set[tuple[str, int]] | None = None,
-                   against_keys: set[tuple[str, int]] | None = None) -> Estimate | None:
+                   against_keys: set[tuple[str, int]] | None = None, memo: dict[Any, Any] | None = None
+                   ) -> Estimate | None:
     """The speed-up of a cell over another from their render-time warm latencies (`paired_speedup`: each per its
-    job's reference workload when recorded, the interval widened by the reference's drift)."""
-    return paired_speedup(_warm_rows(index, against, split, against_keys), _warm_rows(index, cell_key, split, keys),
-                          reference_drift(index, against) or 0.0, reference_drift(index, cell_key) or 0.0)
+    job's reference workload when recorded, the interval widened by the reference's drift); `memo`: as
+    compare_cell's, for the side it is measured against."""
+    theirs = _remembered(memo, ("warm", against, split, against_keys), lambda: _warm_rows(index, against, split,
+                                                                                          against_keys))
+    drift = _remembered(memo, ("drift", against), lambda: reference_drift(index, against))
+    return paired_speedup(theirs, _warm_rows(index, cell_key, split, keys), drift or 0.0,
+                          reference_drift(index, cell_key) or 0.0)
 
 
 def speed_against(index: Any, cell_key: str, against: str, render: Estimate | None) -> tuple[Estimate | None, str | None]:

@@ -1,22 +1,26 @@
-"""`assess score` and `assess status` of an output root with many run folders (issue 29: 5,000 in under a
-minute each on the 2-core machine).
+"""`assess score`, `status` and `report` of an output root with many run folders (issue 45 item 1: 5,000 runs /
+100,000 samples scored from nothing in at most 60 s on the 2-core machine, rescored with nothing new in at most 5 s,
+status and report in at most 10 s each; docs/quality.md has the figures).
 
-    python benchmarks/scale.py [--runs 5000] [--samples 2] [--anchor-samples 200] [--keep DIR]
+    python benchmarks/scale.py [--runs 5000] [--samples 20] [--anchor-samples 200] [--no-report] [--keep DIR]
 
 Builds an output root through the contract module (render.rundir): one anchor with `anchor-samples` prompts and
-`runs - 1` cells in sweeps of 100, each cell `samples` finished 16x16 samples of some of the anchor's prompts, then times, each in its own process as a user runs them:
-`assess score <root> --metrics psnr -q` (a first score, then a second with everything current) and
-`assess status <root>`. Prints one line per figure.
+`runs - 1` cells in sweeps of 100, each cell `samples` finished 16x16 samples of some of the anchor's prompts. Then
+times, each in its own process as a user runs them, with its peak memory: `assess score <root> --metrics psnr -q`
+from nothing, again with nothing new, again after 1 % new run folders were added (a sweep of their own), then
+`assess status <root>` and `assess report <root>`. Prints one line per figure and a row for docs/quality.md's table.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -83,34 +87,85 @@ def build(root: Path, runs: int, samples: int, anchor_samples: int = 200) -> Non
         write_run(sweep / f"{n % 100}_steps={n + 1}", _cell(n + 1), root, numbers, is_anchor=False)
 
 
-def timed(*args: str) -> tuple[float, subprocess.CompletedProcess]:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "assess", *args], capture_output=True, text=True)
-    return time.perf_counter() - start, done
+def add_new(root: Path, runs: int, samples: int, anchor_samples: int) -> None:
+    """`runs` more cells in a sweep of their own (a rung added to the root), numbered after every cell there is."""
+    sweep = root / "multirun" / "sweep-new"
+    sweep.mkdir(parents=True)
+    (sweep / rundir.MULTIRUN_YAML).write_text("hydra: {}\n")
+    first = 1_000_000  # steps no built cell has
+    for n in range(runs):
+        numbers = sorted({(n * samples + i) % anchor_samples for i in range(samples)})
+        write_run(sweep / f"{n}_steps={first + n}", _cell(first + n), root, numbers, is_anchor=False)
 
 
-def main() -> None:
+@dataclass
+class Figure:
+    label: str
+    seconds: float
+    peak_mb: float  # the process's peak resident memory
+    exit: int
+    said: str  # its first line (score's summary), or its line count
+
+
+def timed(label: str, *args: str) -> Figure:
+    """`python -m assess ARGS` in a process of its own, as a user runs it: wall time and peak memory (wait4)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "assess", *args], stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text, error = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    said = text.strip().splitlines()[0] if text.strip() and args[0] == "score" else f"{len(text.splitlines())} lines"
+    if process.returncode:
+        said += f"; stderr: {error.strip()[-300:]}"
+    return Figure(label, seconds, usage.ru_maxrss / 1024, process.returncode, said)
+
+
+def measure(root: Path, runs: int, samples: int, anchor_samples: int, report: bool = True) -> list[Figure]:
+    """Each figure, printed as soon as it is measured (a long run shows what it has so far)."""
+    db = root / "index.db"
+    score = ("score", str(root), "--db", str(db), "--metrics", "psnr", "-q")
+    figures: list[Figure] = []
+
+    def add(figure: Figure) -> None:
+        figures.append(figure)
+        print(f"assess {figure.label} of {runs} run folders: {figure.seconds:.1f} s, peak {figure.peak_mb:.0f} MB "
+              f"(exit {figure.exit}) {figure.said}", flush=True)
+
+    add(timed("score (first)", *score))
+    add(timed("score (nothing new)", *score))
+    add_new(root, max(runs // 100, 1), samples, anchor_samples)
+    add(timed("score (1 % new)", *score))
+    add(timed("status", "status", str(root), "--db", str(db)))
+    if report:
+        with tempfile.TemporaryDirectory() as out:
+            add(timed("report", "report", str(root), "--db", str(db), "--out", str(Path(out) / "report")))
+    return figures
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5000)
-    parser.add_argument("--samples", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--anchor-samples", type=int, default=200)
+    parser.add_argument("--no-report", action="store_true", help="leave the report out (its figure and contact sheets)")
     parser.add_argument("--keep", type=Path, default=None, help="build (or reuse) the output root here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         root = (args.keep or Path(scratch)) / "outputs"
-        if not root.exists():
-            start = time.perf_counter()
-            build(root, args.runs, args.samples, args.anchor_samples)
-            print(f"built {args.runs} run folders ({args.samples} samples each, the anchor {args.anchor_samples}) "
-                  f"in {time.perf_counter() - start:.1f} s")
-        db = root / "index.db"
-        for label in ("score (first)", "score (all current)"):
-            seconds, done = timed("score", str(root), "--db", str(db), "--metrics", "psnr", "-q")
-            print(f"assess {label} of {args.runs} run folders: {seconds:.1f} s (exit {done.returncode}) "
-                  f"{done.stdout.strip().splitlines()[0] if done.stdout.strip() else done.stderr.strip()[-300:]}")
-        seconds, done = timed("status", str(root))
-        print(f"assess status of {args.runs} run folders: {seconds:.1f} s (exit {done.returncode}, "
-              f"{len(done.stdout.splitlines())} lines)")
+        if root.exists():
+            raise SystemExit(f"{root} exists: the benchmark adds 1 % new runs to the root it builds; give a new --keep")
+        start = time.perf_counter()
+        build(root, args.runs, args.samples, args.anchor_samples)
+        print(f"built {args.runs} run folders ({args.samples} samples each, the anchor {args.anchor_samples}) "
+              f"in {time.perf_counter() - start:.1f} s", flush=True)
+        figures = measure(root, args.runs, args.samples, args.anchor_samples, report=not args.no_report)
+        cells = " | ".join(f"{f.seconds:.1f} s" for f in figures)
+        print(f"| {args.runs:,} | {(args.runs - 1) * args.samples + args.anchor_samples:,} | {cells} | "
+              f"{max(f.peak_mb for f in figures):.0f} MB |")
 
 
 if __name__ == "__main__":

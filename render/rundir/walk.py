@@ -7,6 +7,7 @@ output root knows every folder written for it: skip-if-done, the budget and the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError
-from render.rundir.files import IMAGES, RUN_JSON, STATE_DIR, append_record, now_iso
+from render.rundir.files import DONE, FAILED, IMAGES, RUN_JSON, SAMPLES, STATE_DIR, append_record, now_iso
 from render.rundir.records import RunDir, is_sweep_folder, load_run
+from render.rundir.timings import TIMINGS
 
 log = logging.getLogger("render")
 REGISTRY = "runs.jsonl"
@@ -32,6 +34,28 @@ def iter_run_dirs(root: Path) -> Iterator[Path]:
             yield Path(dirpath)
             continue
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+
+
+# What a run folder's content is read from: its records, its sample records, its terminal record, its side-by-side
+# timings, and the images folder (whose own stat changes when an image is added, removed or renamed into place).
+STAMPED = (RUN_JSON, SAMPLES, DONE, FAILED, TIMINGS, IMAGES)
+
+
+def content_stamp(run_dir: Path) -> str:
+    """The identity of what a run folder holds, from stat(2) alone (no file is read): a digest of each contract
+    file's size, inode, mtime and ctime, or its absence. Any write, append, replacement or removal changes it, even
+    one whose mtime was set back (no user call sets a file's ctime), so an unchanged stamp means the folder is as it
+    was when it was last indexed (assess.score skips it without reading its samples). A copy of the folder has
+    another stamp (and is read again): the stamp errs towards reading."""
+    parts = []
+    for name in STAMPED:
+        try:
+            st = os.stat(run_dir / name)
+        except FileNotFoundError:
+            parts.append(f"{name}:-")
+            continue
+        parts.append(f"{name}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+    return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
 
 
 def registry_path(out_root: Path) -> Path:

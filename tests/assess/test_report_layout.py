@@ -30,6 +30,20 @@ def test_pareto_labels_do_not_overlap_when_cells_sit_close_together() -> None:
     assert all(len(t.get_text()) < 40 for t in labels)  # short marks, not the override lines
 
 
+def test_a_plot_of_thousands_of_cells_marks_its_frontier_and_anchor_only() -> None:
+    """Past MAX_LABELLED points every label would merge into one that hides the plot (and placing them grew with the
+    square of the points): the frontier and the anchor are marked, the legend still maps every mark."""
+    from assess import report
+
+    views = [_view(0, 10.0, 1.0, anchor=True)]
+    views += [_view(i, 20.0 + (i * 7919 % 1000) / 100, 0.9 + (i * 104729 % 1000) / 10_000)
+              for i in range(1, report.MAX_LABELLED + 50)]
+    fig, legend = pareto_figure(views, "ssim")
+    shown = {m for t in fig.axes[0].texts for m in t.get_text().split(",")}
+    assert "A" in shown and 1 < len(shown) < len(views) // 4
+    assert len(legend) == len(views)
+
+
 def test_every_row_has_the_line_that_renders_its_samples() -> None:
     line = render_line(["model=tiny", "steps=4", "seed=42", "prompts.limit=2", "tag=a b"],
                        ["prompts=smoke", "prompts.limit=2"], {("smoke-000", 42), ("smoke-001", 42)})

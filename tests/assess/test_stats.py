@@ -67,6 +67,29 @@ def test_speedup_interval() -> None:
     assert speedup([], [0.1]) is None
 
 
+def test_the_speedup_interval_is_scipys_two_sample_bootstrap_with_the_anchor_drawn_once() -> None:
+    """assess.stats.median_ratio_interval keeps the anchor's resampled medians across cells (issue 45: a report of
+    5,000 cells drew them 5,000 times); its intervals are scipy.stats.bootstrap's, to the last bit."""
+    import warnings
+
+    from scipy import stats as scipy_stats
+
+    from assess.stats import CONFIDENCE, N_RESAMPLES, SEED, median_ratio_interval
+
+    def ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+    rng = np.random.default_rng(1)
+    anchor = rng.normal(0.2, 0.01, size=150)
+    for cell in (rng.normal(0.05, 0.002, size=19), rng.normal(0.1, 0.01, size=7), np.full(5, 0.1), anchor[:3]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = scipy_stats.bootstrap((anchor, cell), ratio, confidence_level=CONFIDENCE, n_resamples=N_RESAMPLES,
+                                          method="percentile", vectorized=True, rng=np.random.default_rng(SEED))
+        interval = found.confidence_interval
+        assert median_ratio_interval(anchor, cell) == (float(interval.low), float(interval.high))
+
+
 def test_compare_cell_from_the_index(sweep_with_anchor: Path, db: Path) -> None:
     score([sweep_with_anchor], db, metrics=["psnr"])
     steps8 = cell_key_of(make_cell(steps=8))

@@ -1,0 +1,134 @@
+"""Cost that grows with what is new (issue 45 item 1): a rescore with nothing new reads no sample file, a run whose
+content changed is read again whatever its mtime says, and what `status` and `report` ask the index is answered
+through its indexes, never by reading a whole table of samples or scores (benchmarks/scale.py measures the sizes)."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from assess import index as index_module
+from assess.cli import cli
+from assess.index import Index
+from assess.score import score
+from render import rundir
+from tests.conftest import load_benchmark
+
+RUNS = 30  # run folders (one anchor), SAMPLES each
+SAMPLES = 2
+
+
+@pytest.fixture
+def scored(tmp_path: Path) -> tuple[Path, Path]:
+    """An output root built by the benchmark (its run.json name its anchor by its out_root: built in place), scored."""
+    root = tmp_path / "outputs"
+    load_benchmark("scale").build(root, RUNS, SAMPLES, anchor_samples=20)
+    db = tmp_path / "index.db"
+    score([root], db, metrics=["psnr"])
+    return root, db
+
+
+@pytest.fixture
+def sample_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every file opened from here on whose name is a run's samples.jsonl or lies in its images folder."""
+    opened: list[str] = []
+    real = builtins.open
+
+    def counting(file: Any, *args: Any, **kwargs: Any) -> Any:
+        path = Path(os.fsdecode(file)) if isinstance(file, (str, bytes, os.PathLike)) else None
+        if path is not None and (path.name == rundir.SAMPLES or path.parent.name == rundir.IMAGES):
+            opened.append(str(path))
+        return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(io, "open", counting)
+    yield opened
+
+
+def test_a_rescore_with_nothing_new_reads_no_sample_file(scored: tuple[Path, Path], sample_reads: list[str]) -> None:
+    root, db = scored
+    summary = score([root], db, metrics=["psnr"])
+    assert sample_reads == [], f"a rescore with nothing new read {len(sample_reads)} sample file(s): {sample_reads[:3]}"
+    assert (summary.runs, summary.written, summary.current) == (RUNS, 0, (RUNS - 1) * SAMPLES), summary.lines()
+    assert summary.samples == (RUNS - 1) * SAMPLES + 20  # the anchor's too, counted from the index
+
+
+def test_a_run_whose_content_changed_under_the_same_mtime_is_read_again(scored: tuple[Path, Path],
+                                                                          sample_reads: list[str]) -> None:
+    root, db = scored
+    run = next((root / "multirun" / "sweep-000").glob("3_*"))
+    samples = run / rundir.SAMPLES
+    before = samples.stat()
+    samples.write_text(samples.read_text().replace("\"latency_s\": 0.1,", "\"latency_s\": 0.7,"))  # same size, new content
+    os.utime(samples, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert samples.stat().st_mtime_ns == before.st_mtime_ns and samples.stat().st_size == before.st_size
+    sample_reads.clear()
+    score([root], db, metrics=["psnr"])
+    assert sample_reads == [str(samples)], "only the changed run's samples are read again (its scores are current)"
+    with Index.open(db) as index:
+        latencies = {r["latency_s"] for r in index.query("SELECT latency_s FROM samples WHERE run_path = ?", (str(run),))}
+    assert latencies == {0.7}
+
+
+def test_a_rescore_retries_a_run_left_incomplete(scored: tuple[Path, Path], sample_reads: list[str]) -> None:
+    """A run with an unavailable score (its anchor's sample gone) is scored again on every rescore, unchanged or not:
+    the reason may have gone since."""
+    root, db = scored
+    with Index.open(db) as index, index.write():
+        index.conn.execute("UPDATE run_files SET complete = 0 WHERE path LIKE '%/1_steps=2'")
+    summary = score([root], db, metrics=["psnr"])
+    assert [Path(p).name for p in sample_reads] == [rundir.SAMPLES]
+    assert summary.written == 0 and summary.current == (RUNS - 1) * SAMPLES
+
+
+# Read once per report, not once per cell: the compiled cells' eager twins, matched over every run's configuration.
+ONCE_PER_REPORT = {"SELECT * FROM compile_break_even"}
+BIG_TABLES = ("runs", "samples", "scores", "cell_scores", "cell_summary", "run_files", "parity", "set_scores")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A scored root, and every statement `status` (of the root and of a sweep, plain and --json) and `report` sent
+    the index (the report's imports and figure take most of its time: once per module)."""
+    folder = tmp_path_factory.mktemp("traced")
+    root, db = folder / "outputs", folder / "index.db"
+    load_benchmark("scale").build(root, RUNS, SAMPLES, anchor_samples=20)
+    score([root], db, metrics=["psnr"])
+    statements: list[str] = []
+    connect = index_module.Index._connect.__func__  # type: ignore[attr-defined]
+
+    def tracing(cls: type[Index], path: Path, readonly: bool) -> Index:
+        index = connect(cls, path, readonly)
+        index.conn.set_trace_callback(statements.append)
+        return index
+
+    sweep = root / "multirun" / "sweep-000"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module.Index, "_connect", classmethod(tracing))
+        for args in (["status", str(root), "--json"], ["status", str(sweep)], ["status", str(sweep), "--json"],
+                     ["report", str(root), "--out", str(folder / "report")]):
+            result = CliRunner().invoke(cli, [*args, "--db", str(db)], catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+    return db, statements
+
+
+def test_status_and_report_read_the_index_through_its_indexes(traced: tuple[Path, list[str]]) -> None:
+    db, statements = traced
+    reads = {s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH")) and s not in ONCE_PER_REPORT}
+    assert len(reads) > 20  # the report's reads are traced
+    conn = sqlite3.connect(db)
+    scans = {}
+    for statement in reads:
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {statement}")]
+        whole = [step for step in plan if step.startswith("SCAN") and step.split()[1] in BIG_TABLES]
+        if whole:
+            scans[statement[:160]] = whole
+    assert not scans, f"queries that read a whole table: {scans}"
