@@ -65,7 +65,7 @@ from assess.metrics import SPECS, MetricSpec, Outcome
 from render.metric_specs import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
 from render.rundir import now_iso  # one clock format for every record; assess modules import it from here too
-from render.rundir.redact import redact, redact_data
+from render.rundir.redact import redact
 from render.rundir.identity import sample_text_id
 
 INDEX_ENV = "HYPERGRID_INDEX"
@@ -76,11 +76,6 @@ BUSY_TIMEOUT_S = 120.0
 # An index made before a metric was registered gains its column when opened (`Index.sync_metric_columns`).
 PIVOT_METRICS = tuple(SPECS)
 
-# The columns that hold a run folder's own paths (keys of the index, named by the renderer, whose override names are
-# redacted already: render.schema): written as they are, so that a row still names its folder; every other text is
-# redacted on its way in (Index._insert).
-PATH_COLUMNS = frozenset({"path", "sweep", "failed_record", "run_path", "image", "reused_from", "latest_run", "record",
-                          "anchor_dir"})
 
 # The columns the index's writes give, in list mode (sqlite-utils: the first record names the columns).
 SCORE_COLUMNS = ("cell_key", "prompt_sha", "prompt_id", "seed", "metric", "metric_version", "value",
@@ -779,12 +774,9 @@ class Index:
                 pk: str | tuple[str, ...] | None = None, replace: bool = False) -> None:
         """Write rows through sqlite-utils in list mode (column names once, then value lists: no dict per row),
         as an upsert on pk, or an insert (or replace); alter=False: the schema is the migrations', never the rows'.
-        Runs inside the caller's BEGIN IMMEDIATE transaction (sqlite-utils nests a savepoint in it). The one edge
-        of the index's rows: every text value but a folder's own path (PATH_COLUMNS) has its credentials redacted
-        (render.rundir.redact), whichever message, reason or config carried them."""
-        kept = [c in PATH_COLUMNS for c in columns]
-        records = chain([list(columns)], ([v if keep or not isinstance(v, str) else redact(v) for v, keep in
-                                           zip(row, kept, strict=True)] for row in rows))
+        Runs inside the caller's BEGIN IMMEDIATE transaction (sqlite-utils nests a savepoint in it); its values
+        are redacted on their way in, as every write's (assess.index_table.redacted)."""
+        records = chain([list(columns)], rows)
         if pk is not None:
             self.table(table).upsert_all(records, pk=pk, alter=False, batch_size=WRITE_BATCH)
         else:
@@ -850,12 +842,12 @@ class Index:
     def upsert_timing(self, session: Any) -> None:
         """A side-by-side timing session (render.rundir.timings.TimingSession): its row and its contenders' rows."""
         with self.write():
-            self.table("timing_sessions").upsert(redact_data({
+            self.table("timing_sessions").upsert({
                 "session": session.session, "started_at": session.started_at, "finished_at": session.finished_at,
                 "device": session.device, "device_name": session.device_name, "host": session.host, "pid": session.pid,
                 "rounds": session.rounds, "samples": json_dumps(session.samples), "orders": json_dumps(session.orders),
                 "device_s": session.device_s, "complete": int(session.complete), "purpose": session.purpose,
-                "experiment": session.experiment}), pk="session", alter=False)
+                "experiment": session.experiment}, pk="session", alter=False)
             self.table("timing_cells").upsert_all([{
                 "session": session.session, "cell_key": c.cell_key, "position": i, "run_path": c.run_dir,
                 "latencies": json_dumps(c.latencies), "warmup_calls": c.warmup_calls, "load_s": c.load_s,

@@ -14,6 +14,11 @@ library's own statement with the library's own parameters: a statement is cached
 for a chunk of that shape and its parameters were the chunk's values, in order; any other chunk (a value that needs
 converting, a short row, extracts, conversions, hash ids) goes to the library unchanged.
 tests/assess/test_index_table.py checks both against the library, chunk by chunk.
+
+It is also the one edge of the index's rows: every write (the index's own, the climb's records, the timing
+sessions) goes through `insert_all`, where every text value but a folder's own path (PATH_COLUMNS) has its
+credentials redacted (render.rundir.redact), and nested values (a config, a cell) are redacted before they become
+JSON, whichever message, reason or command carried them.
 """
 
 from __future__ import annotations
@@ -21,9 +26,16 @@ from __future__ import annotations
 import inspect
 from functools import cached_property
 from itertools import chain
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import sqlite_utils
+
+from render.rundir.redact import redact_data
+
+# The columns that hold a run folder's own paths (keys of the index, named by the renderer, whose override names are
+# redacted already: render.schema): written as they are, so that a row still names its folder.
+PATH_COLUMNS = frozenset({"path", "sweep", "failed_record", "run_path", "image", "reused_from", "latest_run", "record",
+                          "anchor_dir"})
 
 # The exact types jsonify_if_needed returns unchanged (a subclass, such as an Enum, takes the library's path).
 PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
@@ -55,6 +67,14 @@ class IndexTable(sqlite_utils.db.Table):
     def columns_dict(self) -> dict[str, Any]:
         return super().columns_dict
 
+    def insert_all(self, records: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        """The library's insert_all (and upsert_all, which calls it) of the records, redacted (module docstring)."""
+        return super().insert_all(redacted(records), *args, **kwargs)
+
+    def update(self, pk_values: Any, updates: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+        """The library's update of one row, its new values redacted (module docstring)."""
+        return super().update(pk_values, next(redacted([updates or {}])), *args, **kwargs)
+
     def build_insert_queries_and_params(self, *args: Any, **kwargs: Any) -> list[tuple[str, list[Any]]]:
         """The library's (sql, parameters) for a chunk; for a list-mode chunk of plain values, its statement cached
         by shape and the values as they are (see the module's docstring)."""
@@ -77,3 +97,24 @@ class IndexTable(sqlite_utils.db.Table):
         if len(built) == 1 and built[0][1] == params:  # one statement of the chunk's values, in order: cacheable
             self._statements[shape] = built[0][0]
         return built
+
+
+def redacted(records: Iterable[Any]) -> Iterator[Any]:
+    """sqlite-utils' records (dicts, or in list mode the column names and then lists of values) with every value
+    but PATH_COLUMNS' redacted; a plain value without credentials stays the same object."""
+    rows = iter(records)
+    first = next(rows, None)
+    if first is None:
+        return
+    if isinstance(first, (list, tuple)):  # list mode: the column names, then value lists in their order
+        keep = [c in PATH_COLUMNS for c in first]
+        yield first
+        for row in rows:
+            yield [v if (i < len(keep) and keep[i]) or isinstance(v, PLAIN_UNREDACTED) else redact_data(v)
+                   for i, v in enumerate(row)]
+        return
+    yield from ({c: v if c in PATH_COLUMNS or isinstance(v, PLAIN_UNREDACTED) else redact_data(v)
+                 for c, v in record.items()} for record in chain([first], rows))
+
+
+PLAIN_UNREDACTED = (int, float, bool, bytes, type(None))  # what holds no text: passed as it is

@@ -320,3 +320,26 @@ def test_environment_variables_are_recorded_only_by_allow_list(monkeypatch: pyte
     assert SECRET not in record and '"0"' in record
     with pytest.raises(ValueError, match="allow-list"):
         provenance.recorded_env("HF_TOKEN")
+
+
+def test_every_write_to_the_index_is_redacted_the_climbs_records_and_updates_too(tmp_path: Path) -> None:
+    """Issue 45 item 2, the principle: one edge for the index's rows (assess.index_table). The climb's generation
+    records (commands, notes, cells, the final's claim), written by the climb's own route, and an update in place keep
+    no credential; a folder's own path is written as it is."""
+    from assess.climb.records import sync_index
+
+    url = f"http://user:{SECRET}@hub.example"
+    generation = {"generation": 1, "created_at": "2026-12-05T00:00:00Z", "state": "decided",
+                  "incumbent": {"cell": {"model": {"id": f"{url}/m"}}, "status": "ok"}, "stop": None,
+                  "note": f"fetched from {url}", "commands": [f"python -m render -m model.id={url}/m steps=4,8"],
+                  "record": str(tmp_path / "g0001.json"),
+                  "proposals": [{"cell": {"hub": url}, "rung": 0, "kind": "start", "reason": f"from {url}"}]}
+    with Index.open(tmp_path / "index.db") as index:
+        sync_index(index, "exp", [generation], {"claimed_at": "now", "incumbent": {"cell": {"id": url}}},
+                   tmp_path / "final.json")
+        with index.write():  # an update of a row in place takes the same edge
+            index.table("generations").update(("exp", 1), {"note": f"amended from {url}"})
+        dump = "\n".join(index.conn.iterdump())
+    assert SECRET not in dump, [line for line in dump.splitlines() if SECRET in line]
+    assert "http://***@hub.example" in dump and "amended from http://***@hub.example" in dump
+    assert str(tmp_path / "g0001.json") in dump  # a record's path, as it is
