@@ -99,6 +99,9 @@ class IndexTable(sqlite_utils.db.Table):
         return built
 
 
+PLAIN_UNREDACTED = (int, float, bool, bytes, type(None))  # what holds no text: passed as it is
+
+
 def redacted(records: Iterable[Any]) -> Iterator[Any]:
     """sqlite-utils' records (dicts, or in list mode the column names and then lists of values) with every value
     but PATH_COLUMNS' redacted; a plain value without credentials stays the same object."""
@@ -116,5 +119,3 @@ def redacted(records: Iterable[Any]) -> Iterator[Any]:
     yield from ({c: v if c in PATH_COLUMNS or isinstance(v, PLAIN_UNREDACTED) else redact_data(v)
                  for c, v in record.items()} for record in chain([first], rows))
 
-
-PLAIN_UNREDACTED = (int, float, bool, bytes, type(None))  # what holds no text: passed as it is

@@ -129,7 +129,7 @@ def render_command(run: RunDir, seeds: list[int]) -> str:
 
 def run_row(run: RunDir) -> dict[str, Any]:
     """The run's `runs` row, from its folder alone (the index redacts the credentials of any URL it records as it
-    writes the row: assess.index.Index._insert)."""
+    writes the row: assess.index_table)."""
     cell, terminal = run.cell, run.terminal
     cache = cell.get("cache")
     model = cell.get("model")

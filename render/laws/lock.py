@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from render.laws.ledger import Ledger
-from render.rundir import STATE_DIR, append_record, contains, host_identity, now_iso, read_lines
+from render.rundir import STATE_DIR, append_to_copies, contains, host_identity, now_iso, read_lines
 
 LOCK_ENV = "HYPERGRID_LOCK"
 LOCK_FILE = "holdout-lock.jsonl"
@@ -54,13 +54,7 @@ def record_use(ledger: Ledger, kind: str, identities: Iterable[str], **data: Any
     line = {"id": secrets.token_hex(8), "kind": kind, "at": now_iso(), "experiment": ledger.name,
             "origin": origin(ledger), "state": str(ledger.state), "out_root": str(ledger.out_root),
             "identities": sorted(set(identities)), **host_identity(), **data}
-    for i, path in enumerate(lock_files(ledger)):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            append_record(path, line)
-        except OSError:
-            if i == 0:
-                raise
+    append_to_copies(lock_files(ledger), [line])
 
 
 def uses(paths: Iterable[Path]) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from render.laws.ledger import EXPERIMENTS, Ledger, ledger_stamp
-from render.rundir import append_record, host_identity, read_lines
+from render.rundir import append_to_copies, host_identity, read_lines
 
 SPEND = "spend.jsonl"
 RESERVATION_ENV = "HYPERGRID_RESERVATION"  # "<experiment>:<reservation id>": a launch's workers share its reservation
@@ -73,21 +73,13 @@ def record_spend(ledger: Ledger, seconds: float, purpose: str, *, rid: str | Non
     line = {"id": secrets.token_hex(8), "t": time.time_ns(), "s": round(float(seconds), 6), "what": purpose,
             "rid": rid, "cell_key": cell_key, "sample": list(sample) if sample else None, **host_identity(),
             **launch_stamp(ledger)}
-    for i, path in enumerate(spend_copies(ledger)):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            append_record(path, line)
-        except OSError:
-            if i == 0:
-                raise
+    append_to_copies(spend_copies(ledger), [line])
 
 
 def record_evidence(ledger: Ledger, costs: dict[tuple[str, str, int], float]) -> int:
     """Samples used as evidence (identity -> the device seconds their rendering record states) that no line of the
     log names yet: one `evidence` line each, appended to every copy at once under the ledger's lock, so every reader
     of the log (the climb, the renderer's admission) counts them, once. Returns how many were recorded."""
-    from render.rundir import append_records
-
     with ledger.lock():
         new = sorted(set(costs) - logged_samples(spend_lines(ledger)))
         stamp = ledger_stamp(ledger)
@@ -97,13 +89,7 @@ def record_evidence(ledger: Ledger, costs: dict[tuple[str, str, int], float]) ->
                  for i in new]
         if not lines:
             return 0
-        for n, path in enumerate(spend_copies(ledger)):
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                append_records(path, lines)
-            except OSError:
-                if n == 0:
-                    raise
+        append_to_copies(spend_copies(ledger), lines)
         return len(lines)
 
 

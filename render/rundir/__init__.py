@@ -16,7 +16,7 @@ all import. Nothing else names its files, parses its records, walks its folders 
 
 from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError, ShortWrite, UnsafeName
 from render.rundir.files import (CONTRACT_VERSION, DONE, FAILED, IMAGES, JOBS_JSON, LOG, MULTIRUN_YAML, RUN_JSON,
-                                 SAMPLES, Appended, FileState, STATE_DIR, SWEEP_JSON, append_record, append_records, atomic_write_bytes, atomic_write_json, create_json,
+                                 SAMPLES, Appended, FileState, STATE_DIR, SWEEP_JSON, append_record, append_records, append_to_copies, atomic_write_bytes, atomic_write_json, create_json,
                                  digest, exclusive, file_digest, file_mode, now_iso, read_lines)
 from render.rundir.identity import (cell_key_of, contains, folder_digest, holdout_identity, model_identity,
                                    sample_text_hash, shared_texts, text_hash, text_identity)
@@ -77,6 +77,7 @@ __all__ = [
     "FileState",
     "append_record",
     "append_records",
+    "append_to_copies",
     "atomic_write_bytes",
     "atomic_write_json",
     "category_of_job_state",

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from render.rundir.errors import ShortWrite
 
@@ -189,6 +189,18 @@ def append_records(path: Path, records: list[dict[str, Any]]) -> Appended:
         return Appended(before, FileState.of(os.fstat(fd)), len(line))
     finally:
         os.close(fd)
+
+
+def append_to_copies(paths: Iterable[Path], records: list[dict[str, Any]]) -> None:
+    """Append `records` to every copy of a log (its folder made): the first copy must take them, a later one that
+    cannot (an out_root that is gone) is skipped."""
+    for i, path in enumerate(paths):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            append_records(path, records)
+        except OSError:
+            if i == 0:
+                raise
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

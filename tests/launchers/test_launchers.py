@@ -162,10 +162,9 @@ REQUEUE = [pytest.param("gpus", 1, 30, 45, marks=[pytest.mark.slow, pytest.mark.
 REQUEUE_STEPS = 300  # about a second a sample on a quiet 2-core machine: the work is never capped below one attempt
 
 
-def widen_the_limit_once_requeued(process: subprocess.Popen, sweep_root: Path, minutes: int = 5) -> str:
+def widen_the_limit_once_requeued(process: subprocess.Popen, sweep_root: Path, minutes: int = 5) -> None:
     """Wait for SLURM to requeue the sweep's one job after its real time limit, then give the next attempt
-    `minutes` (root may raise a limit): the first attempt is the real time-out, the second one finishes. Returns
-    what `scontrol` said of the job when it was requeued."""
+    `minutes` (root may raise a limit): the first attempt is the real time-out, the second one finishes."""
     deadline = time.monotonic() + 300
     while process.poll() is None and time.monotonic() < deadline:
         jobs = list(sweep_root.glob("outputs/multirun/*/*/JOBS.json"))
@@ -176,7 +175,7 @@ def widen_the_limit_once_requeued(process: subprocess.Popen, sweep_root: Path, m
                 update = subprocess.run(["scontrol", "update", f"JobId={job['job_id']}", f"TimeLimit={minutes}"],
                                         capture_output=True, text=True)
                 assert update.returncode == 0, f"scontrol could not widen the requeued job's limit: {update.stderr}"
-                return shown
+                return
         time.sleep(0.5)
     raise AssertionError("SLURM never requeued the job after its time limit")
 
