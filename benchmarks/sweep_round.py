@@ -3,7 +3,8 @@
     python benchmarks/sweep_round.py [--repeats 3] [-- OVERRIDES...]
 
 The README's first sweep (default: `python -m render -m steps=4,8,16 cache=none,fbcache`, the shapes model) is run
-by the real CLI into fresh output roots, alternately with `timing.side_by_side=false` and with the default round,
+by the real CLI into fresh output roots, alternately with `timing.side_by_side=false` (the cells one after another)
+and with the default timing (its cells rendered in interleaved rounds with their anchor, render.interleave),
 `--repeats` times each (alternating, so a trend of the machine falls on both alike). It prints each pair's wall
 times, the round's own seconds and share of the sweep as its last lines state them, and the median ratio of the
 whole command's wall time with the round to without it.
@@ -46,7 +47,7 @@ def main() -> None:
     for repeat in range(args.repeats):
         without, _ = run(args.overrides, off=True)
         with_round, line = run(args.overrides, off=False)
-        spent = re.search(r"rounds, ([\d.]+) s, (\d+)% of the sweep's (\d+) s", line)
+        spent = re.search(r"([\d.]+) s, (\d+)% of the sweep's (\d+) s", line)
         ratios.append(with_round / without)
         print(f"repeat {repeat + 1}: without the round {without:.1f} s, with it {with_round:.1f} s "
               f"(+{with_round - without:.1f} s, x{with_round / without:.2f}); its line: "

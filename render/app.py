@@ -12,6 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from render.interleave import CURRENT
 from render.pipeline import PIPELINES
 from render.preflight import checked_job
 from render.rundir import FAILED, CellState, sample_store
@@ -25,12 +26,12 @@ def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
     job = checked_job(cfg, list(hydra_cfg.overrides.task))
     launcher = str(hydra_cfg.launcher.get("_target_", "")).rsplit(".", 1)[-1] or "basic"
     results = run_job(job, Path(hydra_cfg.runtime.output_dir), store=sample_store(job.out_root), pipelines=PIPELINES,
-                      overrides=list(hydra_cfg.overrides.task), launcher=launcher)
+                      overrides=list(hydra_cfg.overrides.task), launcher=launcher, defer=CURRENT.get())
     if hydra_cfg.mode == RunMode.RUN:
         print_summary(results)
         if any(r.status == CellState.FAILED for r in results):
             sys.exit(1)
-    return [r.__dict__ for r in results]
+    return [r.__dict__ for r in results]  # live: a cell an interleaved sweep renders later completes its own
 
 
 def failed_line(result: dict[str, Any]) -> str:

@@ -15,6 +15,11 @@ class LineProgress:
     def __init__(self, total: int, desc: str, unit: str, stream: TextIO, steps: int = 4) -> None:
         self.total, self.desc, self.unit, self.stream = total, desc, unit, stream
         self.done, self._marks, self._said = 0, {max(1, math.ceil(total * k / steps)) for k in range(1, steps + 1)}, -1
+        self.postfix = ""
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        """What the bar is on now (tqdm's postfix): said after the count, e.g. the cell of an interleaved round."""
+        self.postfix = s
 
     def update(self, n: int = 1) -> None:
         self.done += n
@@ -24,7 +29,8 @@ class LineProgress:
     def _say(self) -> None:
         if self._said != self.done:
             self._said = self.done
-            self.stream.write(f"{self.desc}: {self.done}/{self.total} {self.unit}\n")
+            postfix = f" ({self.postfix})" if self.postfix else ""
+            self.stream.write(f"{self.desc}: {self.done}/{self.total} {self.unit}{postfix}\n")
             self.stream.flush()
 
     def close(self) -> None:

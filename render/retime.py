@@ -47,6 +47,11 @@ class RetimeError(RenderError, ValueError):
     """The contenders cannot be timed side by side (nothing in common, a bad count)."""
 
 
+class DroppedOut(RenderError):  # noqa: N818 - a contender's state, not an error of the session
+    """A contender failed in a way it has recorded itself (an interleaved sweep's cell, render.interleave): the
+    session goes on without it."""
+
+
 @dataclass(frozen=True)
 class Sample:
     """A recorded sample a contender is timed on: its text (what the model receives), seed and image digest."""
@@ -69,6 +74,17 @@ class Contender:
     load_s: float = 0.0
     warmup_calls: int = 0
     checked: dict[tuple[str, int], bool | None] = field(default_factory=dict)  # sample -> matched (None: no digest)
+    dropped: bool = False  # it failed during the session (DroppedOut): left out of the rounds after, and the record
+
+    def prepare(self, first: Sample, warmups: int | None) -> float:
+        """Load and configure its own pipeline, then its warm-up calls; the device seconds it took."""
+        return _prepare(self, first, warmups)
+
+    def call(self, sample: Sample) -> float:
+        """One timed call of a round (its output checked against the recorded image); its seconds."""
+        pixels, took = _call(self, sample)
+        _check(self, sample, pixels)
+        return took
 
     def timing(self) -> ContenderTiming:
         values = list(self.checked.values())
@@ -148,8 +164,15 @@ def _prepare(contender: Contender, first: Sample, warmups: int | None) -> float:
 
     configure(loaded, job.cell, calibrate)
     contender.loaded, contender.load_s = loaded, time.perf_counter() - start
+    return contender.load_s * job.gpus + warm_up(contender, first, warmups)
+
+
+def warm_up(contender: Contender, first: Sample, warmups: int | None) -> float:
+    """The contender's warm-up calls on its loaded pipeline (`warmups`, default what its cell needs); their device
+    seconds."""
+    job = contender.job
     calls = max(1, warmups if warmups is not None else axes.default_warmups(job.cell))
-    spent = contender.load_s
+    spent = 0.0
     for _ in range(calls):
         _, seconds = _call(contender, first)
         spent += seconds
@@ -190,7 +213,10 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
     started, spent, opened = now_iso(), 0.0, time.perf_counter()
     with ranks.team(wide.job, wide.job.gpus, _Forget(wide)) if wide else contextlib.nullcontext():
         for contender in contenders:
-            spent += _prepare(contender, samples[0], warmups)
+            try:
+                spent += contender.prepare(samples[0], warmups)
+            except DroppedOut:
+                contender.dropped = True
         rng = random.Random(seed)
         timed: list[tuple[str, int]] = []
         orders: list[tuple[int, ...]] = []
@@ -201,10 +227,15 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
                 order = list(range(len(contenders)))
                 rng.shuffle(order)
                 for i in order:
-                    pixels, took = _call(contenders[i], sample)
+                    if contenders[i].dropped:
+                        continue
+                    try:
+                        took = contenders[i].call(sample)
+                    except DroppedOut:
+                        contenders[i].dropped = True
+                        continue
                     contenders[i].latencies.append(took)
                     spent += took * contenders[i].job.gpus
-                    _check(contenders[i], sample, pixels)
                 timed.append((sample.text_id, sample.seed))
                 orders.append(tuple(order))
                 if progress:
@@ -218,14 +249,17 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
             done = len(timed)
             for c in contenders:
                 del c.latencies[done:]  # a round cut short counts for nobody
+            kept = [i for i, c in enumerate(contenders) if not c.dropped]
+            renumber = {old: new for new, old in enumerate(kept)}
             session = TimingSession(
                 session=secrets.token_hex(8), started_at=started, finished_at=now_iso(), device=device,
                 device_name=str(device_info(device).get("name")), host=socket.gethostname(), pid=os.getpid(),
-                samples=tuple(timed), orders=tuple(orders), contenders=tuple(c.timing() for c in contenders),
-                device_s=round(spent, 4), complete=complete, purpose=purpose, experiment=experiment)
+                samples=tuple(timed), orders=tuple(tuple(renumber[i] for i in o if i in renumber) for o in orders),
+                contenders=tuple(contenders[i].timing() for i in kept), device_s=round(spent, 4), complete=complete,
+                purpose=purpose, experiment=experiment)
             for c in contenders:
                 c.loaded = None  # free the pipelines: a caller timing another set loads its own
-            if record and (done or not complete):
+            if record and len(kept) >= 2 and (done or not complete):
                 record_session(session)
             spend(contenders, session)
     return session

@@ -20,9 +20,8 @@ import statistics
 import time
 import traceback
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from render import axes, provenance, ranks, rundir
 from render.axes.caches import count_engagement
@@ -226,7 +225,8 @@ class CellWriter:
         self.last_s = 0.0
         self.ref_s: float | None = None  # the reference workload at this cell's start (render.timing)
 
-    def _pipeline(self) -> LoadedPipeline:
+    def pipeline(self) -> LoadedPipeline:
+        """The cell's pipeline, loaded (or taken from the cache) and configured for it on first use."""
         if self.loaded is None:
             job = self.job
             loaded = self.pipelines.get(job.cell.model, job.device, axes.load_options(job.cell))
@@ -267,7 +267,7 @@ class CellWriter:
             return
         if self.guard is not None:
             self.guard.before(self.last_s)
-        loaded = self._pipeline()
+        loaded = self.pipeline()
         first_call, before, warmup = loaded.fresh, CompileCounters.now(), loaded.warmups_left > 0
         identity = (self.job.cell.key, rundir.sample_text_hash(text), seed)
         with spending(self.job, Purpose.SAMPLE, sample=identity), count_engagement(loaded.pipe) as engagement:
@@ -297,10 +297,11 @@ class CellWriter:
         self._watch()
 
     def _watch(self) -> None:
-        projection = project(self.run, self.records, datetime.now(timezone.utc))
+        projection = project(self.run, self.records, None)  # a sample just finished: none is in progress
         if projection is not None and projection.overdue and not self.warned:
             self.warned = True
-            log.warning("watchdog: cell %s (%s) is slow: %s", self.job.cell.key, self.job.cell.describe(), projection.message())
+            log.warning("watchdog: cell %s (%s) is slow: %s", self.result.describe, self.job.cell.key,
+                        projection.message())
 
     def fill(self, pending: list[tuple[str, str, int]], progress: Any) -> None:
         """Render or link every pending sample; samples another process has claimed are taken last,
@@ -339,17 +340,24 @@ def estimate_for(job: Job, store: rundir.SampleStore, n_pending: int) -> dict[st
 
 
 def run_job(job: Job, run_dir: Path, *, store: rundir.SampleStore, pipelines: PipelineCache,
-            overrides: list[str], launcher: str = "inprocess", progress_factory: Any = None) -> list[CellResult]:
-    """Render the job's anchor samples when missing, then the cell's. Returns one result per run directory."""
+            overrides: list[str], launcher: str = "inprocess", progress_factory: Any = None,
+            defer: Deferral | None = None) -> list[CellResult]:
+    """Render the job's anchor samples when missing, then the cell's. Returns one result per run directory.
+
+    `defer` (an interleaved sweep, render.interleave): when it takes the job, each cell with samples to render is
+    opened and handed to it instead of filled here; its result is completed in place when the sweep renders it."""
+    defer = defer if defer is not None and defer.takes(job, store) else None
     results: list[CellResult] = []
     # frozen references rendered alongside, once: the anchor, and a parallel cell's width-1 twin (parity)
     companions = [(c, anchor_dir(job), job.anchor_overrides) if c.cell == job.anchor else
                   (c, twin_dir(job), twin_overrides(overrides)) for c in companions_of(job)]
     deferred = [c for c in companions if store.pending(c[0].cell.key, job.samples)
-                and not _render_companion(*c, store, pipelines, launcher, progress_factory, results, wait=False)]
-    results.append(_run_cell(job, run_dir, store, pipelines, overrides, launcher, progress_factory))
+                and not (defer is not None and defer.covers(c[0].cell.key, job.samples))
+                and not _render_companion(*c, store, pipelines, launcher, progress_factory, results, wait=False,
+                                          defer=defer)]
+    results.append(start_cell(CellRun(job, run_dir, store, pipelines, overrides, launcher), progress_factory, defer))
     for companion in deferred:  # another job was rendering it: check what it left missing once it is done
-        _render_companion(*companion, store, pipelines, launcher, progress_factory, results, wait=True)
+        _render_companion(*companion, store, pipelines, launcher, progress_factory, results, wait=True, defer=defer)
     return results
 
 
@@ -360,7 +368,7 @@ def twin_overrides(overrides: list[str]) -> list[str]:
 
 def _render_companion(companion: Job, root: Path, overrides: list[str], store: rundir.SampleStore,
                       pipelines: PipelineCache, launcher: str, progress_factory: Any, results: list[CellResult], *,
-                      wait: bool) -> bool:
+                      wait: bool, defer: Deferral | None = None) -> bool:
     """Render an anchor's (or twin's) missing samples under a lock, so parallel jobs never render them twice.
     Returns False when `wait` is off and another job holds the lock."""
     with rundir.exclusive(root / ".lock", wait=wait) as acquired:
@@ -370,7 +378,8 @@ def _render_companion(companion: Job, root: Path, overrides: list[str], store: r
         if store.pending(companion.cell.key, companion.samples):
             folder = root / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}-{secrets.token_hex(2)}"
             log.info("rendering the missing samples of %s into %s", companion.cell.describe(), folder)
-            results.append(_run_cell(companion, folder, store, pipelines, overrides, launcher, progress_factory))
+            run = CellRun(companion, folder, store, pipelines, overrides, launcher)
+            results.append(start_cell(run, progress_factory, defer))
     return True
 
 
@@ -384,60 +393,119 @@ def resume_state(run_dir: Path) -> CellState | None:
     return None if terminal is None else terminal.kind
 
 
-def _run_cell(job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: PipelineCache,
-              overrides: list[str], launcher: str, progress_factory: Any) -> CellResult:
-    from render.progress import progress
+class Deferral(Protocol):
+    """Who renders the opened cells of an interleaved sweep (render.interleave.Interleave)."""
 
-    label = rundir.cell_label(overrides, job.is_anchor)  # the cell as the user wrote it (steps=8 cache=fbcache)
-    result = CellResult(run_dir, job.cell.key, label, CellState.DONE, is_anchor=job.is_anchor)
-    state = resume_state(run_dir) if run_dir.exists() else None
-    if state is not None:  # a requeued job back at a cell it already ended
-        log.info("cell %s already ended (%s) in %s: nothing to do", job.cell.key, state, run_dir)
-        if state == CellState.FAILED:
-            failed = rundir.load_json(run_dir / rundir.FAILED)
-            result.status, result.category, result.message = CellState.FAILED, Category(failed["category"]), failed["message"]
-        return result
-    started = time.perf_counter()
-    writer: CellWriter | None = None
+    def takes(self, job: Job, store: rundir.SampleStore) -> bool: ...
+
+    def covers(self, cell_key: str, samples: list[tuple[str, str, int]]) -> bool: ...
+
+    def add(self, run: CellRun) -> None: ...
+
+
+def start_cell(run: CellRun, progress_factory: Any, defer: Deferral | None) -> CellResult:
+    """Open the cell, then fill and close it here, or hand it to `defer` when it has samples to render."""
     try:
+        if run.open():
+            if defer is not None and run.pending:
+                defer.add(run)
+                return run.result
+            run.fill(progress_factory)
+            run.close()
+    except BaseException as error:  # noqa: B902 - every failure, cancellation included, is recorded
+        run.fail(error)
+        if not isinstance(error, Exception):
+            raise
+    return run.result
+
+
+class CellRun:
+    """One cell's life in its run directory, one transaction on one folder: `open` plans it, writes run.json and
+    links what exists; `fill` renders what is pending; `close` records DONE; `fail` records FAILED with its cause.
+    A cell is opened, filled and closed in turn (start_cell), or, in an interleaved sweep, every cell is opened
+    first, their samples rendered in shuffled rounds, then each closed (render.interleave)."""
+
+    def __init__(self, job: Job, run_dir: Path, store: rundir.SampleStore, pipelines: PipelineCache,
+                 overrides: list[str], launcher: str) -> None:
+        self.job, self.run_dir, self.store, self.pipelines = job, run_dir, store, pipelines
+        self.overrides, self.launcher = overrides, launcher
+        self.label = rundir.cell_label(overrides, job.is_anchor)  # the cell as the user wrote it (steps=8 cache=fbcache)
+        self.result = CellResult(run_dir, job.cell.key, self.label, CellState.DONE, is_anchor=job.is_anchor)
+        self.writer: CellWriter | None = None
+        self.pending: list[tuple[str, str, int]] = []
+        self.timing: dict[str, Any] = {"repeats": job.timing.repeats}
+        self.started = time.perf_counter()
+        self.ended = False
+
+    def open(self) -> bool:
+        """Plan the cell and write its run.json; False when its folder's cell already ended (a requeued job back at
+        it: the result says how)."""
+        job, run_dir, result = self.job, self.run_dir, self.result
+        state = resume_state(run_dir) if run_dir.exists() else None
+        if state is not None:
+            log.info("cell %s already ended (%s) in %s: nothing to do", job.cell.key, state, run_dir)
+            if state == CellState.FAILED:
+                failed = rundir.load_json(run_dir / rundir.FAILED)
+                result.status, result.category, result.message = CellState.FAILED, Category(failed["category"]), failed["message"]
+            self.ended = True
+            return False
+        self.started = time.perf_counter()
         run_dir.mkdir(parents=True, exist_ok=True)
-        reuse, pending = plan(job, run_dir, store)
-        run = run_json(job, overrides, launcher, estimate_for(job, store, len(pending)))
+        reuse, self.pending = plan(job, run_dir, self.store)
+        run = run_json(job, self.overrides, self.launcher, estimate_for(job, self.store, len(self.pending)))
         rundir.atomic_write_json(run_dir / rundir.RUN_JSON, run)
         redact_files(*(run_dir / ".hydra").glob("*.yaml"), run_dir.parent / rundir.MULTIRUN_YAML)  # Hydra's records
         rundir.register(job.out_root, run_dir, job.cell.key)
-        writer = CellWriter(job, run_dir, rundir.RunRecord.parse(run, str(run_dir / rundir.RUN_JSON)), store, pipelines,
-                            result)
-        writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
-                         for (prompt_id, _, _), found in reuse.items()))  # one write and fsync for them all
+        self.writer = CellWriter(job, run_dir, rundir.RunRecord.parse(run, str(run_dir / rundir.RUN_JSON)), self.store,
+                                 self.pipelines, result)
+        self.writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
+                              for (prompt_id, _, _), found in reuse.items()))  # one write and fsync for them all
         result.n_reused += len(reuse)
-        log.info("cell %s (%s; %s): %d samples, %d reused, %d to render", label, job.cell.key, job.cell.describe(),
-                 len(job.samples), result.n_reused, len(pending))
-        timing: dict[str, Any] = {"repeats": job.timing.repeats}
-        if pending:
-            if job.timing.reference:
-                writer.ref_s = timing["ref_start_s"] = round(CLOCK.start(job.device), 6)
-            bar = (progress_factory or progress)(total=len(pending), desc=f"{label} samples", unit="img")
-            try:
-                with ranks.team(job, job.gpus, pipelines) if job.gpus > 1 else contextlib.nullcontext():
-                    writer.fill(pending, bar)
-            finally:
-                bar.close()
-            if job.timing.reference and result.n_rendered:
-                timing["ref_end_s"] = round(CLOCK.measure(job.device), 6)
-                timing["drift"] = round(drift(timing["ref_start_s"], timing["ref_end_s"]), 4)
-        records, _ = rundir.read_samples(run_dir, job.cell.key)
+        log.info("cell %s (%s; %s): %d samples, %d reused, %d to render", self.label, job.cell.key, job.cell.describe(),
+                 len(job.samples), result.n_reused, len(self.pending))
+        return True
+
+    def start_clock(self) -> None:
+        """The reference workload before the cell's renders (render.timing), when the cell asks for it."""
+        if self.pending and self.job.timing.reference and self.writer is not None:
+            self.writer.ref_s = self.timing["ref_start_s"] = round(CLOCK.start(self.job.device), 6)
+
+    def fill(self, progress_factory: Any = None) -> None:
+        """Render (or link) every pending sample, under the cell's ranks when it is parallel."""
+        from render.progress import progress
+
+        if not self.pending:
+            return
+        assert self.writer is not None
+        self.start_clock()
+        job = self.job
+        bar = (progress_factory or progress)(total=len(self.pending), desc=f"{self.label} samples", unit="img")
+        try:
+            with ranks.team(job, job.gpus, self.pipelines) if job.gpus > 1 else contextlib.nullcontext():
+                self.writer.fill(self.pending, bar)
+        finally:
+            bar.close()
+
+    def close(self) -> None:
+        """DONE.json: the cell's samples, what was rendered and reused, its wall and device seconds, its timing."""
+        job, result = self.job, self.result
+        if "ref_start_s" in self.timing and result.n_rendered:
+            self.timing["ref_end_s"] = round(CLOCK.measure(job.device), 6)
+            self.timing["drift"] = round(drift(self.timing["ref_start_s"], self.timing["ref_end_s"]), 4)
+        records, _ = rundir.read_samples(self.run_dir, job.cell.key)
         gpu_s = sum(r.device_s for r in records if r.reused_from is None)
-        rundir.write_done(run_dir, n_samples=len(records), n_rendered=result.n_rendered, n_reused=result.n_reused,
-                          wall_s=round(time.perf_counter() - started, 4), gpu_s=round(gpu_s, 4), timing=timing)
-    except BaseException as error:  # noqa: B902 - every failure, cancellation included, is recorded
+        rundir.write_done(self.run_dir, n_samples=len(records), n_rendered=result.n_rendered, n_reused=result.n_reused,
+                          wall_s=round(time.perf_counter() - self.started, 4), gpu_s=round(gpu_s, 4), timing=self.timing)
+        self.ended = True
+
+    def fail(self, error: BaseException) -> None:
+        """FAILED.json with the failure's category, message and the sample it was producing."""
+        result, job = self.result, self.job
         result.status, result.category = CellState.FAILED, classify(error)
         result.message = f"{type(error).__name__}: {error}{kernel_note(job.cell.axes.get('quant'))}"
         log.error("cell %s failed (%s): %s", job.cell.key, result.category, result.message)
-        _record_failure(run_dir, result, traceback.format_exc(), writer.current if writer else None)
-        if not isinstance(error, Exception):
-            raise
-    return result
+        _record_failure(self.run_dir, result, traceback.format_exc(), self.writer.current if self.writer else None)
+        self.ended = True
 
 
 def _record_failure(run_dir: Path, result: CellResult, trace: str, sample: dict[str, Any] | None) -> None:

@@ -38,19 +38,28 @@ class RoundOutcome:
     timed: list[str] = field(default_factory=list)  # the cells timed (their description)
     already: int = 0  # cells already timed against their anchor in an earlier session: not timed again
     left_out: list[str] = field(default_factory=list)  # "<cell>: why", one per cell that could not be timed
-    spent_s: float = 0.0  # wall seconds of the round
+    spent_s: float = 0.0  # wall seconds the timing added to the sweep
     skipped: str | None = None  # why no round was run at all
+    interleaved: bool = False  # the sweep's own renders were the rounds (render.interleave)
+    extra_rounds: int = 0  # interleaved: the rounds beyond the sweep's samples (timed calls, nothing written)
+    timed_keys: set[str] = field(default_factory=set)  # the cells timed in the sessions above
 
     def line(self, sweep_dir: Path, sweep_s: float) -> str:
         retime = f"assess retime {sweep_dir}"
-        if self.skipped:
+        if self.skipped and not self.sessions:
             return f"side by side: not timed ({self.skipped}); the speed-ups stay timed apart until `{retime}`"
         parts = []
         if self.sessions:
             rounds = min(s.rounds for s in self.sessions)
             share = f", {self.spent_s / sweep_s:.0%} of the sweep's {sweep_s:.0f} s" if sweep_s > 0 else ""
-            parts.append(f"{len(self.timed)} cell(s) timed against their anchor in one process, {rounds} rounds, "
-                         f"{self.spent_s:.1f} s{share}")
+            if self.interleaved:
+                extra = f", {self.extra_rounds} beyond its samples" if self.extra_rounds else ""
+                parts.append(f"{len(self.timed)} cell(s) rendered in rounds interleaved with their anchor, so the renders "
+                             f"are the timing: {rounds} rounds{extra}; the warm-ups and extra calls added "
+                             f"{self.spent_s:.1f} s{share}")
+            else:
+                parts.append(f"{len(self.timed)} cell(s) timed against their anchor in one process, {rounds} rounds, "
+                             f"{self.spent_s:.1f} s{share}")
         if self.already:
             parts.append(f"{self.already} already timed (not timed again)")
         if self.left_out:
@@ -92,7 +101,7 @@ def plan(jobs: Sequence[Job], runs: Sequence[RunDir], outcome: RoundOutcome, nam
     seen: set[str] = set()
     for job in jobs:
         key = job.cell.key
-        if key in seen or job.is_anchor or key not in with_samples:
+        if key in seen or job.is_anchor or key not in with_samples or key in outcome.timed_keys:
             continue
         seen.add(key)
         anchor = anchors.get(job.anchor.key)
@@ -121,13 +130,15 @@ def at_once(runs: Sequence[RunDir], keys: Sequence[str], device: str) -> bool:
 
 
 def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: str, waits: bool = True,
-               labels: Sequence[str] = ()) -> RoundOutcome:
+               labels: Sequence[str] = (), interleaved: RoundOutcome | None = None) -> RoundOutcome:
     """Time the sweep's finished cells against their anchor, side by side (module doc). Never raises for the round
     itself: a round that fails is said in the outcome, and the sweep's renders stand. `labels`: each job's name as the
-    user wrote it (render.rundir.cell_label of its overrides), for the outcome's lines."""
+    user wrote it (render.rundir.cell_label of its overrides), for the outcome's lines. `interleaved`: what the
+    sweep's interleaved rounds timed already (render.interleave); this round times what they left."""
     from render.retime import RetimeError, contenders_of, retime
 
-    outcome = RoundOutcome(skipped=skip_reason(jobs, launcher, waits))
+    outcome = interleaved or RoundOutcome()
+    outcome.skipped = skip_reason(jobs, launcher, waits)
     named = dict(zip((job.cell.key for job in jobs), labels))
     name = lambda job: named.get(job.cell.key) or job.cell.describe()  # noqa: E731
     if outcome.skipped:
@@ -137,18 +148,20 @@ def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: s
     PIPELINES.clear()  # the sweep's own pipeline: each contender loads its own, and the device needs the room
     runs = load_runs([sweep_dir], with_anchors=True, problems=[])
     groups = plan(jobs, runs, outcome, name)
-    started = time.perf_counter()
+    if not groups:
+        return outcome
+    started, spent_before = time.perf_counter(), outcome.spent_s
     budget = jobs[0].timing.side_by_side_share * sweep_s
     sets = []
     for anchor, cells in groups:
         keys = [anchor.cell.key, *(job.cell.key for job in cells)]
         together = at_once(runs, keys, anchor.device)
         sets += [(anchor, cells)] if together else [(anchor, [job]) for job in cells]
-    for anchor, cells in sets:
+    for done, (anchor, cells) in enumerate(sets):
         by_key = {job.cell.key: job for job in (anchor, *cells)}
         found = contenders_of([r for r in runs if r.cell_key in by_key], lambda run: by_key[run.cell_key])
         group = [found[k] for k in by_key if k in found]
-        left = max(0.0, budget - (time.perf_counter() - started)) / max(1, len(sets) - len(outcome.sessions))
+        left = max(0.0, budget - spent_before - (time.perf_counter() - started)) / (len(sets) - done)
         try:
             session = retime(group, rounds=MAX_ROUNDS, session_seconds=left, purpose=PURPOSE)
         except (RenderError, RetimeError) as error:  # noqa: PERF203 - one anchor's failure leaves the others
@@ -161,5 +174,5 @@ def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: s
             continue
         outcome.sessions.append(session)
         outcome.timed += [name(job) for job in cells]
-    outcome.spent_s = time.perf_counter() - started
+    outcome.spent_s = spent_before + time.perf_counter() - started
     return outcome

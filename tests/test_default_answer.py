@@ -63,19 +63,21 @@ def _last_lines(result: subprocess.CompletedProcess, n: int) -> list[str]:
 def test_the_sweep_ends_with_a_side_by_side_round_and_the_next_command(answered: Answered) -> None:
     done, round_line, next_line = _last_lines(answered.render, 3)
     assert done.endswith("2 of 2 cells done"), f"the sweep's summary first: {done}"
-    assert re.match(r"side by side: 2 cell\(s\) timed against their anchor in one process, \d+ rounds, [\d.]+ s, "
-                    r"\d+% of the sweep's \d+ s \(timing.side_by_side=false skips it\)", round_line), \
-        f"the round's cost on the sweep's last lines: {round_line}"
+    assert re.match(r"side by side: 2 cell\(s\) rendered in rounds interleaved with their anchor, so the renders are "
+                    r"the timing: 6 rounds; the warm-ups and extra calls added [\d.]+ s, \d+% of the sweep's \d+ s "
+                    r"\(timing.side_by_side=false skips it\)", round_line), \
+        f"the sweep's renders are its rounds, their cost on its last lines: {round_line}"
     assert next_line == f"next: assess score {answered.sweep.relative_to(answered.cwd)} && assess report " \
                         f"{answered.sweep.relative_to(answered.cwd)}", f"the next command: {next_line}"
     (anchor,) = [p.parent for p in (answered.cwd / "outputs" / "anchors").rglob("run.json")]
     (session,) = [json.loads(line) for line in (anchor / "timings.jsonl").read_text().splitlines()]
-    assert session["purpose"] == "sweep" and session["complete"] and len(session["samples"]) >= 6, \
-        "the round is a complete session of at least 6 rounds, recorded in the anchor's run directory"
+    assert session["purpose"] == "sweep" and session["complete"] and len(session["samples"]) == 6, \
+        "the rounds are a complete session, one per smoke prompt, recorded in the anchor's run directory"
     assert len(session["contenders"]) == 3, "the round: both cells and their anchor, in one process"
     progress = answered.render.stderr
-    assert "steps=4 samples" in progress and "anchor samples" in progress, \
-        "cells named as the user wrote them in the progress lines"
+    named = re.findall(r"^samples, interleaved: \d+/18 img \((.+)\)$", progress, re.M)
+    assert named and set(named) <= {"steps=4", "steps=16", "anchor"}, \
+        f"cells named as the user wrote them in the progress lines: {progress[-1500:]}"
 
 
 def test_score_and_status_end_with_the_answer_and_the_next_command(answered: Answered) -> None:
@@ -84,7 +86,7 @@ def test_score_and_status_end_with_the_answer_and_the_next_command(answered: Ans
     assert _last_lines(answered.status, 2) == [answer, then], "status ends with the same sentence and command"
     assert "(side by side)" in answer or "undecided" in answer, f"the answer uses side-by-side figures: {answer}"
     assert "shapes_fit" in answer, f"the shapes model is judged by its own metric by default: {answer}"
-    assert re.search(r"on 4 prompts", answer), f"the answer says on how many prompts: {answer}"
+    assert re.search(r"on 6 prompts", answer), f"the answer says on how many prompts: {answer}"
 
 
 def test_status_json_keeps_each_verdict_with_its_band_and_source(answered: Answered) -> None:
@@ -156,7 +158,7 @@ def test_an_interrupted_sweep_is_continued_in_its_own_folder(answered: Answered)
     assert set((cwd / "outputs" / "multirun").glob("*/*")) - before == {sweep}, "the rerun writes into the same folder"
     assert f"continuing the interrupted sweep {sweep.relative_to(cwd)}" in rerun.stdout, "and says so"
     done = json.loads((cell / "DONE.json").read_text())
-    assert (done["n_samples"], done["n_rendered"]) == (4, 2), f"only the missing samples are rendered: {done}"
+    assert (done["n_samples"], done["n_rendered"]) == (6, 4), f"only the missing samples are rendered: {done}"
     assert not (cell / "FAILED.json").exists(), "one terminal record"
     assert len(json.loads((sweep / "SWEEP.json").read_text())["cells"]) == 2, "SWEEP.json lists each cell once"
     status = assess("status", str(sweep), cwd=cwd)

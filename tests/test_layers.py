@@ -132,6 +132,7 @@ LAUNCHER_SURFACE = ("render.rundir", "render.errors", "render.app", "render.pref
                     "render.confpath", "render.prompts", "render.cell", "render.signals", "render.laws.budget",
                     "render.metrics", "render.progress",  # progress: a leaf that prints bars or plain lines
                     "render.timing_round",  # the side-by-side round a sweep ends with
+                    "render.interleave",  # the in-process sweep rendered in interleaved rounds (its own timing)
                     "render.quiet")  # quiet: a leaf, the third-party filters every entry point (a batch's worker) installs
 
 

@@ -8,8 +8,9 @@ descriptions and parameterised queries of metadata.json.
 from __future__ import annotations
 
 import json
-import shutil
+import importlib.util
 import subprocess
+import sys
 import tempfile
 import time
 from importlib import resources
@@ -30,17 +31,20 @@ def metadata_for(db: Path) -> dict[str, Any]:
     return data
 
 
-def datasette_command(db: Path, extra: list[str]) -> list[str]:
-    """The datasette command line that serves `db` with the metadata (written to a temporary file)."""
-    exe = shutil.which("datasette")
-    if exe is None:
+def datasette_command(db: Path, extra: list[str]) -> tuple[list[str], Path]:
+    """The datasette command line that serves `db` with the metadata, and the metadata's temporary file (the caller
+    removes it). Binds 127.0.0.1 unless `extra` names a host."""
+    if importlib.util.find_spec("datasette") is None:
         raise AssessError("datasette is not installed: pip install 'hypergrid[ui]'")
     if not db.exists():
         raise NotScored(f"no index at {db}: run `assess score <sweep>` first (or pass --db)")
     handle = tempfile.NamedTemporaryFile("w", suffix=".json", prefix="hypergrid-datasette-", delete=False)
     with handle:
         json.dump(metadata_for(db), handle)
-    return [exe, str(db), "-m", handle.name, *extra]
+    own_host = any(a in ("-h", "--host") or a.startswith("--host=") for a in extra)
+    host = [] if own_host else ["--host", "127.0.0.1"]
+    # this interpreter's datasette, not the first on PATH: a venv's python run without activating it finds its own
+    return [sys.executable, "-m", "datasette", str(db), "-m", handle.name, *host, *extra], Path(handle.name)
 
 
 GRACE_S = 1.5  # how long datasette may take to stop after a signal before it is killed
@@ -49,12 +53,9 @@ GRACE_S = 1.5  # how long datasette may take to stop after a signal before it is
 def serve(db: Path, extra: list[str]) -> int:
     """Run datasette on `db` until it ends or this process gets SIGTERM / SIGINT (then datasette is stopped, killed
     after GRACE_S, and waited for); the metadata's temporary file is removed either way. Any number of signals, from
-    before datasette starts to after it ended, are only noted (render.signals.note_signals). Binds 127.0.0.1 unless
-    `extra` names a host. Returns datasette's exit status (128 + the signal when it was stopped)."""
-    command = datasette_command(db, extra)
-    metadata = Path(command[3])
-    own_host = any(a in ("-h", "--host") or a.startswith("--host=") for a in extra)
-    command[4:4] = [] if own_host else ["--host", "127.0.0.1"]
+    before datasette starts to after it ended, are only noted (render.signals.note_signals). Returns datasette's
+    exit status (128 + the signal when it was stopped)."""
+    command, metadata = datasette_command(db, extra)
     try:
         with note_signals() as noted:
             child = subprocess.Popen(command)

@@ -1,10 +1,14 @@
-"""The default launcher: every cell in this process, with a progress bar over the cells."""
+"""The default launcher: every cell in this process, with a progress bar over the cells.
+
+The cells the sweep's side-by-side timing takes are opened one after another, then their samples rendered in
+interleaved rounds (render.interleave): their renders are the timing. `rounds` is what those rounds timed, which
+the sweeper's round (render.timing_round) completes."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from hydra.core.utils import JobReturn, configure_log, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
@@ -22,6 +26,7 @@ class InProcessLauncher(Launcher):
         self.config: Optional[DictConfig] = None
         self.task_function: Optional[TaskFunction] = None
         self.hydra_context: Optional[HydraContext] = None
+        self.rounds: Optional[Any] = None  # render.timing_round.RoundOutcome of the interleaved rounds
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
@@ -34,7 +39,11 @@ class InProcessLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         configs = sweep.job_configs(self.hydra_context, self.config, job_overrides, initial_job_idx)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        from render.interleave import CURRENT, Interleave
+
         returns = []
+        interleave = Interleave()
+        token = CURRENT.set(interleave)  # the task opens the cells it takes, and leaves their samples to drive()
         bar = progress(total=len(configs), desc="cells", unit="cell")  # clean lines when stderr is no terminal
         try:
             for config in configs:
@@ -43,4 +52,6 @@ class InProcessLauncher(Launcher):
                 bar.update(1)
         finally:
             bar.close()
+            CURRENT.reset(token)
+        self.rounds = interleave.drive()  # the results in `returns` are completed in place
         return returns

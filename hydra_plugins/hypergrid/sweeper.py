@@ -62,6 +62,7 @@ class HypergridSweeper(BasicSweeper):
         from render.rundir import cell_label
 
         timed = time_sweep(sweep_dir, jobs, elapsed, launcher, waits=bool(self.config.hydra.launcher.get("wait", True)),
-                           labels=[cell_label(o) for o in job_overrides])
+                           labels=[cell_label(o) for o in job_overrides],
+                           interleaved=getattr(self.launcher, "rounds", None))  # the in-process launcher's rounds
         summary.summarise([r for batch in returns for r in batch], sweep_dir, [timed.line(sweep_dir, elapsed)])
         return returns

@@ -33,9 +33,11 @@ class Projection:
 
 
 
-def project(run: RunRecord, samples: Sequence[SampleRecord], now: datetime) -> Projection | None:
+def project(run: RunRecord, samples: Sequence[SampleRecord], now: datetime | None) -> Projection | None:
     """The projection of a running cell from its warm samples (the first after a load is a warm-up and not
-    counted), or None before the first warm sample: load and warm-up times are not projected."""
+    counted), or None before the first warm sample: load and warm-up times are not projected. `now` None: taken
+    right after a sample finished (the renderer's own check), so no sample is in progress; else the time since the
+    last one (records say it to the second) counts as a sample that may be stalling."""
     estimate = run.estimate
     n_pending = int(estimate.get("n_pending") or 0)
     started = parse_time(run.started_at)
@@ -50,6 +52,6 @@ def project(run: RunRecord, samples: Sequence[SampleRecord], now: datetime) -> P
         per_sample, source = warm[0], "first-sample"
     finished = [t for t in (parse_time(s.finished_at) for s in rendered) if t is not None]
     last = max(finished, default=started)
-    in_progress = max((now - last).total_seconds(), 0.0)  # the sample being rendered now, if it stalls
+    in_progress = max((now - last).total_seconds(), 0.0) if now is not None else 0.0  # a sample rendering now
     pace = max(sum(warm) / len(warm), in_progress)
     return Projection(float(per_sample) * n_pending, pace * n_pending, source)

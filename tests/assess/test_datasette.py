@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -17,7 +18,8 @@ from assess.datasette import metadata_for
 from assess.index import Index
 from assess.score import score
 
-pytestmark = pytest.mark.skipif(shutil.which("datasette") is None, reason="needs datasette (pip install 'hypergrid[ui]')")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("datasette") is None,
+                                reason="needs datasette (pip install 'hypergrid[ui]')")
 METADATA = Path(__file__).resolve().parents[2] / "assess" / "datasette" / "metadata.json"
 
 
@@ -29,7 +31,7 @@ def index_db(sweep_with_anchor: Path, tmp_path: Path) -> Path:
 
 
 def get(db: Path, url: str, *extra: str) -> list[dict]:
-    out = subprocess.run(["datasette", str(db), *extra, "--get", url], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "datasette", str(db), *extra, "--get", url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 

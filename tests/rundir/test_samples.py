@@ -185,3 +185,24 @@ def test_the_projection_takes_a_rendered_sample_without_a_finish_time() -> None:
     projection = project(run, samples, started + timedelta(seconds=10))
     assert projection is not None
     assert (projection.estimate_s, projection.projected_s, projection.source) == (3.0, 15.0, "history")
+
+
+def test_the_renderers_own_check_right_after_a_sample_sees_nothing_in_progress() -> None:
+    """Records say their finish time to the second: taken right after a fast sample, the time since the last
+    finish (up to a second of rounding) once counted as a stalling sample, and a steady 0.05 s cell (an interleaved
+    sweep's, every sample warm) was flagged at 6 s against 0.3 s."""
+    import dataclasses
+    from datetime import timedelta
+
+    from render.rundir.watchdog import project
+
+    started = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    blank = {f.name: None for f in dataclasses.fields(rundir.SampleRecord)}
+    samples = [rundir.SampleRecord(**{**blank, "cell_key": "k", "prompt_id": "p", "seed": 0, "image": "i.png",
+                                      "warmup": False, "latency_s": 0.05, "finished_at": started.isoformat()})]
+    run = rundir.RunRecord(3, "k", {}, rundir.AnchorRef("a"), False, rundir.PromptsRef("smoke", ("p",)), (0,),
+                           started_at=started.isoformat(), estimate={"n_pending": 6})
+    right_after = project(run, samples, None)
+    assert right_after is not None and not right_after.overdue and right_after.projected_s == pytest.approx(0.3)
+    stalled = project(run, samples, started + timedelta(seconds=3))
+    assert stalled is not None and stalled.overdue, "from outside (assess status), a stall still shows"
