@@ -5,14 +5,15 @@ than the sweep. Here the in-process launcher opens every cell first (run.json, w
 its own pipeline, loaded, configured and warmed up once (render.retime's warm-ups), then renders the sweep's samples
 in rounds: in each round every cell and their anchor render the same sample once, in an order shuffled per round.
 The latencies the cells record are then a side-by-side session (render.retime), recorded in their timings.jsonl
-like `assess retime`'s. A cell with fewer samples than render.retime.MIN_ROUNDS goes on with timed calls of samples
-it has already written (checked against them, nothing written) until there are that many rounds; an anchor whose
-samples exist already is timed on them the same way. What this adds to the sweep: each pipeline's load and warm-up
-calls, those extra rounds and the existing anchor's calls (the sweep's last line says it; docs/timing.md).
+like `assess retime`'s. The samples some cell still has to render lead the rounds, one round each; with fewer than
+render.retime.MIN_ROUNDS of them (a small sweep, a resumed one), the rounds go on with timed calls of samples
+already written (checked against them, nothing written); an anchor whose samples exist is timed on them the same
+way. What this adds to the sweep: each pipeline's load beyond the one of each kind a sweep makes anyway, the
+warm-up calls, those extra rounds and the existing anchor's calls (the sweep's last line says it; docs/timing.md).
 
 Which cells: those the sweep's round would time (render.timing_round.skip_reason: not an experiment's, not with
-`timing.side_by_side=false`), with an anchor to be timed against, of width 1, and on a GPU only while their pipelines fit in it together (the model's
-weights on disk, one copy per cell). The others render one after another as ever, and the round after the sweep
+`timing.side_by_side=false`), with an anchor to be timed against, of width 1, and on a GPU only while their
+pipelines fit in it together (the model's weights on disk, one copy per cell). The others render one after another as ever, and the round after the sweep
 times what is left. A cell that fails in a round records its FAILED.json and leaves the rounds; a cancellation
 records `cancelled` in every cell still open.
 """
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from render.axes import load_options
 from render.cell import Job, anchor_job
 from render.pipeline import PIPELINES, PipelineCache, model_source
 from render.retime import MIN_ROUNDS, Contender, DroppedOut, RetimeError, Sample, retime, warm_up
@@ -51,8 +53,9 @@ class Writing(Contender):
     def prepare(self, first: Sample, warmups: int | None) -> float:
         assert self.run is not None and self.run.writer is not None
         try:
+            start = time.perf_counter()
             loaded = self.run.writer.pipeline()  # its own cache (Interleave.add): loaded and configured once
-            self.loaded, self.load_s = loaded, loaded.load_s
+            self.loaded, self.load_s = loaded, time.perf_counter() - start  # the libraries' first import included
             spent = self.load_s + warm_up(self, first, warmups)
         except Exception as error:
             self.run.fail(error)
@@ -99,6 +102,7 @@ class Interleave:
         return skip_reason([job], "inprocess", True) is None and has_anchor and job.gpus == 1 and self._fits(job)
 
     def covers(self, cell_key: str, samples: list[tuple[str, str, int]]) -> bool:
+        """Whether the cell's missing `samples` are all pending in a run opened here (an anchor another job opened)."""
         opened = {s for run in self.runs if run.job.cell.key == cell_key for s in run.pending}
         return set(samples) <= opened
 
@@ -159,7 +163,10 @@ class Interleave:
         for run in runs:
             first.setdefault(run.job.cell.key, run)  # a cell opened twice: its second folder links the first's
         anchor_key = runs[0].job.anchor.key
-        writing = [self._writing(run, bar) for run in first.values()]
+        # the samples some cell still has to render lead the rounds: a resumed sweep's rounds write, and time again
+        # what exists only to reach the minimum
+        pending = {(sample_text_hash(text), seed) for run in first.values() for _, text, seed in run.pending}
+        writing = [self._writing(run, bar, pending) for run in first.values()]
         anchor = None if anchor_key in first else _recorded(anchor_job(runs[0].job), runs[0])
         cells = [r for r in first.values() if r.job.cell.key != anchor_key]
         if anchor is None and anchor_key not in first:
@@ -168,10 +175,9 @@ class Interleave:
         contenders: list[Contender] = [*writing, *([anchor] if anchor else [])]
         if len(contenders) < 2 or not cells:
             return
-        samples = list(runs[0].job.samples)
         started = time.perf_counter()
         try:
-            session = retime(contenders, rounds=max(len(samples), MIN_ROUNDS), purpose=PURPOSE)
+            session = retime(contenders, rounds=max(len(pending), MIN_ROUNDS), purpose=PURPOSE)
         except RetimeError as error:
             outcome.left_out += [f"{r.label}: {error}" for r in cells]
             return
@@ -181,8 +187,13 @@ class Interleave:
             outcome.left_out += [f"{r.label}: {type(error).__name__}: {error}" for r in cells]
             return
         spent = time.perf_counter() - started
-        outcome.spent_s += spent - sum(w.render_s for w in writing)
-        outcome.extra_rounds = max(outcome.extra_rounds, len(session.samples) - len(samples))
+        # what the cells would have cost one after another: their renders, and one load of each kind of pipeline
+        # (a sweep's cells share it: render.pipeline.PIPELINES); the rest is what the rounds added
+        first_loads: dict[tuple[str, str | None, str], float] = {}
+        for w in writing:
+            first_loads.setdefault((w.job.cell.model.id, w.job.cell.model.revision, load_options(w.job.cell)), w.load_s)
+        outcome.spent_s += max(0.0, spent - sum(w.render_s for w in writing) - sum(first_loads.values()))
+        outcome.extra_rounds = max(outcome.extra_rounds, len(session.samples) - len(pending))
         timed = {c.cell_key for c in session.contenders}
         if anchor_key in timed:
             outcome.sessions.append(session)
@@ -191,9 +202,12 @@ class Interleave:
         outcome.left_out += [f"{r.label}: failed during the rounds (its FAILED.json)" for r in cells if r.job.cell.key not in timed
                              and r.result.message]
 
-    def _writing(self, run: CellRun, bar: Any) -> Writing:
+    @staticmethod
+    def _writing(run: CellRun, bar: Any, first: set[tuple[str, int]]) -> Writing:
+        """The open cell as a contender: its samples (those in `first` first: render.retime times them in order),
+        the pending ones to be written by its calls."""
         samples, wanted = {}, {}
-        for prompt_id, text, seed in run.job.samples:
+        for prompt_id, text, seed in sorted(run.job.samples, key=lambda s: (sample_text_hash(s[1]), s[2]) not in first):
             key = (sample_text_hash(text), seed)
             found = run.store.find(run.job.cell.key, prompt_id, text, seed)
             samples[key] = Sample(key[0], text, seed, found.record.sha256 if found else None)

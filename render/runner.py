@@ -351,8 +351,8 @@ def run_job(job: Job, run_dir: Path, *, store: rundir.SampleStore, pipelines: Pi
     # frozen references rendered alongside, once: the anchor, and a parallel cell's width-1 twin (parity)
     companions = [(c, anchor_dir(job), job.anchor_overrides) if c.cell == job.anchor else
                   (c, twin_dir(job), twin_overrides(overrides)) for c in companions_of(job)]
-    deferred = [c for c in companions if store.pending(c[0].cell.key, job.samples)
-                and not (defer is not None and defer.covers(c[0].cell.key, job.samples))
+    deferred = [c for c in companions if (missing := store.pending(c[0].cell.key, job.samples))
+                and not (defer is not None and defer.covers(c[0].cell.key, missing))
                 and not _render_companion(*c, store, pipelines, launcher, progress_factory, results, wait=False,
                                           defer=defer)]
     results.append(start_cell(CellRun(job, run_dir, store, pipelines, overrides, launcher), progress_factory, defer))

@@ -26,11 +26,11 @@ BASE = ("model=tiny", "device=cpu", "prompts.limit=2", "render_anchor=true")
 CELLS = ("steps=2", "steps=4")
 
 
-def _open(out: Path, interleave: Interleave, cells: tuple[str, ...] = CELLS) -> list[CellResult]:
+def _open(out: Path, interleave: Interleave, cells: tuple[str, ...] = CELLS, *more: str) -> list[CellResult]:
     """Each cell run as the launcher runs it: run_job hands what it would render to the interleave."""
     results: list[CellResult] = []
     for override in cells:
-        given = [*BASE, override, f"out_root={out}"]
+        given = [*BASE, *more, override, f"out_root={out}"]
         job = build_job(compose_cfg(*given))
         results += run_job(job, out / "sweep" / override.replace("=", "-"), store=SampleStore(out),
                            pipelines=PIPELINES, overrides=given, defer=interleave)
@@ -111,30 +111,38 @@ def test_a_cancellation_records_cancelled_in_every_open_cell_and_a_rerun_continu
 
     def produce(self: CellWriter, prompt_id: str, text: str, seed: int) -> None:
         calls.append(prompt_id)
-        if len(calls) == 4:
+        if len(calls) == 3 * 5 + 1:  # five whole rounds of three, then Ctrl-C
             raise KeyboardInterrupt
         real(self, prompt_id, text, seed)
 
     monkeypatch.setattr(CellWriter, "produce", produce)
     out, interleave = tmp_path / "outputs", Interleave()
-    results = _open(out, interleave)
+    results = _open(out, interleave, CELLS, "prompts.limit=6")
     with pytest.raises(KeyboardInterrupt):
         interleave.drive()
     for result in results:
         record = json.loads((result.run_dir / "FAILED.json").read_text())
         assert record["category"] == "cancelled", record
-    (cut,), _ = read_sessions(_anchor_dir(out))
-    assert not cut.complete and cut.rounds == 1, "the session keeps its round done, marked incomplete"
+    (cut,), _ = read_sessions(results[-1].run_dir)
+    assert not cut.complete and cut.rounds == 5, "the session keeps its rounds done, marked incomplete"
 
     monkeypatch.setattr(CellWriter, "produce", real)
     again = Interleave()
-    reruns = _open(out, again)
-    assert again.drive() is not None
-    kept = sum(r.n_reused for r in reruns)
-    assert kept == 3, f"the 3 samples rendered before the cancellation are kept: {kept}"
+    reruns = _open(out, again, CELLS, "prompts.limit=6")
+    outcome = again.drive()
+    assert outcome is not None and [(r.describe.split()[-1], r.n_rendered) for r in reruns] == \
+        [("anchor", 1), ("steps=2", 1), ("steps=4", 1)], "one sample left each, the anchor's in one folder"
     for result in reruns:
         done = json.loads((result.run_dir / "DONE.json").read_text())
-        assert done["n_samples"] == 2 and not (result.run_dir / "FAILED.json").exists(), done
+        assert done["n_samples"] == 6 and not (result.run_dir / "FAILED.json").exists(), done
+    _, session = read_sessions(results[-1].run_dir)[0]  # the cell's folder holds both (the anchor's is new)
+    last_prompt = calls[-1]
+    records, _ = read_samples(reruns[1].run_dir, reruns[1].cell_key)
+    (missing,) = [r for r in records if r.prompt_id == last_prompt]
+    assert session.complete and session.rounds == MIN_ROUNDS, "a resumed sweep times the minimum, not every sample"
+    assert session.samples[0] not in cut.samples and len(set(cut.samples)) == 5, \
+        "the sample left to render leads the rounds"
+    assert outcome.extra_rounds == MIN_ROUNDS - 1
 
 
 def test_an_anchor_rendered_before_is_timed_on_its_recorded_samples(tiny_cache: Path, tmp_path: Path) -> None:
