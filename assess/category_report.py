@@ -43,9 +43,13 @@ class CellCategories:
 
 def prompt_categories(index: Any, cell_key: str, split: str) -> dict[str, str | None]:
     """prompt text identity -> its category, for a cell's samples of a split (what quality_deltas is keyed by)."""
-    rows = index.query("SELECT DISTINCT prompt_sha, category FROM samples WHERE cell_key = ? AND split = ?",
-                       (cell_key, split))
-    return {r["prompt_sha"]: r["category"] for r in rows}
+    out: dict[str, str | None] = {}
+    seen: set[tuple[str, str | None]] = set()
+    for r in index.samples_of(cell_key, split):  # each (prompt, category) once, as SELECT DISTINCT gave them
+        if (r["prompt_sha"], r["category"]) not in seen:
+            seen.add((r["prompt_sha"], r["category"]))
+            out[r["prompt_sha"]] = r["category"]
+    return out
 
 
 def cell_categories(index: Any, cell_key: str, anchor_cell_key: str, split: str, metric: str, label: str,
@@ -74,14 +78,12 @@ def worst_prompts(index: Any, cells: CellCategories, anchor_cell_key: str, split
     worst = sorted(cells.deltas, key=lambda p: (sign * cells.deltas[p], p))[:k]
     rows = []
     for text_id in worst:
-        mine = [r for r in index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ? AND prompt_sha = ? "
-                                       "ORDER BY seed", (cells.cell_key, split, text_id))
-                if keys is None or (r["prompt_sha"], r["seed"]) in keys]
+        mine = [r for r in index.samples_of(cells.cell_key, split)  # by text identity, then seed
+                if r["prompt_sha"] == text_id and (keys is None or (r["prompt_sha"], r["seed"]) in keys)]
         if not mine:
             continue
         sample = mine[0]
-        anchor = index.query("SELECT * FROM samples WHERE cell_key = ? AND prompt_sha = ? AND seed = ?",
-                             (anchor_cell_key, text_id, sample["seed"]))
+        anchor = [r for r in [index.cell_samples(anchor_cell_key).get((text_id, sample["seed"]))] if r is not None]
         rows.append({"prompt_id": sample["prompt_id"], "prompt": sample["prompt"] or "",
                      "category": sample["category"] or "", "seed": sample["seed"], "delta": cells.deltas[text_id],
                      "image": copy_image(sample, cells.cell_key),

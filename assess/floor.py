@@ -74,7 +74,7 @@ def measure(index: Any, anchor_cell_key: str, metrics: Sequence[str]) -> dict[st
     from assess.metrics import SPECS
     from assess.stats import mean_interval, quality_deltas
 
-    anchors = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (anchor_cell_key,))
+    anchors = index.runs_of(anchor_cell_key)[:1]
     if not anchors:
         return {}
     anchor = json.loads(anchors[0]["cell"])

@@ -1038,6 +1038,29 @@ class Index:
             for r in self.conn.execute("SELECT * FROM samples WHERE cell_key = ?", (cell_key,))
         }
 
+    # One cell's rows, in the order of the index that answers them (assess.report_index reads every cell's at once,
+    # in the same order: a bootstrap's values depend on it).
+
+    def samples_of(self, cell_key: str, split: str) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM samples WHERE cell_key = ? AND split = ? ORDER BY prompt_sha, seed",
+                          (cell_key, split))
+
+    def scores_of(self, cell_key: str) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM scores WHERE cell_key = ? ORDER BY prompt_sha, seed, metric, metric_version",
+                          (cell_key,))
+
+    def set_scores_of(self, cell_key: str, split: str) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM set_scores WHERE cell_key = ? AND split = ? ORDER BY metric, metric_version",
+                          (cell_key, split))
+
+    def runs_of(self, cell_key: str) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM runs WHERE cell_key = ? ORDER BY split, rowid", (cell_key,))
+
+    def cell_row(self, cell_key: str, split: str) -> dict[str, Any] | None:
+        """The cell's row of the `cells` view (its summary and its latest run's configuration)."""
+        rows = self.query("SELECT * FROM cells WHERE cell_key = ? AND split = ?", (cell_key, split))
+        return rows[0] if rows else None
+
     def leaderboard(self, split: str | None = None) -> list[dict[str, Any]]:
         """The `leaderboard` view (optionally one split), anchors first, then by speed-up."""
         where, params = ("WHERE split = ?", (split,)) if split else ("", ())

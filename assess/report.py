@@ -130,6 +130,14 @@ def _runs_in_index(index: Index, sweeps: list[Path]) -> tuple[list[dict[str, Any
     return rows, missing
 
 
+def read_once(index: Index, runs: list[dict[str, Any]]) -> Any:
+    """The index with the rows of these runs' cells and anchors read once for the whole report
+    (assess.report_index: a few queries per report, not several per cell)."""
+    from assess.report_index import ReportIndex
+
+    return ReportIndex(index, {r["cell_key"] for r in runs} | {r["anchor_cell_key"] for r in runs if r["anchor_cell_key"]})
+
+
 def _status(runs: list[dict[str, Any]]) -> str:
     return cell_status(r["status"] for r in runs)
 
@@ -169,11 +177,9 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
     views = []
     memo: dict[Any, Any] = {}  # the anchors' side of every comparison, read once (assess.stats.compare_cell)
     for (cell_key, split), cell in sorted(scope.cells.items()):
-        rows = index.query("SELECT status, height, width, overrides FROM cells WHERE cell_key = ? AND split = ?",
-                           (cell_key, split))
-        if not rows:
+        row = index.cell_row(cell_key, split)
+        if row is None:
             continue  # an anchor that is not indexed (yet)
-        row = rows[0]
         scoped = scoped_cell(index, cell)
         overrides = cell.overrides or json.loads(row["overrides"] or "[]")
         view = CellView(
@@ -480,9 +486,8 @@ def _sheet(index: Index, axis: str, columns: list[CellView], out: Path) -> Sheet
          "value": "anchor" if v.is_anchor else f"{axis}={v.axes[axis]}" if axis in v.axes else v.label}
         for v in columns])
     samples = {
-        v.cell_key: {(r["prompt_sha"], r["seed"]): r for r in index.query(
-            "SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))
-            if (r["prompt_sha"], r["seed"]) in v.keys}
+        v.cell_key: {(r["prompt_sha"], r["seed"]): r for r in index.samples_of(v.cell_key, v.split)
+                     if (r["prompt_sha"], r["seed"]) in v.keys}
         for v in columns
     }
     asked = set().union(*(v.keys for v in columns if not v.is_anchor)) or set().union(*(v.keys for v in columns))
@@ -674,8 +679,8 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
     costs = compile_costs(index)
     out = []
     for row, v in ((row, v) for row in views for v in (row, *row.merged)):
-        found = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (v.cell_key,))
-        samples = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (v.cell_key, v.split))
+        found = index.runs_of(v.cell_key)[:1]
+        samples = index.samples_of(v.cell_key, v.split)
         notes = [engagement_note(json.loads(found[0]["cell"]), samples) if found else None]
         cost = costs.get((v.cell_key, v.split))
         notes.append(None if cost is None else cost.note())
@@ -698,6 +703,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
     check_out(out_dir)  # before anything is read or written: a folder that is not ours is never replaced
     with Index.open(index_path, create=False) as index, staged(out_dir) as staging:
         runs, missing = _runs_in_index(index, sweep_paths)
+        index = read_once(index, runs)
         views, scope = _cell_views(index, runs)
         rule = default_rule(index, views, runs, quality_metric, band, alpha, test, price_per_gpu_hour)
         verdict = sweep_verdict(index, views, rule, recorded_verdicts([r["path"] for r in runs]), band)
@@ -765,6 +771,7 @@ def sweep_table(sweeps: Sequence[Path | str], index_path: Path | str | None = No
         runs, _ = _runs_in_index(index, paths)
         if not runs:
             return None
+        index = read_once(index, runs)
         views, _ = _cell_views(index, runs)
         rule = default_rule(index, views, runs, None, None)
         verdict = sweep_verdict(index, views, rule, recorded_verdicts([r["path"] for r in runs]))
@@ -781,5 +788,5 @@ def sweep_answer(sweeps: Sequence[Path | str], index_path: Path | str | None = N
 def sweep_cells(index: Index, sweeps: list[Path | str]) -> tuple[list[CellView], list[dict[str, Any]]]:
     """The report's cells of these sweeps, in leaderboard order (what `write_report` shows), and their `runs` rows."""
     runs, _ = _runs_in_index(index, [Path(s).resolve() for s in sweeps])
-    views, _ = _cell_views(index, runs)
+    views, _ = _cell_views(read_once(index, runs), runs)
     return views, runs

@@ -116,16 +116,14 @@ class ScopedCell:
 
 
 def sample_rows(index: Any, cell: CellScope) -> list[dict[str, Any]]:
-    rows = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (cell.cell_key, cell.split))
-    return [r for r in rows if (r["prompt_sha"], r["seed"]) in cell.keys]
+    return [r for r in index.samples_of(cell.cell_key, cell.split) if (r["prompt_sha"], r["seed"]) in cell.keys]
 
 
 def scoped_cell(index: Any, cell: CellScope) -> ScopedCell:
     samples = sample_rows(index, cell)
     values: dict[str, float | None] = {}
     reasons: dict[str, str] = {}
-    scores = index.query("SELECT metric, prompt_sha, seed, value, unavailable_reason FROM scores WHERE cell_key = ?",
-                         (cell.cell_key,))
+    scores = index.scores_of(cell.cell_key)
     present = {(s["prompt_sha"], s["seed"]) for s in samples}
     by_metric: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in scores:
@@ -144,8 +142,7 @@ def scoped_cell(index: Any, cell: CellScope) -> ScopedCell:
             reasons[spec.name] = speed[spec.name].unavailable_reason or ""
     reused = sum(1 for s in samples if s["run_path"] not in own_runs) if own_runs else 0
     sizes: dict[str, int] = {}
-    for row in index.query("SELECT metric, value, unavailable_reason, n FROM set_scores WHERE cell_key = ? AND split = ?",
-                           (cell.cell_key, cell.split)):  # set metrics (CMMD): one value over the split's pairs
+    for row in index.set_scores_of(cell.cell_key, cell.split):  # set metrics (CMMD): one value over the split's pairs
         values[row["metric"]], sizes[row["metric"]] = row["value"], row["n"]
         if row["value"] is None:
             reasons[row["metric"]] = row["unavailable_reason"]

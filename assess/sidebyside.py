@@ -116,6 +116,9 @@ def session_pairs(index: Any, session: str, pairs: Sequence[tuple[str, str]]) ->
 
 def side_by_side(index: Any, cell: str, against: str) -> PairTiming | None:
     """The latest session that timed `cell` and `against` side by side, as their speed-up (None: never)."""
+    untimed = getattr(index, "untimed", frozenset())  # cells assess.report_index knows no session timed
+    if cell in untimed or against in untimed:
+        return None
     rows = index.query(
         "SELECT s.session FROM timing_sessions s JOIN timing_cells a ON a.session = s.session AND a.cell_key = ? "
         "JOIN timing_cells b ON b.session = s.session AND b.cell_key = ? WHERE s.rounds > 0 "

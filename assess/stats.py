@@ -62,6 +62,8 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> Estimate:
     """Mean with a 95 % BCa bootstrap interval (percentile when BCa is degenerate)."""
     import numpy as np
 
+    from assess.resample import mean_interval_bca
+
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         raise ValueError("no values")
@@ -70,7 +72,9 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> Estimate:
         return Estimate(mean, None, None, 1, note="one value: no interval")
     if float(np.ptp(data)) == 0.0:
         return Estimate(mean, mean, mean, int(data.size), note="all values equal")
-    low, high = bootstrap((data,), np.mean, seed=seed)
+    # scipy.stats.bootstrap's BCa interval (`bootstrap`), its steps without its per-call checks: a report computes
+    # one per cell (assess.resample; the same values to the last bit)
+    low, high = mean_interval_bca(data, CONFIDENCE, N_RESAMPLES, seed)
     return Estimate(mean, low, high, int(data.size))
 
 
@@ -146,11 +150,12 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
 def median_ratio_interval(a: Any, c: Any, seed: int = SEED) -> tuple[float | None, float | None]:
     """The 95 % two-sample percentile bootstrap interval of median(a) / median(c): scipy.stats.bootstrap's own steps
     (one batch of N_RESAMPLES, `a` resampled first from the seeded generator, then `c`; scipy.stats.quantile of the
-    ratios), with `a`'s resampled medians and the generator's state after them kept per (a, seed). A report compares
-    every cell with one anchor: the anchor's 2,000 resampled medians are drawn once, not once per cell (tests pin the
-    values to scipy.stats.bootstrap's)."""
+    ratios, its arithmetic without its per-call checks: assess.resample), with `a`'s resampled medians and the
+    generator's state after them kept per (a, seed). A report compares every cell with one anchor: the anchor's
+    2,000 resampled medians are drawn once, not once per cell (tests pin the values to scipy.stats.bootstrap's)."""
     import numpy as np
-    from scipy import stats
+
+    from assess.resample import linear_quantiles
 
     medians, state = _anchor_medians(a.tobytes(), a.size, seed)
     rng = np.random.default_rng(seed)
@@ -160,7 +165,7 @@ def median_ratio_interval(a: Any, c: Any, seed: int = SEED) -> tuple[float | Non
     alpha = (1 - CONFIDENCE) / 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
-        ci = stats.quantile(ratios, np.stack((np.asarray(alpha), 1 - np.asarray(alpha)), axis=-1), axis=-1)
+        ci = linear_quantiles(ratios, np.stack((np.asarray(alpha), 1 - np.asarray(alpha)), axis=-1))
     low, high = float(ci[0]), float(ci[1])
     return (None, None) if math.isnan(low) or math.isnan(high) else (low, high)
 
@@ -397,11 +402,8 @@ def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, i
     by these keys: by the prompt's content, never by its id."""
     from assess.metrics import SPECS
 
-    rows = index.query(
-        "SELECT s.metric, s.metric_version, s.config, s.prompt_sha, s.seed, s.value FROM scores s "
-        "JOIN samples p USING (cell_key, prompt_sha, seed) WHERE s.cell_key = ? AND p.split = ? AND s.value IS NOT NULL",
-        (cell_key, split),
-    )
+    in_split = {(s["prompt_sha"], s["seed"]) for s in index.samples_of(cell_key, split)}
+    rows = [r for r in index.scores_of(cell_key) if r["value"] is not None and (r["prompt_sha"], r["seed"]) in in_split]
     out: dict[str, dict[tuple[str, int], tuple[float, str]]] = defaultdict(dict)
     for r in rows:
         spec = SPECS.get(r["metric"])
@@ -411,18 +413,14 @@ def _sample_values(index: Any, cell_key: str, split: str, keys: set[tuple[str, i
 
 
 def _warm_rows(index: Any, cell_key: str, split: str, keys: set[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
-    rows = index.query(
-        "SELECT prompt_sha, seed, latency_s, ref_s, warmup FROM samples WHERE cell_key = ? AND split = ? AND warmup = 0 "
-        "AND latency_s IS NOT NULL",
-        (cell_key, split),
-    )
-    return [r for r in rows if keys is None or (r["prompt_sha"], r["seed"]) in keys]
+    return [r for r in index.samples_of(cell_key, split) if r["warmup"] == 0 and r["latency_s"] is not None
+            and (keys is None or (r["prompt_sha"], r["seed"]) in keys)]
 
 
 def reference_drift(index: Any, cell_key: str) -> float | None:
     """The reference's largest drift over a run that rendered some of the cell's samples (None: none recorded)."""
-    row = index.query("SELECT max(ref_drift) AS d FROM runs WHERE cell_key = ? AND n_rendered > 0", (cell_key,))
-    return float(row[0]["d"]) if row and row[0]["d"] is not None else None
+    drifts = [r["ref_drift"] for r in index.runs_of(cell_key) if (r["n_rendered"] or 0) > 0 and r["ref_drift"] is not None]
+    return float(max(drifts)) if drifts else None
 
 
 def paired_speedup(anchor_rows: Sequence[Any], cell_rows: Sequence[Any], anchor_drift: float = 0.0,

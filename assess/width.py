@@ -12,7 +12,9 @@ from render.rundir.records import twin_key
 def indexed_cell(index: Any, cell_key: str) -> dict[str, Any] | None:
     """A cell as its indexed runs record it (the run's `cell` JSON); None when the index has no run of it or this
     version cannot read it."""
-    rows = index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1", (cell_key,))
+    runs_of = getattr(index, "runs_of", None)  # an Index (or assess.report_index's, its rows read once)
+    rows = runs_of(cell_key)[:1] if runs_of else index.query("SELECT cell FROM runs WHERE cell_key = ? LIMIT 1",
+                                                              (cell_key,))
     try:
         cell = json.loads(rows[0]["cell"]) if rows else None
     except (TypeError, ValueError):
