@@ -88,4 +88,6 @@ class ReportIndex:
         return self._cells.get((cell_key, split)) if cell_key in self.cell_keys else self.index.cell_row(cell_key, split)
 
     def parity(self, cell_key: str) -> Rows:
-        return self._parity.get(cell_key, []) if cell_key in self.cell_keys else self.index.parity(cell_key)
+        if cell_key not in self.cell_keys:
+            return [dict(row) for row in self.index.parity(cell_key)]
+        return self._parity.get(cell_key, [])

@@ -116,7 +116,7 @@ def session_pairs(index: Any, session: str, pairs: Sequence[tuple[str, str]]) ->
 
 def side_by_side(index: Any, cell: str, against: str) -> PairTiming | None:
     """The latest session that timed `cell` and `against` side by side, as their speed-up (None: never)."""
-    untimed = getattr(index, "untimed", frozenset())  # cells assess.report_index knows no session timed
+    untimed: frozenset[str] = getattr(index, "untimed", frozenset())  # cells assess.report_index knows no session timed
     if cell in untimed or against in untimed:
         return None
     rows = index.query(
