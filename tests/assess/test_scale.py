@@ -5,6 +5,7 @@ through its indexes, never by reading a whole table of samples or scores (benchm
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import os
 import sqlite3
@@ -94,6 +95,22 @@ ONCE_PER_REPORT = {"SELECT * FROM compile_break_even"}
 BIG_TABLES = ("runs", "samples", "scores", "cell_scores", "cell_summary", "run_files", "parity", "set_scores")
 
 
+@contextlib.contextmanager
+def tracing() -> Iterator[list[str]]:
+    """Every statement an index opened in this process sends, while the context lasts."""
+    statements: list[str] = []
+    connect = index_module.Index._connect.__func__  # type: ignore[attr-defined]
+
+    def traced_connect(cls: type[Index], path: Path, readonly: bool) -> Index:
+        index = connect(cls, path, readonly)
+        index.conn.set_trace_callback(statements.append)
+        return index
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_module.Index, "_connect", classmethod(traced_connect))
+        yield statements
+
+
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     """A scored root, and every statement `status` (of the root and of a sweep, plain and --json) and `report` sent
@@ -102,17 +119,8 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     root, db = folder / "outputs", folder / "index.db"
     load_benchmark("scale").build(root, RUNS, SAMPLES, anchor_samples=20)
     score([root], db, metrics=["psnr"])
-    statements: list[str] = []
-    connect = index_module.Index._connect.__func__  # type: ignore[attr-defined]
-
-    def tracing(cls: type[Index], path: Path, readonly: bool) -> Index:
-        index = connect(cls, path, readonly)
-        index.conn.set_trace_callback(statements.append)
-        return index
-
     sweep = root / "multirun" / "sweep-000"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(index_module.Index, "_connect", classmethod(tracing))
+    with tracing() as statements:
         for args in (["status", str(root), "--json"], ["status", str(sweep)], ["status", str(sweep), "--json"],
                      ["report", str(root), "--out", str(folder / "report")]):
             result = CliRunner().invoke(cli, [*args, "--db", str(db)], catch_exceptions=False)
@@ -139,16 +147,7 @@ def _report_reads(folder: Path, runs: int) -> list[str]:
     root, db = folder / "outputs", folder / "index.db"
     load_benchmark("scale").build(root, runs, SAMPLES, anchor_samples=20)
     score([root], db, metrics=["psnr"])
-    statements: list[str] = []
-    connect = index_module.Index._connect.__func__  # type: ignore[attr-defined]
-
-    def tracing(cls: type[Index], path: Path, readonly: bool) -> Index:
-        index = connect(cls, path, readonly)
-        index.conn.set_trace_callback(statements.append)
-        return index
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(index_module.Index, "_connect", classmethod(tracing))
+    with tracing() as statements:
         result = CliRunner().invoke(cli, ["report", str(root), "--out", str(folder / "report"), "--db", str(db)],
                                     catch_exceptions=False)
         assert result.exit_code == 0, result.output
