@@ -13,13 +13,14 @@ warm-up calls, those extra rounds and the existing anchor's calls (the sweep's l
 
 Which cells: those the sweep's round would time (render.timing_round.skip_reason: not an experiment's, not with
 `timing.side_by_side=false`), with an anchor to be timed against, of width 1, and on a GPU only while their
-pipelines fit in it together (the model's weights on disk, one copy per cell). The others render one after another as ever, and the round after the sweep
-times what is left. A cell that fails in a round records its FAILED.json and leaves the rounds; a cancellation
+pipelines fit in it together (the model's weights on disk, one copy per cell). The others render one after another
+as ever, and the round after the sweep times what is left. A cell that fails in a round records its FAILED.json and leaves the rounds; a cancellation
 records `cancelled` in every cell still open.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from contextvars import ContextVar
@@ -117,9 +118,7 @@ class Interleave:
             return True
         import torch
 
-        folder = Path(model_source(job.cell.model))
-        weights = sum(f.stat().st_size for f in folder.rglob("*") if f.suffix in {".safetensors", ".bin"}) \
-            if folder.is_dir() else 0
+        weights = _weights_on_disk(model_source(job.cell.model))
         total = torch.cuda.get_device_properties(torch.device(job.device)).total_memory
         return 0 < weights * (len({r.job.cell.key for r in self.runs}) + 2) < FIT * total
 
@@ -224,6 +223,14 @@ class Interleave:
             run.close()
         except Exception as error:  # noqa: BLE001 - one cell's failure is its own; the sweep goes on
             run.fail(error)
+
+
+@functools.lru_cache(maxsize=8)
+def _weights_on_disk(source: str) -> int:
+    """The bytes of a local model folder's weight files (0: not a folder), read once per sweep and model."""
+    folder = Path(source)
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.suffix in {".safetensors", ".bin"}) \
+        if folder.is_dir() else 0
 
 
 def _recorded(job: Job, beside: CellRun) -> Contender | None:

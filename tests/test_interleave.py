@@ -174,3 +174,28 @@ def test_cells_the_round_would_not_time_render_one_after_another(tiny_cache: Pat
                              overrides=given, defer=interleave)
     assert (cell.run_dir / "DONE.json").exists() and (anchor.run_dir / "DONE.json").exists()
     assert interleave.drive() is None, "nothing was left to the rounds"
+
+
+def test_on_a_gpu_cells_are_interleaved_only_while_their_weights_fit_together(tiny_cache: Path, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule docs/timing.md states, without a GPU: one copy of the weights on disk per open cell, plus the one
+    asked about and the anchor's, within 80 % of the device's memory."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import torch
+
+    from render import interleave as module
+
+    job = dataclasses.replace(build_job(compose_cfg(*BASE, "steps=2", f"out_root={tmp_path}")), device="cuda:0")
+    weights = module._weights_on_disk(module.model_source(job.cell.model))
+    assert weights > 0, "the tiny model's weight files are counted"
+    interleave = Interleave()
+    memory = {"total": 0}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=memory["total"]))
+    memory["total"] = int(2 * weights / module.FIT) + 1  # room for two copies: the cell and its anchor
+    assert interleave._fits(job)
+    interleave.runs.append(SimpleNamespace(job=SimpleNamespace(cell=SimpleNamespace(key="open-cell"))))  # type: ignore[arg-type]
+    assert not interleave._fits(job), "a third copy does not fit"
+    memory["total"] = int(3 * weights / module.FIT) + 1
+    assert interleave._fits(job)
