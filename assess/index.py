@@ -506,6 +506,9 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0009_clips", [SCHEMA_0009_CLIPS]),
     ("0010_parity", [SCHEMA_0010_PARITY]),
     ("0011_run_identity", []),  # _run_identity
+    # a final's holdout by content (JSON list of its texts' render.rundir.holdout_identity): a final of any name on
+    # one of those texts is found in the index (assess.climb.final.holdout_evidence)
+    ("0012_final_content", ["ALTER TABLE finals ADD COLUMN holdout TEXT"]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -253,6 +253,11 @@ class CellWriter:
         self.store.add(self.run_dir, *records, appended=appended)
         self.records.extend(records)
 
+    def linked(self, found: rundir.ExistingSample, prompt_id: str, **labels: Any) -> rundir.SampleRecord:
+        """A finished sample made part of this run: its record names this launch's ledger head, not its renderer's."""
+        return replace(rundir.link_sample(found, self.run_dir, self.job.out_root, prompt_id), **labels,
+                       ledger=self.run.ledger or None)
+
     def produce(self, prompt_id: str, text: str, seed: int) -> None:
         """Under the sample's claim: link a finished copy (another process may have made it), else render it."""
         self.current = {"prompt_id": prompt_id, "seed": seed}
@@ -262,7 +267,7 @@ class CellWriter:
         if found is not None:
             if found.folder != self.run_dir.resolve() or found.record.prompt_id != prompt_id:
                 # the labels are this split's, not the found run's
-                self._append(replace(rundir.link_sample(found, self.run_dir, self.job.out_root, prompt_id), **labels))
+                self._append(self.linked(found, prompt_id, **labels))
                 self.result.n_reused += 1
             return
         if self.guard is not None:
@@ -289,7 +294,7 @@ class CellWriter:
             compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
             gpus=self.job.gpus if self.job.gpus > 1 else None,
             latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None, **clip_fields(cell, latency),
-            **(engaged.as_dict() if engaged else {}), **labels))
+            **(engaged.as_dict() if engaged else {}), **labels, ledger=self.run.ledger or None))
         self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
         loaded.warmups_left -= 1
@@ -458,7 +463,7 @@ class CellRun:
         rundir.register(job.out_root, run_dir, job.cell.key)
         self.writer = CellWriter(job, run_dir, rundir.RunRecord.parse(run, str(run_dir / rundir.RUN_JSON)), self.store,
                                  self.pipelines, result)
-        self.writer._append(*(rundir.link_sample(found, run_dir, job.out_root, prompt_id)
+        self.writer._append(*(self.writer.linked(found, prompt_id)
                               for (prompt_id, _, _), found in reuse.items()))  # one write and fsync for them all
         result.n_reused += len(reuse)
         log.info("cell %s (%s; %s): %d samples, %d reused, %d to render", self.label, job.cell.key, job.cell.describe(),

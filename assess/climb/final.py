@@ -225,10 +225,10 @@ def holdout_evidence(exp: Experiment, index: Index) -> str | None:
     from render.laws.holdout import spent_elsewhere
     from render.prompts import Prompt
 
-    row = next(iter(index.query("SELECT claimed_at FROM finals WHERE experiment = ?", (exp.name,))), None)
-    if row is not None:
-        return f"the index records its final as claimed on {row['claimed_at']}"
     prompts = [Prompt(i, t) for i, t in zip(exp.holdout.ids, exp.holdout.texts, strict=True)]
+    claimed = final_in_index(index, exp.name, prompts)
+    if claimed:
+        return claimed
     spent = spent_elsewhere(exp.ledger, prompts)
     if spent:
         return spent
@@ -237,6 +237,22 @@ def holdout_evidence(exp: Experiment, index: Index) -> str | None:
         return (f"the holdout is contaminated: {len(found)} run folder(s) already hold samples of its texts (e.g. "
                 f"{found[0]}), rendered before the final by an older version or by hand; a final on it would not "
                 "be an unseen test. Give the experiment a fresh holdout manifest")
+    return None
+
+
+def final_in_index(index: Index, name: str, prompts: Sequence[Any]) -> str | None:
+    """A final the index records on these holdout texts, by content (any experiment name) or under this name: why
+    the holdout is spent, or None."""
+    from render.rundir import holdout_identity
+
+    mine = {holdout_identity(p.text) for p in prompts}
+    for row in index.query("SELECT experiment, claimed_at, holdout FROM finals ORDER BY claimed_at"):
+        shared = mine & set(json.loads(row["holdout"] or "[]"))
+        if row["experiment"] == name:
+            return f"the index records its final as claimed on {row['claimed_at']}"
+        if shared:
+            return (f"the index records the final of experiment {row['experiment']} (claimed on {row['claimed_at']}) "
+                    f"on {len(shared)} of its holdout texts: the holdout is spent, whatever this experiment is called")
     return None
 
 

@@ -95,17 +95,26 @@ def experiment_runs(index: Index, name: str) -> list[dict[str, Any]]:
 
 def split_ids(exp: Experiment, split: str) -> dict[str, str]:
     """text identity -> the experiment's prompt id, for its dev or holdout split: samples are matched to the
-    split's prompts by content, so a sample of another text under the same id is not one of them."""
-    from render.rundir import text_hash
+    split's prompts by content (the exact text's hash, as the index's `prompt_sha`), so a sample of another text
+    under the same id is not one of them."""
+    from render.rundir import sample_text_hash
 
     chosen = exp.dev if split == exp.dev.split else exp.holdout
-    return {text_hash(t): i for i, t in zip(chosen.ids, chosen.texts, strict=True)}
+    return {sample_text_hash(t): i for i, t in zip(chosen.ids, chosen.texts, strict=True)}
 
 
-def _scores(index: Index, exp: Experiment, cell_key: str, metric: str, split: str
+Held = frozenset[tuple[str, str, int]] | None  # the samples the experiment's runs hold under its ledger; None: any
+
+
+def _held(held: Held, cell_key: str, row: dict[str, Any]) -> bool:
+    return held is None or (cell_key, row["prompt_sha"], int(row["seed"])) in held
+
+
+def _scores(index: Index, exp: Experiment, cell_key: str, metric: str, split: str, held: Held = None
             ) -> dict[tuple[str, int], dict[str, Any]]:
     """The metric's scores of a cell at the registry's current version only: a score of another version is
-    not a score yet (the cell reads as partially scored until it is re-scored). Keyed (split's prompt id, seed)."""
+    not a score yet (the cell reads as partially scored until it is re-scored). Keyed (split's prompt id, seed);
+    with `held`, only the samples it holds."""
     from assess.metrics import SPECS
 
     ids = split_ids(exp, split)
@@ -113,7 +122,7 @@ def _scores(index: Index, exp: Experiment, cell_key: str, metric: str, split: st
                        "JOIN samples p USING (cell_key, prompt_sha, seed) "
                        "WHERE s.cell_key = ? AND s.metric = ? AND s.metric_version = ? AND p.split = ?",
                        (cell_key, metric, SPECS[metric].version, split))
-    return {(ids[r["prompt_sha"]], r["seed"]): r for r in rows if r["prompt_sha"] in ids}
+    return {(ids[r["prompt_sha"]], r["seed"]): r for r in rows if r["prompt_sha"] in ids and _held(held, cell_key, r)}
 
 
 def typical_reference(index: Index, split: str) -> float | None:
@@ -122,15 +131,16 @@ def typical_reference(index: Index, split: str) -> float | None:
     return float(rows[len(rows) // 2]["ref_s"]) if rows else None
 
 
-def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, reference: float | None = None
-                 ) -> tuple[frozenset[str], dict[str, list[float]]]:
+def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, reference: float | None = None,
+                 held: Held = None) -> tuple[frozenset[str], dict[str, list[float]]]:
     """(prompts whose every seed is rendered, prompt -> warm latencies) of a cell on a split, its samples matched
     to the split's prompts by text identity. With `reference` (typical_reference) and a reference timing on every
     warm sample of the cell, each latency is paired with its own job's: latency x reference / ref_s, so cells timed
-    in different jobs, nodes or hours compare on one device speed (docs/timing.md)."""
+    in different jobs, nodes or hours compare on one device speed (docs/timing.md). With `held`, only the samples
+    it holds (the experiment's evidence: observe)."""
     ids = split_ids(exp, split)
-    rows = index.query("SELECT prompt_sha, seed, latency_s, ref_s, warmup FROM samples WHERE cell_key = ? AND split = ?",
-                       (cell_key, split))
+    rows = [r for r in index.query("SELECT prompt_sha, seed, latency_s, ref_s, warmup FROM samples "
+                                   "WHERE cell_key = ? AND split = ?", (cell_key, split)) if _held(held, cell_key, r)]
     warm = [r for r in rows if not r["warmup"] and r["latency_s"] is not None]
     paired = reference is not None and bool(warm) and all(r["ref_s"] for r in warm)
     seeds: dict[str, set[int]] = defaultdict(set)
@@ -184,12 +194,13 @@ def speed_noise(index: Index, cell_key: str, split: str) -> tuple[float | None, 
 
 
 def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str | None, split: str,
-                   rendered: frozenset[str]) -> tuple[dict[str, float], frozenset[str], dict[str, str]]:
-    """(prompt -> delta to the anchor, prompts not scored yet, prompt -> why unavailable)."""
+                   rendered: frozenset[str], held: Held = None) -> tuple[dict[str, float], frozenset[str], dict[str, str]]:
+    """(prompt -> delta to the anchor, prompts not scored yet, prompt -> why unavailable); with `held`, the cell's
+    scores of the samples it holds only (the anchor's are the frozen reference's, wherever rendered)."""
     q = exp.quality
     if cell_key == anchor_key:
         return {p: 0.0 for p in rendered}, frozenset(), {}
-    mine = _scores(index, exp, cell_key, q.metric, split)
+    mine = _scores(index, exp, cell_key, q.metric, split, held)
     reference = {} if q.needs_reference or anchor_key is None else _scores(index, exp, anchor_key, q.metric, split)
     values: dict[tuple[str, int], float] = {}
     anchor_values: dict[tuple[str, int], float] = {}
@@ -240,6 +251,7 @@ def _failures(runs: list[dict[str, Any]]) -> tuple[str | None, int | None]:
 def observe(index: Index, exp: Experiment) -> Observed:
     """The experiment's cells on its dev split, from the index (sync_run_experiments first)."""
     runs, apart = _under_this_ledger(exp, experiment_runs(index, exp.name))
+    held = _held_by(exp, runs)
     counted = [r["path"] for r in runs]  # the budget's: strangers too (adopted: counted, never ranked)
     runs, strangers, adopted_notes = _accountable(exp, runs)
     dev_runs = [r for r in runs if r["prompts_name"] == exp.dev.option and r["split"] == exp.dev.split]
@@ -271,8 +283,9 @@ def observe(index: Index, exp: Experiment) -> Observed:
         if len(counts) > 1:
             notes.append(f"{exp.label(coords)}: {len(counts)} cell keys; using {key} (most samples)")
         mine = [r for r in group if r["cell_key"] == key]
-        rendered, latencies = sample_table(index, exp, key, exp.dev.split, reference)
-        deltas, unscored, unavailable = quality_deltas(index, exp, key, anchor_key, exp.dev.split, rendered)
+        mine_held = None if key == anchor_key else held  # the frozen anchor's samples are its, wherever rendered
+        rendered, latencies = sample_table(index, exp, key, exp.dev.split, reference, mine_held)
+        deltas, unscored, unavailable = quality_deltas(index, exp, key, anchor_key, exp.dev.split, rendered, mine_held)
         if unscored:
             to_score |= {Path(r["sweep"] or r["path"]) for r in mine}
         failed, blocked = _failures(mine)
@@ -286,22 +299,26 @@ def observe(index: Index, exp: Experiment) -> Observed:
                                          else (frozenset(), {}))
     latest = dev_runs[-1] if dev_runs else None
     to_score |= set(unindexed_runs(index, exp))
-    evidence, evidence_runs = evidence_samples(index, exp, [*keys.values(), *([anchor_key] if anchor_key else [])])
+    evidence, evidence_runs = evidence_samples(index, exp, [*keys.values(), *([anchor_key] if anchor_key else [])],
+                                               held, anchor_key)
     return Observed(cells, keys, anchor_key, anchor_rendered, anchor_latencies, sorted(to_score), ignored, holdout,
                     latest["device_kind"] if latest else None, latest["height"] if latest else None,
                     latest["width"] if latest else None, notes, strangers, counted, evidence, evidence_runs)
 
 
-def evidence_samples(index: Index, exp: Experiment, cell_keys: list[str]) -> tuple[list[tuple[str, str, int]], list[str]]:
+def evidence_samples(index: Index, exp: Experiment, cell_keys: list[str], held: Held = None, anchor_key: str | None = None
+                     ) -> tuple[list[tuple[str, str, int]], list[str]]:
     """(the dev samples of these cells the climb reads: cell key, text identity, seed; the runs that rendered them),
-    matched to the dev split's prompts and the experiment's seeds as sample_table matches them."""
+    matched to the dev split's prompts and the experiment's seeds, and to `held` but for the anchor's, as
+    sample_table matches them."""
     if not cell_keys:
         return [], []
     ids = split_ids(exp, exp.dev.split)
     marks = ", ".join("?" * len(set(cell_keys)))
     rows = index.query(f"SELECT cell_key, prompt_sha, seed, run_path FROM samples WHERE split = ? AND cell_key IN ({marks})",
                        (exp.dev.split, *sorted(set(cell_keys))))
-    used = [r for r in rows if r["prompt_sha"] in ids and r["seed"] in exp.seeds]
+    used = [r for r in rows if r["prompt_sha"] in ids and r["seed"] in exp.seeds
+            and (r["cell_key"] == anchor_key or _held(held, r["cell_key"], r))]
     return ([(r["cell_key"], r["prompt_sha"], int(r["seed"])) for r in used],
             sorted({str(r["run_path"]) for r in used}))
 
@@ -309,25 +326,41 @@ def evidence_samples(index: Index, exp: Experiment, cell_keys: list[str]) -> tup
 def _under_this_ledger(exp: Experiment, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """(the runs gathered under this experiment's ledger, a line per run kept apart): a run whose run.json names a
     ledger head this ledger's chain never had (launched from another state folder, under another rule, or after the
-    ledger was restarted) is another body of evidence: it is listed, never ranked and not counted in the budget. A
-    run that names no head (written before heads were recorded, or by hand) is taken as before, on its anchor."""
-    chain = exp.ledger.reconciled().chain
-    if not chain:
+    ledger was restarted), or names none though launched after the chain began, is another body of evidence
+    (render.laws.evidence.Gathered): it is listed, never ranked and not counted in the budget. A run launched before
+    the chain began that names no head (an older version's) is taken as before, on its anchor."""
+    from render.laws.evidence import Gathered
+
+    gathered = Gathered.of(exp.ledger)
+    if not gathered.heads:
         return runs, []
-    heads = {e["hash"] for e in chain}
     kept, apart = [], []
     for run in runs:
         try:
-            stamp = read_run_record(run["path"]).ledger
+            record = read_run_record(run["path"])
+            why = gathered.why_apart(record.ledger, record.started_at)
         except (OSError, InvalidRunDirectory):
-            stamp = {}
-        if stamp.get("head") and stamp["head"] not in heads:
-            apart.append(f"{run['path']}: gathered under another ledger of {exp.name} (origin {stamp.get('origin')}, "
-                         f"head {stamp['head']}; this one's origin is {chain[0]['hash']}): kept apart, never ranked, "
-                         "not counted in the budget")
-        else:
+            why = None  # unreadable since it was indexed: `assess score` reports it
+        if why is None:
             kept.append(run)
+        else:
+            apart.append(f"{run['path']}: {why} of {exp.name}: kept apart, never ranked, not counted in the budget")
     return kept, apart
+
+
+def _held_by(exp: Experiment, runs: list[dict[str, Any]]) -> Held:
+    """The samples the experiment's runs (those under its ledger) hold under its ledger, rendered or linked: its
+    evidence. A sample another body of evidence rendered is the experiment's once one of its runs links it (and
+    the budget pays its recorded cost); until then the climb does not read it. None before the ledger's chain."""
+    from render.laws.evidence import Gathered, held_samples
+    from render.rundir import load_runs
+
+    gathered = Gathered.of(exp.ledger)
+    if not gathered.heads:
+        return None
+    if not runs:
+        return frozenset()
+    return frozenset(held_samples(gathered, exp.name, load_runs([Path(r["path"]) for r in runs], problems=[])))
 
 
 def _accountable(exp: Experiment, runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any], list[str]]:

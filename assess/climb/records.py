@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from assess.errors import AssessError
@@ -66,8 +67,9 @@ def write_generation(out_root: Path, name: str, record: dict[str, Any]) -> Path:
 
 
 def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final: dict[str, Any] | None,
-               final_path: Path | None) -> None:
-    """Make the index's climb tables equal to the files."""
+               final_path: Path | None, holdout: Sequence[str] = ()) -> None:
+    """Make the index's climb tables equal to the files; a final is kept with its holdout's text identities
+    (`holdout`: render.rundir.holdout_identity of each), so another name's final on them is found by content."""
     with index.write():
         index.table("generations").delete_where("experiment = ?", (name,))
         index.table("generation_cells").delete_where("experiment = ?", (name,))
@@ -83,5 +85,6 @@ def sync_index(index: Index, name: str, generations: list[dict[str, Any]], final
         if final is not None:  # a claim stays in the index for good: deleting a ledger copy does not reset it
             index.table("finals").insert({
                 "experiment": name, "claimed_at": final.get("claimed_at") or final.get("at", ""),
-                "incumbent": json_dumps(final.get("incumbent", {}).get("cell", {})), "record": str(final_path)},
+                "incumbent": json_dumps(final.get("incumbent", {}).get("cell", {})), "record": str(final_path),
+                "holdout": json_dumps(sorted(holdout))},
                 replace=True, alter=False)

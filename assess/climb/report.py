@@ -171,10 +171,12 @@ def write_experiment_report(name: str, db: Path | None = None, out_root: Path | 
 def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path, what_if_band: float | None = None) -> None:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
+    from render.rundir import holdout_identity
+
     final = final_claimed(exp)
     with Index.open(db, create=False) as index:
         observed, decision, history = _current_decision(index, exp)
-        sync_index(index, name, history, final, exp.ledger.state_copy)
+        sync_index(index, name, history, final, exp.ledger.state_copy, [holdout_identity(t) for t in exp.holdout.texts])
         result = recorded_final(exp, index, final)
         verdict = experiment_verdict(index, exp, decision, observed, what_if_band)
         index_path = str(Path(index.path).resolve())

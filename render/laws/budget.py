@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from render.errors import RenderError
 from render.laws.gpu_budget import Budget
 from render.laws.ledger import Kind, Ledger
+from render.laws.evidence import Gathered, held_samples
 from render.laws.spend import (RESERVATION_ENV, Purpose, hold, live_holders, logged_samples, logged_seconds,
                                record_spend, spend_lines)
 from render.rundir import RunDir, RunRecord, SampleRecord, host_identity, now_iso, scan_runs, slurm_state, writer_state
@@ -77,21 +78,13 @@ class History:
 def spent_gpu_seconds(ledger: Ledger, history: History | None = None) -> float:
     """Everything the device did for the experiment: its spend log (render.laws.spend: samples, warm-ups, failed
     calls, preflight measurements, calibrations, loads; deleting run folders returns nothing), plus, once each by
-    content identity, the samples its runs use that no log line names (rendered before the log, or by another
-    experiment and linked: such a sample costs what its rendering cost), in every out_root the experiment used."""
+    content identity, the samples its runs hold under its ledger that no log line names (rendered before the log, or
+    by another experiment or ledger and linked: such a sample costs what its rendering cost), in every out_root the
+    experiment used. A sample gathered under another ledger of the experiment is that ledger's spend: not counted."""
     history = history or History.scan(ledger.out_roots())
     lines = spend_lines(ledger)
-    logged = logged_samples(lines)
-    cost: dict[tuple[str, str, int], float] = {}
-    used: set[tuple[str, str, int]] = set()
-    for run in history.runs:
-        mine = run.experiment is not None and run.experiment.name == ledger.name
-        for record in run.samples:
-            if record.reused_from is None:
-                cost.setdefault(record.identity, record.device_s + (record.load_s or 0.0))
-            if mine:
-                used.add(record.identity)
-    return logged_seconds(lines) + sum(cost.get(i, 0.0) for i in used - logged)
+    used = held_samples(Gathered.of(ledger), ledger.name, history.runs, spend=True) - logged_samples(lines)
+    return logged_seconds(lines) + sum(evidence_costs(history, used).values())
 
 
 def evidence_costs(history: History, evidence: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str, int], float]:

@@ -278,3 +278,69 @@ def _equal(a: Any, b: Any) -> bool:
         return float(a) == float(b)
     except (TypeError, ValueError):
         return str(a) == str(b)
+
+
+# -- whose evidence a run or a sample is ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What decides whether a run or a sample is the experiment's evidence: the heads its ledger's chain has had,
+    and when the chain began. A run's run.json (render.runner.run_record) and each sample record name the head in
+    force at their launch; a sample record that names none inherits its run's."""
+
+    heads: frozenset[str]
+    began: str | None  # the chain's first entry (ISO time); None: no chain yet, so nothing to tell apart
+
+    @classmethod
+    def of(cls, ledger: Ledger) -> Gathered:
+        chain = ledger.reconciled().chain
+        began = chain[0].get("at") if chain else None
+        return cls(frozenset(e["hash"] for e in chain), str(began) if began else None)
+
+    def why_apart(self, stamp: dict[str, Any] | None, started_at: str | None) -> str | None:
+        """None when evidence stamped `stamp` and launched at `started_at` was gathered under this ledger, else why
+        it is another body of evidence: a head this chain never had (another state folder, another rule, a restarted
+        ledger), or no head at all though launched after the chain began (a renderer that did not name it: by hand,
+        or from a state folder whose version did not). A run launched before the chain began and naming no head (an
+        older version's) is taken on its anchor, as before."""
+        if not self.heads:
+            return None
+        stamp = stamp or {}
+        if head := stamp.get("head"):
+            return None if head in self.heads else f"gathered under another ledger (origin {stamp.get('origin')}, head {head})"
+        if self.began is None or _before(started_at, self.began):
+            return None
+        return f"names no ledger head though launched ({started_at or 'at an unknown time'}) after its ledger began ({self.began})"
+
+    def takes(self, run: Any, record: Any = None, *, spend: bool = False) -> bool:
+        """Whether a run (a RunRecord) or one of its sample records was gathered under this ledger; for `spend`,
+        whether it is not another ledger's (a known foreign head): what no head proves apart, the budget still
+        counts (its own log never did)."""
+        stamp = (getattr(record, "ledger", None) or run.ledger) if record is not None else run.ledger
+        if spend:
+            head = (stamp or {}).get("head")
+            return not (self.heads and head and head not in self.heads)
+        return self.why_apart(stamp, run.started_at) is None
+
+
+def _before(started_at: str | None, began: str) -> bool:
+    from datetime import datetime
+
+    if not started_at:
+        return False
+    try:
+        return datetime.fromisoformat(started_at) < datetime.fromisoformat(began)
+    except (TypeError, ValueError):
+        return False
+
+
+def held_samples(gathered: Gathered, name: str, runs: Iterable[Any], *, spend: bool = False
+                 ) -> set[tuple[str, str, int]]:
+    """The samples (cell key, text identity, seed) that runs naming the experiment hold, rendered or linked, under
+    its ledger (Gathered.takes): its evidence, whoever first rendered them."""
+    held: set[tuple[str, str, int]] = set()
+    for run in runs:
+        if run.experiment is not None and run.experiment.name == name:
+            held |= {record.identity for record in run.samples if gathered.takes(run.run, record, spend=spend)}
+    return held

@@ -67,6 +67,9 @@ class SampleRecord:
     frames: int | None = None  # frames in the clip file (the reader checks it)
     fps: int | None = None  # its playback rate
     s_per_frame: float | None = None  # latency_s / frames
+    # the experiment's ledger in force when this record was written (render.laws.ledger.ledger_stamp, as run.json's
+    # `ledger`): a run resumed by a launch under another ledger holds samples of two bodies of evidence
+    ledger: dict[str, Any] | None = field(default=None, hash=False)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -287,6 +290,7 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
         values[name] = None if values[name] is None else float(values[name])
     if values["latency_calls"] is not None:
         values["latency_calls"] = tuple(float(x) for x in values["latency_calls"])
+    values["ledger"] = dict(values["ledger"]) if isinstance(values["ledger"], dict) else None
     return SampleRecord(**values)
 
 

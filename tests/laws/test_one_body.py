@@ -417,3 +417,156 @@ def test_index_rows_naming_the_experiment_are_evidence_of_its_ledger(workdir: Pa
     refused = invoke("climb", "tiny-demo", "--db", str(db))
     assert refused.exit_code != 0 and "no copy of its ledger is left" in refused.output, refused.output
     assert str(run) in refused.output
+
+
+# -- what stop 51 left: runs with no head, samples read by cell key, each sample's own stamp ------------------
+
+
+def stamped(run: Path, stamp: dict, *, started_at: str | None = None, samples: dict | None = None) -> Path:
+    """Give a fixture run the ledger stamp its launch would record in run.json (and, `samples`, in its sample
+    records: prompt id -> that record's own stamp)."""
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "ledger": stamp,
+                                              **({"started_at": started_at} if started_at else {})}))
+    if samples:
+        lines = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+        (run / "samples.jsonl").write_text("".join(
+            json.dumps({**line, "ledger": samples.get(line["prompt_id"], line.get("ledger"))}) + "\n" for line in lines))
+    return run
+
+
+def head_of(ledger: Ledger) -> dict:
+    chain = ledger.reconciled().chain
+    return {"experiment": ledger.name, "origin": chain[0]["hash"], "head": chain[-1]["hash"]}
+
+
+def test_a_run_naming_no_head_launched_after_the_ledger_began_is_kept_apart(workdir: Path) -> None:
+    """A stated limit: a run that names no ledger head was taken as the experiment's, so a run written by hand (or by
+    a renderer that did not name the ledger) counted. Now one launched after the chain began is kept apart; one
+    launched before it (an older version's run) is still taken, on its anchor."""
+    from assess.score import score
+    from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
+
+    db = workdir / "index.db"
+    launch(workdir / "outputs")
+    runs = DemoRuns((workdir / "outputs").resolve())
+    sweep = runs.sweep()
+    older = runs.run(sweep, demo_cell(8), dev_ids(4), latency=0.3)  # started 2026-11-30: before this chain began
+    late = stamped(runs.run(sweep, demo_cell(4), dev_ids(4), latency=0.1), {}, started_at="2099-01-01T00:00:00+00:00")
+    runs.anchor(dev_ids(4))
+    score([sweep], db, metrics=[])
+    _, observed = _observed(db)
+    assert ("8", "none", "default") in observed.cells, observed.ignored
+    assert ("4", "none", "default") not in observed.cells
+    assert any(str(late) in line and "names no ledger head" in line and "kept apart" in line
+               for line in observed.ignored), observed.ignored
+    assert str(older) in observed.run_paths and str(late) not in observed.run_paths
+
+
+def test_a_kept_apart_runs_samples_are_not_read_through_a_shared_cell_key(workdir: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stated limit: the climb read a cell's samples by cell key, so a kept-apart run of the same cell as one of the
+    experiment's lent it its samples (Bob's 4 prompts behind Alice's 2). Now only the samples the experiment's runs
+    hold under its ledger are read: Alice's cell has her 2 prompts, and Bob's 2 others are neither navigated on nor
+    spent, on the climb's side or the renderer's."""
+    from assess.climb.generation import budget_state
+    from assess.score import score
+    from render.laws.budget import History, spent_gpu_seconds
+    from render.rundir import sample_text_hash
+    from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
+
+    db = workdir / "index.db"
+    ledger = launch(workdir / "outputs")
+    mine = DemoRuns((workdir / "outputs").resolve())
+    sweep = mine.sweep()
+    stamped(mine.run(sweep, demo_cell(8), dev_ids(2), latency=0.3), head_of(ledger))
+    stamped(mine.anchor(dev_ids(4), latency=0.6), head_of(ledger))
+    bob = {"experiment": "tiny-demo", "origin": "f" * 64, "head": "e" * 64}  # another state folder's chain
+    theirs = stamped(mine.run(mine.sweep(), demo_cell(8), dev_ids(4), latency=0.3, name="bob"), bob)
+    score([sweep, theirs.parent], db, metrics=[])
+    exp, observed = _observed(db)
+    cell = observed.cells[("8", "none", "default")]
+    assert cell.rendered == frozenset(dev_ids(2)), cell.rendered  # (the warm-up is the first: no latency of it)
+    assert {p for k, p, _ in observed.evidence if k == cell.cell_key} == {sample_text_hash(t) for t in exp.dev.texts[:2]}
+    assert any(str(theirs) in line and "another ledger" in line for line in observed.ignored), observed.ignored
+    expected = 2 * 0.3 + 4 * 0.6
+    assert spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) == pytest.approx(expected)  # the renderer's
+    assert budget_state(exp, observed).spent_s == pytest.approx(expected)  # the climb's: the same
+
+
+def test_a_sample_record_names_its_own_ledger_head_and_a_resumed_runs_foreign_samples_are_apart(workdir: Path) -> None:
+    """A stated limit: sample records had no stamp of their own, so a run resumed by a launch under another ledger
+    (its run.json naming this one's head) passed its foreign samples off as this ledger's. Now a record's own head
+    decides for it: the foreign ones are not read, nor spent here."""
+    from assess.score import score
+    from render.laws.budget import History, spent_gpu_seconds
+    from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
+
+    db = workdir / "index.db"
+    ledger = launch(workdir / "outputs")
+    runs = DemoRuns((workdir / "outputs").resolve())
+    sweep = runs.sweep()
+    foreign = {"experiment": "tiny-demo", "origin": "f" * 64, "head": "e" * 64}
+    stamped(runs.run(sweep, demo_cell(8), dev_ids(4), latency=0.3), head_of(ledger),
+            samples={"dev-002": foreign, "dev-003": foreign})
+    stamped(runs.anchor(dev_ids(4), latency=0.6), head_of(ledger))
+    score([sweep], db, metrics=[])
+    _, observed = _observed(db)
+    assert observed.cells[("8", "none", "default")].rendered == frozenset(dev_ids(2))
+    assert spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) == pytest.approx(2 * 0.3 + 4 * 0.6)
+
+
+def test_the_dev_split_is_matched_by_the_exact_texts_hash_as_the_index_keys_samples() -> None:
+    """Noticed in stop 51: the climb matched samples to its dev prompts by the folded text's hash while the index keys
+    them by the exact text's, so a prompt with a capital or a full stop was never rendered in the climb's eyes."""
+    from types import SimpleNamespace
+
+    from assess.climb.observe import split_ids
+    from render.rundir import sample_text_hash
+
+    texts = ("A Red Circle.", "a blue square")
+    split = SimpleNamespace(split="dev", ids=("p0", "p1"), texts=texts)
+    exp = SimpleNamespace(dev=split, holdout=SimpleNamespace(split="holdout", ids=(), texts=()))
+    assert split_ids(exp, "dev") == {sample_text_hash(texts[0]): "p0", sample_text_hash(texts[1]): "p1"}  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_renderer_stamps_each_sample_record_a_linked_one_with_its_own_launch(tmp_path: Path, tiny_cache: Path) -> None:
+    """Item 1 through the renderer: every sample record names the ledger head of the launch that wrote it, as its
+    run.json does; a sample linked from an earlier run names the linking launch's, not its renderer's."""
+    from tests.conftest import run_render
+
+    args = ["experiment=tiny-demo", "model=tiny", "prompts.limit=2", "seed=0", "steps=2", "render_anchor=false"]
+    for tag in ("first", "second"):
+        result = run_render(*args, f"tag={tag}", cwd=tmp_path, timeout=300)
+        assert result.returncode == 0, result.stderr
+    runs = sorted({p.parent for p in (tmp_path / "outputs").rglob("samples.jsonl")},
+                  key=lambda p: json.loads((p / "run.json").read_text())["started_at"])
+    assert len(runs) == 2, runs
+    for run in runs:
+        stamp = json.loads((run / "run.json").read_text())["ledger"]
+        assert stamp["experiment"] == "tiny-demo" and stamp["head"], stamp
+        records = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+        assert records and all(r["ledger"] == stamp for r in records), (stamp, records)
+    linked = [json.loads(line) for line in (runs[1] / "samples.jsonl").read_text().splitlines()]
+    assert all(r["reused_from"] for r in linked), linked  # the second launch rendered nothing: it linked
+
+
+def test_a_final_in_the_index_blocks_another_names_final_on_the_same_holdout(workdir: Path) -> None:
+    """A stated limit: the index's `finals` were matched by experiment name, so a final recorded there (its ledger
+    copies and lock lines gone) did not stop another name's final on the same holdout texts. Now the index keeps a
+    final's holdout by text identity, and any experiment whose holdout shares one of them finds it spent."""
+    from assess.climb.final import holdout_evidence
+    from assess.climb.records import sync_index
+    from assess.experiment import load_experiment
+    from assess.index import Index
+    from render.rundir import holdout_identity
+
+    launch(workdir / "outputs")
+    exp = load_experiment("tiny-demo")
+    with Index.open(workdir / "index.db") as index:
+        assert holdout_evidence(exp, index) is None
+        sync_index(index, "renamed-demo", [], {"claimed_at": "2026-12-01T00:00:00+00:00", "incumbent": {"cell": {}}},
+                   workdir / "elsewhere" / "ledger.jsonl", [holdout_identity(exp.holdout.texts[3])])
+        found = holdout_evidence(exp, index)
+    assert found is not None and "renamed-demo" in found and "1 of its holdout texts" in found, found
