@@ -31,7 +31,7 @@ Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's ax
 RESERVED_AXES = ("experiment", "prompts", "seed", "out_root", "tag", "render_anchor", "device", "hydra")
 # Override key -> where the cell (run.json "cell") keeps it, when not at the same dotted path.
 CELL_PATHS = {"dtype": "model.dtype", "model": "model.name"}
-LEFT_OUT = {"parallel": "none"}  # axes a cell leaves out at their default (render.spec.Cell.canonical: pinned keys)
+LEFT_OUT = {"parallel": "none", "batch": "1"}  # axes a cell leaves out at their default (render.spec.Cell.canonical)
 
 
 class ExperimentError(AssessError):

@@ -476,6 +476,13 @@ ALTER TABLE samples ADD COLUMN fps INTEGER;
 ALTER TABLE samples ADD COLUMN s_per_frame REAL
 """
 
+# A batched cell's sample (render.cell: batch > 1): the samples in its pipeline call (latency_s is the call's) and
+# its share of the device time, latency_s / batch; NULL for one sample a call.
+SCHEMA_0013_BATCH = """
+ALTER TABLE samples ADD COLUMN batch INTEGER;
+ALTER TABLE samples ADD COLUMN share_s REAL
+"""
+
 # A parallel cell's samples against its width-1 twin's (assess.parity): largest pixel difference in 8-bit levels and
 # SSIM, or why they could not be compared (the twin's sample missing).
 SCHEMA_0010_PARITY = """
@@ -509,6 +516,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # a final's holdout by content (JSON list of its texts' render.rundir.holdout_identity): a final of any name on
     # one of those texts is found in the index (assess.climb.final.holdout_evidence)
     ("0012_final_content", ["ALTER TABLE finals ADD COLUMN holdout TEXT"]),
+    ("0013_batch", [SCHEMA_0013_BATCH]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -112,7 +112,7 @@ def drifting(rows: Sequence[Any]) -> str | None:
     if not bad:
         return None
     worst, why = max(bad, key=lambda b: (b[0]["max_levels"] or 0, -(b[0]["ssim"] if b[0]["ssim"] is not None else 1.0)))
-    return (f"parallel-drift: {len(bad)} of {len(rows)} sample(s) outside the band against the width-1 twin "
+    return (f"parallel-drift: {len(bad)} of {len(rows)} sample(s) outside the band against the single-call twin (width 1, batch 1) "
             f"{worst['twin_cell_key']}; the worst is {why}")
 
 
@@ -125,9 +125,9 @@ def parity_note(rows: Sequence[Any], floor: str | None = None) -> str | None:
     tail = f"; {floor}" if floor else ""
     flag = drifting(compared)
     if flag or not compared:
-        return (flag or f"parity with its width-1 twin: not compared ({rows[0]['unavailable_reason']})") + tail
+        return (flag or f"parity with its single-call twin: not compared ({rows[0]['unavailable_reason']})") + tail
     ssims = [r["ssim"] for r in compared if r["ssim"] is not None]
-    return (f"parity with its width-1 twin {compared[0]['twin_cell_key']}: {len(compared)} sample(s), at most "
+    return (f"parity with its single-call twin {compared[0]['twin_cell_key']}: {len(compared)} sample(s), at most "
             f"{max(r['max_levels'] for r in compared)} level(s) apart"
             + (f", SSIM at least {min(ssims):.4f} (1 - SSIM {1 - min(ssims):.2g})" if ssims else "")
             + f" (band: {MAX_LEVELS} levels, SSIM {MIN_SSIM})" + tail)

@@ -208,6 +208,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "ref_s": sample.ref_s, "latency_calls": json_dumps(list(sample.latency_calls)) if sample.latency_calls else None,
         "device_s": sample.device_s, "sha256": sample.sha256,
         "frames": sample.frames, "fps": sample.fps, "s_per_frame": sample.s_per_frame,
+        "batch": sample.batch, "share_s": sample.share_s,
         **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
         "problem": problem,
     }

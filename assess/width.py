@@ -34,6 +34,19 @@ def cell_width(index: Any, cell_key: str) -> int:
         return 1
 
 
+def cell_batch(index: Any, cell_key: str) -> int:
+    """The samples a cell renders per pipeline call (render.cell: batch), read from its indexed cell (1 without one)."""
+    cell = indexed_cell(index, cell_key)
+    batch = cell.get("batch") if cell else None
+    return batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else 1
+
+
+def devices_per_image(index: Any, cell_key: str) -> float:
+    """The GPUs each image of a cell holds for its latency: its width over its batch (what GPU-seconds per image and
+    a cost per image multiply a latency by)."""
+    return cell_width(index, cell_key) / cell_batch(index, cell_key)
+
+
 def twin_of(index: Any, cell_key: str) -> str | None:
     """A parallel cell's width-1 twin's key, read from its indexed cell (render.rundir.records.twin_key)."""
     cell = indexed_cell(index, cell_key)

@@ -156,7 +156,32 @@ def _size(name: str, value: Any, model: Any) -> int:
     return int(value)
 
 
-def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: int, values: dict[str, Any]) -> Cell:
+MAX_BATCH = 64  # samples per pipeline call: past it a batch is a queue, not a lever (and a typo's 1000 an OOM)
+
+
+def check_batch(batch: Any, values: dict[str, Any]) -> int:
+    """The batch a cell renders its samples in (docs/axes.md: batch); ConfigError, saying why, for a value out of
+    range or an axis that cannot batch: a parallel cell (it splits one sample over its GPUs) or a cache whose skip
+    is decided on the whole batch (render.axes.caches: a sample's pixels would depend on its neighbours)."""
+    from render.axes.caches import cache_name, unbatchable
+
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        raise ConfigError(f"batch={batch}: samples per pipeline call, an integer from 1 to {MAX_BATCH}, e.g. batch=4")
+    if batch == 1:
+        return 1
+    if width_of(values.get("parallel")) > 1:
+        raise ConfigError(f"batch={batch} with parallel={values['parallel']['name']}: a parallel cell splits one "
+                          "sample's sequence over its GPUs, one sample per call; for throughput on N GPUs run N "
+                          "replicas of a batched width-1 cell (assess fleet), or parallel=none")
+    why = unbatchable(values["cache"])
+    if why:
+        raise ConfigError(f"batch={batch} with cache={cache_name(values['cache'])}: {why}; use batch=1 with this cache, "
+                          "or a cache with a fixed schedule (taylorseer, pab, fastercache, magcache)")
+    return batch
+
+
+def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: int, values: dict[str, Any],
+               batch: int = 1) -> Cell:
     m = cfg.model
     height = _size("height", cfg.height if cfg.height is not None else m.height, m)
     width = _size("width", cfg.width if cfg.width is not None else m.width, m)
@@ -168,7 +193,7 @@ def _make_cell(cfg: DictConfig, model: ModelSpec, device_kind: str, *, steps: in
     except LimitError as error:
         raise ConfigError(str(error)) from None
     return Cell(model, device_kind, _positive("steps", steps), float(guidance), int(height), int(width),
-                axes=values, labels=axes.labels(values))
+                axes=values, labels=axes.labels(values), batch=batch)
 
 
 def anchor_overrides(cfg: DictConfig, anchor: Cell) -> list[str]:
@@ -223,10 +248,12 @@ def build_job(cfg: DictConfig) -> Job:
     model = ModelSpec(m.name, m.id, m.revision, m.pipeline, m.family, dtype, m.max_sequence_length,
                       num_frames=m.num_frames, fps=m.fps)
     steps = cfg.steps if cfg.steps is not None else m.steps
-    cell = _make_cell(cfg, model, device_kind, steps=steps, values=axes.axis_values(cfg))
+    values = axes.axis_values(cfg)
+    cell = _make_cell(cfg, model, device_kind, steps=steps, values=values, batch=check_batch(cfg.get("batch", 1), values))
     if cfg.warmup is not None and cfg.warmup < 0:
         raise ConfigError(f"warmup={cfg.warmup}: must be >= 0 (or null: what the cell needs)")
     timing = check_timing(cfg.get("timing"))
+    # the anchor renders one sample per call: the reference every batch is compared with
     anchor = _make_cell(cfg, model, device_kind, steps=m.anchor.steps, values=axes.anchor_values(m.anchor))
     check_prompts_fit(cfg)
     prompts = load_split(cfg.prompts)
@@ -253,14 +280,16 @@ def build_job(cfg: DictConfig) -> Job:
 
 
 def single_device_job(job: Job) -> Job:
-    """The same cell at width 1 (parallel=none): what a parallel cell is measured and checked against."""
+    """The same cell at width 1 (parallel=none) and batch 1, one sample per call on one device: what a parallel or a
+    batched cell is measured and checked against."""
     values = {**job.cell.axes, "parallel": None}
-    return replace(job, cell=replace(job.cell, axes=values, labels=axes.labels(values)))
+    return replace(job, cell=replace(job.cell, axes=values, labels=axes.labels(values), batch=1))
 
 
 def twin_job(job: Job) -> Job | None:
-    """The job that renders a parallel cell's width-1 twin (docs/parallel.md, parity); None for a width-1 cell."""
-    return replace(single_device_job(job), render_anchor=False) if job.gpus > 1 else None
+    """The job that renders a parallel or batched cell's single-call twin (docs/parallel.md and docs/axes.md: parity,
+    the per-sample drift); None for a width-1 cell of batch 1."""
+    return replace(single_device_job(job), render_anchor=False) if job.gpus > 1 or job.cell.batch > 1 else None
 
 
 def companions(job: Job) -> list[Job]:

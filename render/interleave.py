@@ -12,7 +12,7 @@ way. What this adds to the sweep: each pipeline's load beyond the one of each ki
 warm-up calls, those extra rounds and the existing anchor's calls (the sweep's last line says it; docs/timing.md).
 
 Which cells: those the sweep's round would time (render.timing_round.skip_reason: not an experiment's, not with
-`timing.side_by_side=false`), with an anchor to be timed against, of width 1, and on a GPU only while their
+`timing.side_by_side=false`), with an anchor to be timed against, of width 1 and batch 1, and on a GPU only while their
 pipelines fit in it together (the model's weights on disk, one copy per cell). The others render one after another
 as ever, and the round after the sweep times what is left. A cell that fails in a round records its FAILED.json and leaves the rounds; a cancellation
 records `cancelled` in every cell still open.
@@ -74,7 +74,7 @@ class Writing(Contender):
         rendered, start = run.result.n_rendered, time.perf_counter()
         try:
             with run.store.claim(run.job.cell.key, wanted[1], wanted[2], wait=True):
-                run.writer.produce(*wanted)
+                run.writer.produce(wanted)
         except Exception as error:
             run.fail(error)
             raise DroppedOut(str(error)) from error
@@ -98,9 +98,11 @@ class Interleave:
 
     def takes(self, job: Job, store: SampleStore) -> bool:
         """Whether the job's cell is rendered in the rounds: the sweep's round would time it, it has an anchor to be
-        timed against (rendered in this sweep or recorded), it is of width 1, and it fits (_fits)."""
+        timed against (rendered in this sweep or recorded), it is of width 1 and batch 1 (a batched cell renders a
+        batch a call, not a round's one sample), and it fits (_fits)."""
         has_anchor = job.is_anchor or job.render_anchor or not store.pending(job.anchor.key, job.samples)
-        return skip_reason([job], "inprocess", True) is None and has_anchor and job.gpus == 1 and self._fits(job)
+        return (skip_reason([job], "inprocess", True) is None and has_anchor and job.gpus == 1 and job.cell.batch == 1
+                and self._fits(job))
 
     def covers(self, cell_key: str, samples: list[tuple[str, str, int]]) -> bool:
         """Whether the cell's missing `samples` are all pending in a run opened here (an anchor another job opened)."""

@@ -12,6 +12,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from render import axes
@@ -164,3 +165,12 @@ def call_kwargs(cell: Cell, prompt: str, seed: int) -> dict[str, Any]:
     if cell.model.num_frames is not None:  # a clip family (render.models.families.check_frames)
         kwargs["num_frames"] = cell.model.num_frames
     return kwargs
+
+
+def batch_kwargs(cell: Cell, prompts: Sequence[str], seeds: Sequence[int]) -> dict[str, Any]:
+    """The pipeline call for a batch: its prompts as a list and a generator per sample, each seeded as the sample's
+    own call would seed it (diffusers draws each sample's latents from its own generator)."""
+    import torch
+
+    return {**call_kwargs(cell, prompts[0], seeds[0]), "prompt": list(prompts),
+            "generator": [torch.Generator("cpu").manual_seed(seed) for seed in seeds]}

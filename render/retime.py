@@ -36,7 +36,7 @@ from render.pipeline import LoadedPipeline, call_kwargs, configure, load_pipelin
 from render.provenance import device_info
 from render.rundir import RunDir, digest, now_iso
 from render.rundir.timings import ContenderTiming, TimingSession, record_session
-from render.runner import png_bytes, timed_call
+from render.runner import png_bytes, timed_batch, timed_call
 
 log = logging.getLogger("render")
 
@@ -147,8 +147,15 @@ def shared_samples(contenders: Sequence[Contender]) -> list[Sample]:
 
 
 def _call(contender: Contender, sample: Sample) -> tuple[object, float]:
+    """One timed call of the sample; a batched cell's is timed as it renders, a full call (the sample in every slot,
+    each with its own generator seeded alike): the first image, and the call's seconds (every image's latency)."""
     assert contender.loaded is not None
-    return timed_call(contender.loaded, contender.job.cell, contender.job.device, sample.text, sample.seed)
+    job = contender.job
+    if job.cell.batch > 1:
+        size = job.cell.batch
+        pixels, seconds = timed_batch(contender.loaded, job.cell, job.device, [sample.text] * size, [sample.seed] * size)
+        return pixels[0], seconds
+    return timed_call(contender.loaded, job.cell, job.device, sample.text, sample.seed)
 
 
 def _prepare(contender: Contender, first: Sample, warmups: int | None) -> float:

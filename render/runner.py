@@ -19,6 +19,8 @@ import secrets
 import statistics
 import time
 import traceback
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
@@ -33,7 +35,7 @@ from render.cell import companions as companions_of
 from render.errors import RenderError
 from render.laws.budget import BudgetStop, guard_for
 from render.laws.spend import Purpose, spend_load, spending
-from render.pipeline import LoadedPipeline, PipelineCache, call_kwargs, configure
+from render.pipeline import LoadedPipeline, PipelineCache, batch_kwargs, call_kwargs, configure
 from render.rundir import Category, CellState
 from render.signals import Cancelled
 from render.rundir.redact import redact_data, redact_files
@@ -146,6 +148,20 @@ def peak_memory(device: str) -> tuple[int, str]:
 def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, seed: int) -> tuple[Any, float]:
     """One pipeline call of one sample (the generator seeded for it): its pixels and its device-synchronised
     seconds. The render and the side-by-side timing (render.retime) time exactly this."""
+    ranks.lead(cell.key, prompt, seed)  # a parallel cell's other ranks make the same call
+    pixels, seconds = _timed(loaded, cell, device, call_kwargs(cell, prompt, seed))
+    return pixels[0], seconds
+
+
+def timed_batch(loaded: LoadedPipeline, cell: Cell, device: str, prompts: Sequence[str], seeds: Sequence[int]
+                ) -> tuple[list[Any], float]:
+    """One pipeline call of a batch (a batched cell's: never parallel), each sample with its own seeded generator,
+    so its pixels do not depend on the others of its call beyond numerical noise: each one's pixels, the call's
+    seconds."""
+    return _timed(loaded, cell, device, batch_kwargs(cell, prompts, seeds))
+
+
+def _timed(loaded: LoadedPipeline, cell: Cell, device: str, kwargs: dict[str, Any]) -> tuple[list[Any], float]:
     import torch
 
     from render.models.families import family
@@ -155,10 +171,9 @@ def timed_call(loaded: LoadedPipeline, cell: Cell, device: str, prompt: str, see
     if cuda:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
-    ranks.lead(cell.key, prompt, seed)  # a parallel cell's other ranks make the same call
     with torch.inference_mode():
-        output = loaded.pipe(**call_kwargs(cell, prompt, seed))
-    pixels = output.frames[0] if clips else output.images[0]
+        output = loaded.pipe(**kwargs)
+    pixels = list(output.frames if clips else output.images)
     if cuda:
         torch.cuda.synchronize(device)
     return pixels, time.perf_counter() - start
@@ -194,19 +209,33 @@ def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, call
                   ) -> tuple[bytes, list[float], int, str]:
     """`calls` pipeline calls of one sample (the same image each time: the generator is seeded per call): PNG
     bytes of the first, each call's device-synchronised latency, peak memory and its kind."""
+    pngs, latencies, memory, kind = render_samples(loaded, job, [prompt], [seed], calls)
+    return pngs[0], latencies, memory, kind
+
+
+def render_samples(loaded: LoadedPipeline, job: Job, prompts: Sequence[str], seeds: Sequence[int], calls: int = 1
+                   ) -> tuple[list[bytes], list[float], int, str]:
+    """`calls` pipeline calls of these samples, one at a time (timed_call) or, for a batched cell, all in each call
+    (timed_batch): each sample's PNG bytes of the first call, each call's latency, peak memory and its kind."""
     import torch
 
     if job.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(job.device)
     latencies: list[float] = []
-    pixels: Any = None
+    pixels: list[Any] | None = None
     for _ in range(calls):
-        images, seconds = timed_call(loaded, job.cell, job.device, prompt, seed)
+        if job.cell.batch > 1:
+            images, seconds = timed_batch(loaded, job.cell, job.device, prompts, seeds)
+        else:
+            (prompt,), (seed,) = prompts, seeds
+            image, seconds = timed_call(loaded, job.cell, job.device, prompt, seed)
+            images = [image]
         latencies.append(seconds)
         pixels = images if pixels is None else pixels
-    png = png_bytes(pixels, f"sample ({shown(prompt)}, seed {seed})", job.cell.model.fps)
+    assert pixels is not None and len(pixels) == len(prompts), "a pipeline call returned another number of images"
+    pngs = [png_bytes(p, f"sample ({shown(t)}, seed {s})", job.cell.model.fps) for p, t, s in zip(pixels, prompts, seeds)]
     memory, kind = peak_memory(job.device)
-    return png, latencies, memory, kind
+    return pngs, latencies, memory, kind
 
 
 class CellWriter:
@@ -258,47 +287,69 @@ class CellWriter:
         return replace(rundir.link_sample(found, self.run_dir, self.job.out_root, prompt_id), **labels,
                        ledger=self.run.ledger or None)
 
-    def produce(self, prompt_id: str, text: str, seed: int) -> None:
-        """Under the sample's claim: link a finished copy (another process may have made it), else render it."""
-        self.current = {"prompt_id": prompt_id, "seed": seed}
+    def produce(self, *samples: tuple[str, str, int]) -> None:
+        """Under the samples' claims: link each finished copy (another process may have made it), render the rest in
+        one pipeline call (one sample, or up to a batched cell's batch)."""
         self.store.refresh_cell(self.job.cell.key)
-        found = self.store.find(self.job.cell.key, prompt_id, text, seed)
-        labels = self.labels.get(prompt_id, {})
-        if found is not None:
-            if found.folder != self.run_dir.resolve() or found.record.prompt_id != prompt_id:
+        todo = []
+        for prompt_id, text, seed in samples:
+            found = self.store.find(self.job.cell.key, prompt_id, text, seed)
+            if found is None:
+                todo.append((prompt_id, text, seed))
+            elif found.folder != self.run_dir.resolve() or found.record.prompt_id != prompt_id:
                 # the labels are this split's, not the found run's
-                self._append(self.linked(found, prompt_id, **labels))
+                self._append(self.linked(found, prompt_id, **self.labels.get(prompt_id, {})))
                 self.result.n_reused += 1
-            return
+        if todo:
+            self._render(todo)
+
+    def _render(self, todo: list[tuple[str, str, int]]) -> None:
+        """One pipeline call of these samples (each its own seeded generator) and their records: a batch's each hold
+        the call's seconds (latency_s), its size (batch) and its share of the device time (share_s)."""
+        self.current = {"prompt_id": todo[0][0], "seed": todo[0][2],
+                        **({"batch": [[p, s] for p, _, s in todo]} if len(todo) > 1 else {})}
         if self.guard is not None:
             self.guard.before(self.last_s)
         loaded = self.pipeline()
         first_call, before, warmup = loaded.fresh, CompileCounters.now(), loaded.warmups_left > 0
-        identity = (self.job.cell.key, rundir.sample_text_hash(text), seed)
-        with spending(self.job, Purpose.SAMPLE, sample=identity), count_engagement(loaded.pipe) as engagement:
-            png, calls, memory, kind = render_sample(loaded, self.job, text, seed, 1 if warmup else self.job.timing.repeats)
+        cell, n = self.job.cell, len(todo)
+        identities = [(cell.key, rundir.sample_text_hash(text), seed) for _, text, seed in todo]
+        repeats = 1 if warmup else self.job.timing.repeats
+        with spending(self.job, Purpose.SAMPLE, samples=identities), count_engagement(loaded.pipe) as engagement:
+            if cell.batch > 1:
+                pngs, calls, memory, kind = render_samples(loaded, self.job, [t for _, t, _ in todo],
+                                                           [s for _, _, s in todo], repeats)
+            else:
+                ((_, text, seed),) = todo
+                png, calls, memory, kind = render_sample(loaded, self.job, text, seed, repeats)
+                pngs = [png]
         compiled = CompileCounters.now().since(before)
         engaged = engagement()
         engaged = engaged.per_call(len(calls)) if engaged else None
-        latency = statistics.median(calls)
-        image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
-        rundir.atomic_write_bytes(self.run_dir / image, png)
-        cell = self.job.cell
-        self._append(rundir.SampleRecord(
-            cell_key=cell.key, prompt_id=prompt_id, seed=seed, prompt=text, image=image, width=cell.width,
-            height=cell.height, latency_s=round(latency, 6), warmup=warmup, steps=cell.steps,
-            s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind, load_s=round(self.load_s, 4),
-            reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
-            prompt_sha=rundir.sample_text_hash(text), compile_s=round(compiled.seconds, 4), compiled_frames=compiled.frames,
-            recompiles=0 if first_call else compiled.frames, weights_bytes=loaded.weights_bytes,
-            compile_cache_hits=compiled.cache_hits, compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s,
-            gpus=self.job.gpus if self.job.gpus > 1 else None,
-            latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None, **clip_fields(cell, latency),
-            **(engaged.as_dict() if engaged else {}), **labels, ledger=self.run.ledger or None))
+        latency = statistics.median(calls)  # what a user waits for each image of the call
+        batch, share = (n, round(latency / n, 6)) if cell.batch > 1 else (None, None)
+        records = []
+        for i, ((prompt_id, text, seed), png) in enumerate(zip(todo, pngs)):
+            image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, seed)}"
+            rundir.atomic_write_bytes(self.run_dir / image, png)
+            records.append(rundir.SampleRecord(
+                cell_key=cell.key, prompt_id=prompt_id, seed=seed, prompt=text, image=image, width=cell.width,
+                height=cell.height, latency_s=round(latency, 6), warmup=warmup, steps=cell.steps,
+                s_per_step=round(latency / cell.steps, 6), peak_mem_bytes=memory, mem_kind=kind,
+                load_s=round(self.load_s, 4) if i == 0 else 0.0,  # the load is the call's, paid once
+                reused_from=None, finished_at=rundir.now_iso(), sha256=rundir.digest(png), bytes=len(png),
+                prompt_sha=rundir.sample_text_hash(text), compile_s=round(compiled.seconds / n, 4),
+                compiled_frames=compiled.frames, recompiles=0 if first_call else compiled.frames,  # (the call's)
+                weights_bytes=loaded.weights_bytes, compile_cache_hits=compiled.cache_hits,
+                compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s, gpus=self.job.gpus if self.job.gpus > 1 else None,
+                latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
+                **clip_fields(cell, latency), **(engaged.as_dict() if engaged else {}), **self.labels.get(prompt_id, {}),
+                ledger=self.run.ledger or None, batch=batch, share_s=share))
+        self._append(*records)  # one write and fsync for the call's samples
         self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0
         loaded.warmups_left -= 1
-        self.result.n_rendered += 1
+        self.result.n_rendered += n
         self._watch()
 
     def _watch(self) -> None:
@@ -309,20 +360,30 @@ class CellWriter:
                         projection.message())
 
     def fill(self, pending: list[tuple[str, str, int]], progress: Any) -> None:
-        """Render or link every pending sample; samples another process has claimed are taken last,
-        after waiting for its claim (a claim dies with its process, so no wait is forever)."""
-        deferred = []
-        for sample in pending:
-            with self.store.claim(self.job.cell.key, sample[1], sample[2], wait=False) as claimed:
-                if not claimed:
-                    deferred.append(sample)
-                    continue
-                self.produce(*sample)
-            progress.update(1)
-        for sample in deferred:
-            with self.store.claim(self.job.cell.key, sample[1], sample[2], wait=True):
-                self.produce(*sample)
-            progress.update(1)
+        """Render or link every pending sample, a call per `batch` of them (one for a cell of batch 1); samples
+        another process has claimed are taken last, after waiting for its claim (a claim dies with its process, so
+        no wait is forever; a batch's claims are taken in one order by every process, so no two wait on each other)."""
+        size, key = self.job.cell.batch, self.job.cell.key
+        deferred: list[tuple[str, str, int]] = []
+        for group in batches(pending, size):
+            with ExitStack() as claims:
+                mine: list[tuple[str, str, int]] = []
+                for sample in group:
+                    claimed = claims.enter_context(self.store.claim(key, sample[1], sample[2], wait=False))
+                    (mine if claimed else deferred).append(sample)
+                if mine:
+                    self.produce(*mine)
+            progress.update(len(mine))
+        for group in batches(deferred, size):
+            with ExitStack() as claims:
+                for sample in sorted(group, key=lambda s: (rundir.sample_text_hash(s[1]), s[2])):
+                    claims.enter_context(self.store.claim(key, sample[1], sample[2], wait=True))
+                self.produce(*group)
+            progress.update(len(group))
+
+
+def batches(samples: list[tuple[str, str, int]], size: int) -> list[list[tuple[str, str, int]]]:
+    return [samples[i:i + size] for i in range(0, len(samples), size)]
 
 
 def plan(job: Job, run_dir: Path, store: rundir.SampleStore) -> tuple[dict[tuple[str, str, int], rundir.ExistingSample], list]:

@@ -132,6 +132,7 @@ class RenderBaseConf:
     height: Optional[int] = None  # None: the model's default
     width: Optional[int] = None  # None: the model's default
     guidance: Optional[float] = None  # None: the model's default
+    batch: int = 1  # samples per pipeline call, each with its own seeded generator (docs/axes.md: batch)
     dtype: Optional[DType] = None  # None: the model's dtype (float32 on CPU)
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N
     out_root: str = "outputs"  # output root: skip-if-done looks for finished samples anywhere under it

@@ -60,12 +60,14 @@ class Cell:
     width: int
     axes: dict[str, Any]
     labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    batch: int = 1  # samples per pipeline call (docs/axes.md: batch); in the key from 2 on, so older keys stay the same
 
     def canonical(self) -> dict[str, Any]:
         return {"model": self.model.canonical(), "device_kind": self.device_kind, "steps": self.steps,
                 "guidance": self.guidance, "height": self.height, "width": self.width,
-                **{name: value for name, value in self.axes.items() if value is not None}}  # None: an axis at a default
+                **{name: value for name, value in self.axes.items() if value is not None},  # None: an axis at a default
                 # that came after keys were pinned (parallel=none), so every older key stays the same
+                **({"batch": self.batch} if self.batch > 1 else {})}
 
     @cached_property
     def key(self) -> str:  # hashed once per cell: every sample's lookup asks for it (a Cell is never changed)
@@ -73,4 +75,5 @@ class Cell:
 
     def describe(self) -> str:
         parts = [self.model.name, *(label for label in self.labels.values() if label)]
-        return " ".join([*parts, f"{self.steps} steps {self.height}x{self.width}"])
+        return " ".join([*parts, f"{self.steps} steps {self.height}x{self.width}",
+                         *([f"batch {self.batch}"] if self.batch > 1 else [])])

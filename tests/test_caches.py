@@ -141,7 +141,7 @@ def test_fastercache_is_guidance_distilled_on_flux(pipe) -> None:
 
 
 def test_config_node_and_dataclass_give_the_same_key() -> None:
-    for name, (schema, _apply) in CACHES.items():
+    for name, (schema, _apply, _unbatchable) in CACHES.items():
         assert cache_key_params(OmegaConf.structured(schema)) == cache_key_params(schema()), name
 
 
@@ -155,7 +155,7 @@ def test_key_params_are_canonical() -> None:
 
 def test_none_accepts_every_parameter_of_every_method() -> None:
     none_fields = {f.name for f in dataclasses.fields(NoCacheConf)}
-    for name, (schema, _apply) in CACHES.items():
+    for name, (schema, _apply, _unbatchable) in CACHES.items():
         assert {f.name for f in dataclasses.fields(schema)} <= none_fields, name
     node = OmegaConf.structured(NoCacheConf)
     OmegaConf.set_struct(node, True)
@@ -199,7 +199,7 @@ def test_an_unknown_method_lists_the_valid_ones() -> None:
 def test_every_public_module_is_a_registered_method() -> None:
     modules = {p.stem for p in Path(caches.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
     assert modules == set(CACHES) - {"none"}
-    for name, (schema, apply) in CACHES.items():
+    for name, (schema, apply, _unbatchable) in CACHES.items():
         assert issubclass(schema, CacheSchema) and schema.name == name and callable(apply)
         assert name == "none" or schema.HOOKS, f"{name} declares no hook names"
 

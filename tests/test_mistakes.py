@@ -18,7 +18,7 @@ from tests.conftest import compose_cfg, run_render
 
 CACHES = "fastercache, fbcache, magcache, none, pab, seacache, taylorseer, textkv"
 ATTENTIONS = "cudnn, efficient, flash, flash3, flex, math, native, sage, sdpa-flash, xformers"
-TOP_KEYS = ("model, prompts, warmup, steps, seed, height, width, guidance, dtype, device, out_root, tag, render_anchor, "
+TOP_KEYS = ("model, prompts, warmup, steps, seed, height, width, guidance, batch, dtype, device, out_root, tag, render_anchor, "
             "experiment, metrics, timing, parallel, attention, scheduler, quant, vae_tiling, vae_slicing, fuse_qkv, "
             "channels_last, offload, cache, compile")
 

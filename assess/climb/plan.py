@@ -154,7 +154,9 @@ class CellData:
     side_by_side: Mapping[str, tuple[float, float | None, float | None, int]] = field(default_factory=dict)
     same_work_as: Coords | None = None  # an earlier cell (grid order) whose images it reproduces byte for byte
     drift: str | None = None  # a parallel cell outside the band against its width-1 twin (assess.parity): never crowned
-    width: int = 1  # the GPUs the cell holds (its parallel value): the objective gpu_seconds ranks latency x width
+    # the GPUs each image holds: the cell's width (its parallel value) over its batch (samples per call); the objective
+    # gpu_seconds ranks latency x this (assess.width.devices_per_image)
+    width: float = 1
 
 
 @dataclass(frozen=True)

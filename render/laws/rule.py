@@ -57,11 +57,12 @@ class Objective(Name):
     """What the climb minimises among cells at parity (experiment.objective; members named as their values)."""
 
     latency = "latency"  # the median warm latency per image (s/image)
-    gpu_seconds = "gpu_seconds"  # the median warm GPU-seconds per image: latency x the cell's width (throughput)
+    gpu_seconds = "gpu_seconds"  # the median warm GPU-seconds per image: latency x the cell's width / its batch (throughput)
 
-    def per_image(self, latency: float, width: int) -> float:
-        """A warm latency of a cell `width` GPUs wide, in this objective's units: a width-2 cell wins on GPU-seconds
-        only when more than twice as fast per image."""
+    def per_image(self, latency: float, width: float) -> float:
+        """A warm latency of a cell holding `width` GPUs per image (its parallel width over its batch), in this
+        objective's units: a width-2 cell wins on GPU-seconds only when more than twice as fast per image, a batch-4
+        cell whenever its call takes less than 4 single calls."""
         return latency * width if self is Objective.gpu_seconds else latency
 
     @property
@@ -71,7 +72,7 @@ class Objective(Name):
     @property
     def text(self) -> str:
         """The objective in words, as the climb's output names it."""
-        return (f"{self.value} (median warm latency x the cell's GPUs, {self.unit})" if self is Objective.gpu_seconds
+        return (f"{self.value} (median warm latency x the cell's GPUs / its batch, {self.unit})" if self is Objective.gpu_seconds
                 else f"{self.value} (median warm {self.unit})")
 
 

@@ -22,7 +22,7 @@ import secrets
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from render.laws.ledger import EXPERIMENTS, Ledger, ledger_stamp
 from render.rundir import append_to_copies, host_identity, read_lines
@@ -67,13 +67,17 @@ def launch_stamp(ledger: Ledger) -> dict[str, Any]:
 
 
 def record_spend(ledger: Ledger, seconds: float, purpose: str, *, rid: str | None = None,
-                 sample: tuple[str, str, int] | None = None, cell_key: str | None = None) -> None:
-    """Append one line of device work to every copy of the experiment's spend log (the user's copy must take it),
-    naming the experiment's identity and the ledger head of this process's launch."""
-    line = {"id": secrets.token_hex(8), "t": time.time_ns(), "s": round(float(seconds), 6), "what": purpose,
-            "rid": rid, "cell_key": cell_key, "sample": list(sample) if sample else None, **host_identity(),
-            **launch_stamp(ledger)}
-    append_to_copies(spend_copies(ledger), [line])
+                 sample: tuple[str, str, int] | None = None, cell_key: str | None = None,
+                 samples: Sequence[tuple[str, str, int]] = ()) -> None:
+    """Append device work to every copy of the experiment's spend log (the user's copy must take it), naming the
+    experiment's identity and the ledger head of this process's launch: one line, or, for `samples` rendered in
+    one call (a batch), one line each with its share of the seconds."""
+    named: list[tuple[str, str, int] | None] = [*samples] or [sample]
+    share = round(float(seconds) / len(named), 6)
+    lines = [{"id": secrets.token_hex(8), "t": time.time_ns(), "s": share, "what": purpose, "rid": rid,
+              "cell_key": cell_key, "sample": list(one) if one else None, **host_identity(), **launch_stamp(ledger)}
+             for one in named]
+    append_to_copies(spend_copies(ledger), lines)
 
 
 def record_evidence(ledger: Ledger, costs: dict[tuple[str, str, int], float]) -> int:
@@ -126,9 +130,10 @@ def ledger_of(job: Job) -> tuple[Ledger, str | None] | None:
 
 
 @contextmanager
-def spending(job: Job, purpose: str, *, sample: tuple[str, str, int] | None = None) -> Iterator[None]:
+def spending(job: Job, purpose: str, *, sample: tuple[str, str, int] | None = None,
+             samples: Sequence[tuple[str, str, int]] = ()) -> Iterator[None]:
     """Time a piece of device work for `job` and record it in its experiment's spend log, however it ends (a call
-    that raises is recorded as `failed`, up to the failure)."""
+    that raises is recorded as `failed`, up to the failure); `samples`: a batch's, each spent its share."""
     target = ledger_of(job)
     start = time.perf_counter()
     failed = True
@@ -141,7 +146,7 @@ def spending(job: Job, purpose: str, *, sample: tuple[str, str, int] | None = No
             cell = getattr(getattr(job, "cell", None), "key", None)
             gpus = job.gpus  # a parallel cell holds its width of devices for the time
             record_spend(ledger, (time.perf_counter() - start) * gpus, Purpose.FAILED if failed else purpose, rid=rid,
-                         sample=None if failed else sample, cell_key=cell)
+                         sample=None if failed else sample, samples=() if failed else samples, cell_key=cell)
 
 
 def spend_load(job: Job, loaded: Any) -> None:

@@ -62,6 +62,10 @@ class SampleRecord:
     compile_cache_hits: int | None = None  # inductor FX-graph cache hits during the call (artefacts on disk)
     compile_cache_misses: int | None = None  # inductor FX-graph cache misses: graphs compiled from nothing
     gpus: int | None = None  # devices the call held: a parallel cell's width (render.axes.parallel); None: one
+    # A batched cell's sample (render.cell: batch > 1): latency_s is its call's, what a user of the batch waits for
+    # the image; its share of the device time is latency_s / batch (device_s, the budget's and throughput's)
+    batch: int | None = None  # samples in the pipeline call that rendered it; None: one
+    share_s: float | None = None  # latency_s / batch: device seconds per image of the call
     # A clip sample (a clip family's model: render.clips); None for an image. The clip is one sample: latency_s is its
     # whole call, s_per_frame that over its frames
     frames: int | None = None  # frames in the clip file (the reader checks it)
@@ -78,8 +82,9 @@ class SampleRecord:
     @property
     def device_s(self) -> float:
         """Device seconds rendering this sample took: every call's latency (repeated warm calls included), times the
-        devices each call held (a parallel cell's width: GPU-seconds are what a budget pays)."""
-        return (sum(self.latency_calls) if self.latency_calls else (self.latency_s or 0.0)) * (self.gpus or 1)
+        devices each call held (a parallel cell's width: GPU-seconds are what a budget pays), shared by the samples of
+        a batched call."""
+        return (sum(self.latency_calls) if self.latency_calls else (self.latency_s or 0.0)) * (self.gpus or 1) / (self.batch or 1)
 
     @property
     def text_id(self) -> str:
@@ -249,11 +254,11 @@ class RunDir:
 
 
 def twin_key(cell: dict[str, Any]) -> str | None:
-    """The cell key of a parallel cell's width-1 twin: its cell without `parallel` (render.cell.single_device_job);
-    None for a width-1 cell."""
-    if cell.get("parallel") is None:
+    """The cell key of a parallel or batched cell's single-call twin: its cell without `parallel` and `batch`
+    (render.cell.single_device_job); None for a width-1 cell of batch 1."""
+    if cell.get("parallel") is None and cell.get("batch") is None:
         return None
-    return cell_key_of({k: v for k, v in cell.items() if k != "parallel"})
+    return cell_key_of({k: v for k, v in cell.items() if k not in ("parallel", "batch")})
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -284,9 +289,9 @@ def parse_sample(obj: dict[str, Any], cell_key: str) -> SampleRecord:
     values["warmup"] = bool(obj.get("warmup", False))
     for name in ("width", "height", "steps", "peak_mem_bytes", "bytes", "compiled_frames", "recompiles", "weights_bytes",
                  "steps_computed", "steps_reused", "blocks_computed", "blocks_reused", "compile_cache_hits",
-                 "compile_cache_misses", "gpus", "frames", "fps"):
+                 "compile_cache_misses", "gpus", "frames", "fps", "batch"):
         values[name] = None if values[name] is None else int(values[name])
-    for name in ("latency_s", "s_per_step", "load_s", "compile_s", "ref_s", "s_per_frame"):
+    for name in ("latency_s", "s_per_step", "load_s", "compile_s", "ref_s", "s_per_frame", "share_s"):
         values[name] = None if values[name] is None else float(values[name])
     if values["latency_calls"] is not None:
         values["latency_calls"] = tuple(float(x) for x in values["latency_calls"])

@@ -80,7 +80,7 @@ def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory
         assert drifting(ulysses) is None
         flag = drifting(ring)
         assert flag is not None and flag.startswith(
-            f"parallel-drift: 8 of 8 sample(s) outside the band against the width-1 twin "
+            f"parallel-drift: 8 of 8 sample(s) outside the band against the single-call twin (width 1, batch 1) "
             f"{cell_key_of(make_cell(attention='sdpa'))}; the worst is 10 levels apart")
         assert index.parity(cell_key_of(make_cell(attention="sdpa"))) == []  # width 1: nothing to compare
     from assess.status import status, with_drift
@@ -94,7 +94,7 @@ def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory
     notes: list[str] = []
     write_report([sweep], db, tmp_path / "report", notes=notes)  # the report says both, the drift as a warning
     assert any(" parallel=ring: parallel-drift: 8 of 8 sample(s)" in n for n in notes), notes
-    assert any("parity with its width-1 twin" in n and "at most 0 level(s) apart, SSIM at least 1.0000 (1 - SSIM 0)" in n
+    assert any("parity with its single-call twin" in n and "at most 0 level(s) apart, SSIM at least 1.0000 (1 - SSIM 0)" in n
                and n.endswith(floor) for n in notes), notes
     assert any(" parallel=ring: parallel-drift: " in n and n.endswith(floor) for n in notes), notes
 
@@ -168,7 +168,7 @@ def test_the_climb_never_crowns_a_drifting_cell() -> None:
 
     data = generation_one()
     assert decide(PLAN, data, [], ROOMY).incumbent == ("4", "none")  # the fastest at parity ...
-    flag = "parallel-drift: 4 of 4 sample(s) outside the band against the width-1 twin k; the worst is SSIM 0.8940"
+    flag = "parallel-drift: 4 of 4 sample(s) outside the band against the single-call twin (width 1, batch 1) k; the worst is SSIM 0.8940"
     data[("4", "none")] = dataclasses.replace(data[("4", "none")], drift=flag)
     d = decide(PLAN, data, [], ROOMY)
     assert d.incumbent == ("8", "taylorseer")  # ... drifts from one GPU: the next fastest at parity is crowned

@@ -89,6 +89,11 @@ def cache_name(conf: Any) -> str:
     return str(name)
 
 
+def unbatchable(conf: Any) -> str | None:
+    """Why the cache `conf` names cannot run a batch (render.axes.caches._base.CacheMethod.unbatchable), or None."""
+    return CACHES[cache_name(conf)].unbatchable
+
+
 def typed(conf: Any) -> CacheSchema:
     """`conf` as a validated instance of its method's schema."""
     schema = CACHES[cache_name(conf)].schema

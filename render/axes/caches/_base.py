@@ -77,6 +77,9 @@ class CacheMethod(NamedTuple):
 
     schema: "type[CacheSchema]"
     apply: Callable[[Any, Any, "ApplyContext"], Record]  # (pipe, validated schema instance, context) -> record
+    # why the method cannot run a batch (batch > 1) without one sample's pixels depending on the others of its call
+    # (a skip decided on the whole batch's activations); None: it decides per step, whatever the batch holds
+    unbatchable: Optional[str] = None
 
 
 @dataclass(frozen=True)

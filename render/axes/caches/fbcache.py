@@ -33,4 +33,4 @@ def apply(pipe: Any, conf: FBCacheConf, ctx: ApplyContext) -> Record:
     return {}
 
 
-METHOD = CacheMethod(FBCacheConf, apply)
+METHOD = CacheMethod(FBCacheConf, apply, unbatchable="it skips a step when the first block's residual changed little over the whole batch, so a sample's steps would depend on the prompts that share its call")

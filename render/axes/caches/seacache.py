@@ -77,4 +77,4 @@ def apply(pipe: Any, conf: SeaCacheConf, ctx: ApplyContext) -> Record:
     return {}
 
 
-METHOD = CacheMethod(SeaCacheConf, apply)
+METHOD = CacheMethod(SeaCacheConf, apply, unbatchable="it skips a step by the whole batch's spectral change, so a sample's steps would depend on the prompts that share its call")

@@ -1,0 +1,148 @@
+"""The batch axis (issue 46): `batch=N` renders a cell's samples N prompts per pipeline call, each with its own
+seeded generator. The batch is part of the cell (from 2 on: older keys stay), its single-call twin (batch 1) is what
+its per-sample drift is measured against, and skip-if-done stays per sample."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from render import rundir
+from render.cell import build_job, twin_job
+from render.errors import ConfigError
+from render.rundir.records import twin_key
+from tests.conftest import compose_cfg, run_render
+
+
+def test_the_batch_enters_the_key_from_2_on_and_its_twin_is_the_batch_1_cell() -> None:
+    one = build_job(compose_cfg("model=tiny", "steps=4"))
+    assert build_job(compose_cfg("model=tiny", "steps=4", "batch=1")).cell.key == one.cell.key  # older keys stay
+    four = build_job(compose_cfg("model=tiny", "steps=4", "batch=4"))
+    assert four.cell.key != one.cell.key and four.cell.canonical()["batch"] == 4
+    assert four.cell.describe().endswith("batch 4")
+    twin = twin_job(four)
+    assert twin is not None and twin.cell.key == one.cell.key and not twin.render_anchor
+    assert twin_key(four.cell.canonical()) == one.cell.key
+    assert twin_job(one) is None
+    assert four.anchor.key == one.anchor.key  # the anchor renders one sample per call
+
+
+@pytest.mark.parametrize("overrides,says", [
+    (["batch=0"], "batch=0: samples per pipeline call, an integer from 1 to 64"),
+    (["batch=65"], "batch=65: samples per pipeline call, an integer from 1 to 64"),
+    (["batch=2", "parallel=ulysses"], "a parallel cell splits one sample's sequence over its GPUs"),
+    (["batch=2", "cache=fbcache"], "batch=2 with cache=fbcache: it skips a step when the first block's residual"),
+    (["batch=4", "cache=seacache"], "batch=4 with cache=seacache: it skips a step by the whole batch's spectral"),
+])
+def test_a_batch_a_cell_cannot_take_is_refused_saying_why(overrides: list[str], says: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        build_job(compose_cfg("model=tiny", "steps=4", *overrides))
+    assert says in str(refused.value), str(refused.value)
+
+
+def test_a_batched_samples_device_time_is_its_share_of_the_call() -> None:
+    record = rundir.SampleRecord(cell_key="k", prompt_id="p", seed=0, prompt="a", image="images/p__s0.png", width=32,
+                                 height=32, latency_s=0.4, warmup=False, steps=4, s_per_step=0.1, peak_mem_bytes=1,
+                                 mem_kind="cpu-rss-hwm", load_s=0.0, reused_from=None, finished_at=None, batch=4,
+                                 share_s=0.1)
+    assert record.device_s == pytest.approx(0.1)
+    assert rundir.parse_sample(record.as_dict(), "k") == record
+
+
+# -- one batched sweep, rendered once for the module ----------------------------------------------------------------
+
+SWEEP = ("-m", "model=tiny", "batch=1,2,4", "steps=4", "prompts.limit=6")
+
+
+@pytest.fixture(scope="module")
+def swept(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The issue's sweep, with the side-by-side round that times the batched cells (a call per round, its images'
+    latency), then scored."""
+    cwd = tmp_path_factory.mktemp("batched")
+    done = run_render(*SWEEP, cwd=cwd, timing_round=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scored = subprocess.run([sys.executable, "-m", "assess", "score", str(cwd / "outputs"), "--db", str(cwd / "index.db"),
+                             "--metrics", "psnr,ssim"], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    return cwd
+
+
+def records_by_cell(root: Path) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for path in (root / "outputs").rglob("samples.jsonl"):
+        cell = json.loads((path.parent / "run.json").read_text())["cell"]
+        out.setdefault(str(cell.get("batch", 1)) if not json.loads((path.parent / "run.json").read_text())["is_anchor"]
+                       else "anchor", []).extend(json.loads(line) for line in path.read_text().splitlines())
+    return out
+
+
+@pytest.mark.slow
+def test_a_batched_sweep_renders_every_sample_once_in_calls_of_its_batch(swept: Path) -> None:
+    rendered = [(r["cell_key"], r["prompt_sha"], r["seed"]) for path in (swept / "outputs").rglob("samples.jsonl")
+                for r in map(json.loads, path.read_text().splitlines()) if r["reused_from"] is None]
+    assert not [k for k, n in Counter(rendered).items() if n > 1], "a sample was rendered twice"
+    cells = records_by_cell(swept)
+    four = [r for r in cells["4"] if r["reused_from"] is None]
+    assert len(four) == 6 and Counter(r["batch"] for r in four) == {4: 4, 2: 2}, four  # 6 samples: a call of 4, then 2
+    for r in four:
+        assert r["share_s"] == pytest.approx(r["latency_s"] / r["batch"], abs=2e-6)
+    assert all(r["batch"] is None for r in cells["1"]), "a batch-1 cell's records are as before"
+    assert [r["warmup"] for r in four] == [True] * 4 + [False] * 2  # the first call is the warm-up, all of it
+    # each sample's own generator: its pixels are the batch-1 sample's (here to the byte; the index has the drift)
+    single = {(r["prompt_sha"], r["seed"]): r["sha256"] for r in cells["1"]}
+    assert all(single[(r["prompt_sha"], r["seed"])] == r["sha256"] for r in four)
+
+
+@pytest.mark.slow
+def test_the_index_holds_each_batched_samples_call_and_its_drift_against_batch_1(swept: Path) -> None:
+    from assess.index import Index
+
+    with Index.open(swept / "index.db") as index:
+        batches = index.query("SELECT batch, COUNT(*) AS n FROM samples WHERE batch IS NOT NULL GROUP BY batch")
+        keys = {json.loads(r["cell"]).get("batch"): r["cell_key"] for r in index.query("SELECT cell, cell_key FROM runs")}
+        drift = {key: index.parity(key) for b, key in keys.items() if b}
+    assert {r["batch"]: r["n"] for r in batches} == {2: 6 + 2, 4: 4}
+    for key, rows in drift.items():
+        assert len(rows) == 6 and all(r["twin_cell_key"] == keys[None] for r in rows), rows
+        assert all(r["max_levels"] is not None and r["max_levels"] <= 2 for r in rows), rows
+
+
+@pytest.mark.slow
+def test_the_side_by_side_round_times_a_batched_cell_a_call_at_a_time(swept: Path) -> None:
+    """The batched contenders are timed as they render, a full call per round: every image of it waits the call."""
+    sessions = [json.loads(line) for path in (swept / "outputs").rglob("timings.jsonl") for line in path.read_text().splitlines()]
+    keys = {r["cell_key"]: b for b, rs in records_by_cell(swept).items() if b != "anchor" for r in rs}
+    timed = {keys[c["cell_key"]] for s in sessions for c in s["contenders"] if c["cell_key"] in keys}
+    assert {"2", "4"} <= timed, timed
+
+
+@pytest.mark.slow
+def test_a_killed_batched_cell_resumes_with_no_sample_rendered_twice(tiny_cache: Path, tmp_path: Path) -> None:
+    """Killed (SIGKILL) after its first call's records: the next launch renders only the samples still missing, in
+    calls of its batch, and links nothing it should render (each sample once in the cell's folder)."""
+    args = ["model=tiny", "batch=4", "steps=200", "prompts=dev", "prompts.limit=12", "render_anchor=false",
+            "hydra.run.dir=outputs/runs/batched"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "render", *args], cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples = tmp_path / "outputs" / "runs" / "batched" / "samples.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (samples.is_file() and samples.read_text().count("\n") >= 4):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    before = samples.read_text().count("\n")
+    assert 4 <= before < 12, f"killed after {before} samples: the test needs it mid-cell"
+    again = run_render(*args, cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(records) == 12 and len({(r["prompt_sha"], r["seed"]) for r in records}) == 12
+    assert all(r["reused_from"] is None and r["batch"] for r in records)
