@@ -568,10 +568,18 @@ class CellRun:
         """FAILED.json with the failure's category, message and the sample it was producing."""
         result, job = self.result, self.job
         result.status, result.category = CellState.FAILED, classify(error)
-        result.message = f"{type(error).__name__}: {error}{kernel_note(job.cell.axes.get('quant'))}"
+        result.message = f"{type(error).__name__}: {error}{kernel_note(job.cell.axes.get('quant'))}{batch_note(job, result)}"
         log.error("cell %s failed (%s): %s", job.cell.key, result.category, result.message)
         _record_failure(self.run_dir, result, traceback.format_exc(), self.writer.current if self.writer else None)
         self.ended = True
+
+
+def batch_note(job: Job, result: CellResult) -> str:
+    """What a batched cell that ran out of memory says beside the error: the batch did not fit, not the cell."""
+    if result.category != Category.OOM or job.cell.batch == 1:
+        return ""
+    return (f"; batch={job.cell.batch} did not fit in the device's memory (a call holds every sample of its batch): "
+            f"batch={max(1, job.cell.batch // 2)} or a sweep of smaller batches shows where it fits")
 
 
 def _record_failure(run_dir: Path, result: CellResult, trace: str, sample: dict[str, Any] | None) -> None:

@@ -146,3 +146,53 @@ def test_a_killed_batched_cell_resumes_with_no_sample_rendered_twice(tiny_cache:
     records = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(records) == 12 and len({(r["prompt_sha"], r["seed"]) for r in records}) == 12
     assert all(r["reused_from"] is None and r["batch"] for r in records)
+
+
+@pytest.mark.slow
+def test_a_batch_out_of_memory_fails_its_cell_as_oom_and_names_the_batch(tiny_cache: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OOM path: a batched call that runs out of device memory ends its cell as `oom` (FAILED.json naming the
+    batch and a smaller one to try), not the sweep: the same process renders the next cell."""
+    import torch
+
+    from render import runner
+    from render.pipeline import PIPELINES
+    from render.rundir import SampleStore
+
+    def out_of_memory(*args: object, **kwargs: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(runner, "timed_batch", out_of_memory)
+    out = tmp_path / "outputs"
+    results = []
+    for batch in (4, 1):
+        job = build_job(compose_cfg("model=tiny", "steps=2", "prompts.limit=4", "render_anchor=false", f"batch={batch}",
+                                    out_root=out))
+        ran = runner.run_job(job, out / "runs" / f"b{batch}", store=SampleStore(out), pipelines=PIPELINES,
+                             overrides=[f"batch={batch}"])  # (with the batch-4 cell, its single-call twin)
+        results.append(next(r for r in ran if r.cell_key == job.cell.key))
+    failed = json.loads((results[0].run_dir / "FAILED.json").read_text())
+    assert failed["category"] == "oom" and "batch=4 did not fit" in failed["message"] and "batch=2" in failed["message"]
+    assert failed["sample"]["batch"] == [["smoke-000", 0], ["smoke-001", 0], ["smoke-002", 0], ["smoke-003", 0]]
+    assert results[1].status == "done" and results[1].n_rendered + results[1].n_reused == 4  # (its twin rendered them)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["tiny-flux2", "tiny-qwen-image", "tiny-z-image", "tiny-wan"])
+def test_every_familys_twin_renders_a_batch_as_its_single_calls(model: str, twin_cache: Path, tmp_path: Path) -> None:
+    """What each family takes: its pipeline renders a batch of prompts, one generator each, and every sample is its
+    single call's within the parity band (the shapes and FLUX.1 twins: the module sweep above)."""
+    from assess.parity import drift
+    from assess.score import read_image  # a clip's first frame (the Wan twin's are byte-equal here)
+
+    done = run_render("-m", f"model={model}", "batch=1,2", "prompts.limit=2", "render_anchor=false", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    images: dict[int, dict] = {}
+    for path in (tmp_path / "outputs").rglob("samples.jsonl"):
+        batch = json.loads((path.parent / "run.json").read_text())["cell"].get("batch", 1)
+        for r in map(json.loads, path.read_text().splitlines()):
+            images.setdefault(batch, {})[(r["prompt_sha"], r["seed"])] = path.parent / r["image"]
+    assert len(images[2]) == 2 and images[2].keys() == images[1].keys()
+    for sample, image in images[2].items():
+        levels, ssim, _ = drift(read_image(image), read_image(images[1][sample]))
+        assert levels <= 2 and ssim is not None and ssim >= 0.999, (model, sample, levels, ssim)
