@@ -51,6 +51,19 @@ def _speed(row: dict[str, Any]) -> str:
     return f"{row['speedup']} ({timed})"
 
 
+def _cheapest(parity: Sequence[dict[str, Any]], fastest: dict[str, Any]) -> str:
+    """With batched cells at parity, the throughput answer beside the latency one: the cell with the fewest GPU-seconds
+    per image (the most images per GPU-hour), when it is not the fastest."""
+    costed = [r for r in parity if r.get("gpu_s_image") is not None]
+    if not any(r.get("batch", 1) > 1 for r in costed):
+        return ""
+    cheapest = min(costed, key=lambda r: r["gpu_s_image"])
+    if cheapest is fastest:
+        return ""
+    return (f" Most images per GPU-hour at parity: {cheapest['label']}, {cheapest['cost']} per 1,000 images "
+            f"({fastest['cost']} for the fastest).")
+
+
 def next_render(rows: Sequence[dict[str, Any]], prompts: str) -> str:
     """The command that renders more prompts for these rows' cells."""
     parsed: dict[str, list[str]] = {}
@@ -88,7 +101,7 @@ def sentence(table: dict[str, Any], prompts: str = "smoke", sweep: str = "<sweep
         best = max(parity, key=lambda r: (not str(r.get("timed", "")).startswith(TIMED_APART),
                                           r.get("speed_value") or 0.0))
         text = (f"Fastest at parity: {best['label']}, {_speed(best)} faster than the anchor, {metric} within "
-                f"{band:g} of it on {best.get('n_prompts', 0)} prompts.")
+                f"{band:g} of it on {best.get('n_prompts', 0)} prompts.") + _cheapest(parity, best)
         faster = [r for r in rows if r["verdict"] == "undecided" and (r.get("speed_value") or 0.0)
                   > (best.get("speed_value") or 0.0)]
         if faster:  # a faster cell may still be at parity: more prompts tell

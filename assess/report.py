@@ -719,6 +719,8 @@ def _write_report(index: Index, staging: Path, out_dir: Path, sweep_paths: list[
     """The report's contents, written into `staging` (assess.outdir.staged puts it in out_dir's place)."""
     sheets = contact_sheets(index, views, staging)
     category_rows, category_names, breaks = category_sections(index, views, metric, band, alpha, staging)
+    from assess.throughput import throughput_rows
+
     notes_rows = speed_notes(index, views)
     if notes is not None:
         notes += [f"{n['mark']} {n['label']}: {n['note']}" for n in notes_rows]
@@ -750,6 +752,7 @@ def _write_report(index: Index, staging: Path, out_dir: Path, sweep_paths: list[
         "failures": failures,
         "missing": missing,
         "speed_notes": notes_rows,
+        "throughput": throughput_rows(index, views),
         "verdict": verdict,
     }
     (staging / "index.html").write_text(_render_html(context), encoding="utf-8")

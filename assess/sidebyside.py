@@ -147,11 +147,11 @@ def same_work(index: Any, cell_keys: Sequence[str], split: str) -> dict[str, str
     """cell key -> the earlier cell (in `cell_keys` order) whose images it reproduces byte for byte on every sample
     both have (one at least): the same work, so the same speed; such cells are one result, never ranked apart (a
     cache that never engaged, an axis value that changed nothing). Cells that reproduce nobody are left out.
-    A parallel cell reproduces its width-1 twin's pixels by design (assess.parity) with other work on other GPUs:
-    it is never the same work as another cell, in any tool, and its speed is ranked."""
-    from assess.width import cell_width
+    A parallel or batched cell reproduces its single-call twin's pixels by design (assess.parity) with other work (on
+    other GPUs, or a batch a call): it is never the same work as another cell, in any tool, and its speed is ranked."""
+    from assess.width import cell_batch, cell_width
 
-    cell_keys = [k for k in cell_keys if cell_width(index, k) == 1]
+    cell_keys = [k for k in cell_keys if cell_width(index, k) == 1 and cell_batch(index, k) == 1]
     if len(cell_keys) < 2:
         return {}
     marks = ", ".join("?" * len(cell_keys))

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from assess.width import cell_width, twin_of
+from assess.width import cell_batch, cell_width, twin_of
 from assess.sidebyside import TIMED_APART
 from assess.stats import Estimate, ParityTest, Verdict, parity_test, parity_text, parity_verdict
 
@@ -32,6 +32,12 @@ class Speed:
     # a parallel cell's speed-up over its width-1 twin (the same cell at parallel=none) and how it was timed
     over_twin: Estimate | None = None
     twin_timed: str = ""
+    batch: int = 1  # samples per call (render.cell: batch): a batched cell's image holds gpus / batch of the device
+
+    @property
+    def per_image(self) -> float:
+        """The devices each image holds for the cell's latency: what a cost per image multiplies it by."""
+        return self.gpus / self.batch
 
     def text(self) -> str:
         e = self.estimate
@@ -68,7 +74,7 @@ def speed_of(index: Any, cell_key: str, anchor_cell_key: str, rendered: Estimate
         over_twin, twin_timed = speed_against(index, cell_key, twin, render_speedup(index, cell_key, twin, split)
                                               if split else None)
     return Speed(estimate, timed or TIMED_APART, (estimate.note or "") if estimate else "no warm latency", gpus,
-                 over_twin, twin_timed or "")
+                 over_twin, twin_timed or "", cell_batch(index, cell_key))
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ class Rule:
 
 def cost_text(latency_s: float | None, price: float | None) -> str:
     """GPU-hours per 1,000 images (and money at `price` per GPU-hour) at a median warm latency (device seconds: a
-    parallel cell's latency times its width)."""
+    parallel cell's latency times its width, a batched cell's over its batch)."""
     if latency_s is None:
         return "n/a"
     gpu_h = latency_s * 1000 / 3600
@@ -154,7 +160,8 @@ def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, 
         "speed_note": speed.note, "per_gpu": speed.per_gpu(),
         "quality": [{"metric": q.metric, "text": "reference" if is_anchor else q.text()} for q in quality],
         "floor": floor_text(rule, rule.metric),
-        "cost": cost_text(None if latency_s is None else latency_s * speed.gpus, rule.price_per_gpu_hour),
+        "cost": cost_text(None if latency_s is None else latency_s * speed.per_image, rule.price_per_gpu_hour),
+        "batch": speed.batch, "gpu_s_image": None if latency_s is None else latency_s * speed.per_image,
     }
 
 
