@@ -359,6 +359,22 @@ def floor(path: Path, db: Path, multiple: float, as_json: bool) -> None:
     echo(json.dumps(records, indent=1) if as_json else "\n".join(lines))
 
 
+@cli.command()
+@click.argument("sweeps", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@db_option
+@click.option("--gpus", type=click.IntRange(min=1), required=True, metavar="N", help="the GPUs the fleet has")
+@click.option("--json", "as_json", is_flag=True, help="print the arrangements as JSON")
+def fleet(sweeps: tuple[Path, ...], db: Path, gpus: int, as_json: bool) -> None:
+    """For N GPUs and the measured cells of SWEEPS (at parity under their report's rule): the arrangement with the
+    lowest latency per image (one cell over several GPUs, parallel=) and the one with the most images per second
+    (replicas of a cell at its batch), with their intervals, and which to pick for which goal."""
+    from assess.fleet import fleet as answer
+
+    with user_errors(db):
+        found = answer(list(sweeps), db, gpus)
+    echo(json.dumps(found.as_dict(), indent=1) if as_json else "\n".join(found.lines()))
+
+
 def _is_experiment(name: str) -> bool:
     from assess.experiment import experiment_names
 

@@ -69,6 +69,8 @@ def swept(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     cwd = tmp_path_factory.mktemp("batched")
     done = run_render(*SWEEP, cwd=cwd, timing_round=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    wide = run_render("model=tiny", "steps=4", "prompts.limit=6", "parallel=ulysses", cwd=cwd, timeout=600)  # for the fleet
+    assert wide.returncode == 0, wide.stderr[-3000:]
     scored = subprocess.run([sys.executable, "-m", "assess", "score", str(cwd / "outputs"), "--db", str(cwd / "index.db"),
                              "--metrics", "psnr,ssim"], cwd=cwd, capture_output=True, text=True, timeout=600)
     assert scored.returncode == 0, scored.stderr[-3000:]
@@ -77,7 +79,7 @@ def swept(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def records_by_cell(root: Path) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
-    for path in (root / "outputs").rglob("samples.jsonl"):
+    for path in (root / "outputs" / "multirun").rglob("samples.jsonl"):
         cell = json.loads((path.parent / "run.json").read_text())["cell"]
         out.setdefault(str(cell.get("batch", 1)) if not json.loads((path.parent / "run.json").read_text())["is_anchor"]
                        else "anchor", []).extend(json.loads(line) for line in path.read_text().splitlines())
@@ -107,7 +109,9 @@ def test_the_index_holds_each_batched_samples_call_and_its_drift_against_batch_1
 
     with Index.open(swept / "index.db") as index:
         batches = index.query("SELECT batch, COUNT(*) AS n FROM samples WHERE batch IS NOT NULL GROUP BY batch")
-        keys = {json.loads(r["cell"]).get("batch"): r["cell_key"] for r in index.query("SELECT cell, cell_key FROM runs")}
+        cells = [(json.loads(r["cell"]), r["cell_key"]) for r in index.query("SELECT cell, cell_key FROM runs "
+                                                                              "WHERE NOT is_anchor")]
+        keys = {cell.get("batch"): key for cell, key in cells if "parallel" not in cell}
         drift = {key: index.parity(key) for b, key in keys.items() if b}
     assert {r["batch"]: r["n"] for r in batches} == {2: 6 + 2, 4: 4}
     for key, rows in drift.items():
@@ -196,3 +200,56 @@ def test_every_familys_twin_renders_a_batch_as_its_single_calls(model: str, twin
     for sample, image in images[2].items():
         levels, ssim, _ = drift(read_image(image), read_image(images[1][sample]))
         assert levels <= 2 and ssim is not None and ssim >= 0.999, (model, sample, levels, ssim)
+
+
+@pytest.mark.slow
+def test_the_report_shows_images_per_second_per_batch_side_by_side(swept: Path) -> None:
+    from assess.index import Index
+    from assess.report import sweep_cells, write_report
+    from assess.throughput import throughput_rows
+
+    (sweep,) = (swept / "outputs" / "multirun").glob("*/*")
+    page = write_report([sweep], swept / "index.db").read_text()
+    assert 'id="throughput-table"' in page and "images/s" in page and "GPU-s/image" in page
+    with Index.open(swept / "index.db") as index:
+        views, _ = sweep_cells(index, [sweep])
+        rows = throughput_rows(index, views)
+    batches = {r["batch"] for r in rows}
+    assert batches == {1, 2, 4} and sum(r["best"] for r in rows) == 1, rows
+    order = [float(r["gpu_s_per_image"].split()[0]) for r in rows]
+    assert order == sorted(order)  # the most images per GPU-second first
+    for r in rows:
+        latency, per_image = float(r["latency"].split()[0]), float(r["gpu_s_per_image"].split()[0])
+        assert per_image == pytest.approx(latency * r["width"] / r["batch"], rel=1e-2), r  # (3 digits shown)
+
+
+@pytest.mark.slow
+def test_assess_fleet_answers_replicas_or_one_cell_over_n_gpus(swept: Path) -> None:
+    """The fleet question on a sweep with batched cells and a parallel one: every candidate is arranged on the fleet
+    (a width-2 cell twice on 4 GPUs, a width-1 cell four times), the two answers are the extremes of the figures, and
+    the line says which to pick for which goal."""
+    from assess.throughput import cell_throughput
+    from assess.index import Index
+
+    (sweep,) = (swept / "outputs" / "multirun").glob("*/*")
+    (wide,) = (swept / "outputs" / "runs").glob("*/*")
+    ran = subprocess.run([sys.executable, "-m", "assess", "fleet", str(sweep), str(wide), "--gpus", "4", "--json",
+                          "--db", str(swept / "index.db")], cwd=swept, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    answer = json.loads(ran.stdout)
+    by_width = {(c["width"], c["batch"]): c for c in answer["candidates"]}
+    assert {(2, 1), (1, 1), (1, 2), (1, 4)} <= set(by_width), by_width
+    assert by_width[(2, 1)]["replicas"] == 2 and by_width[(1, 4)]["replicas"] == 4
+    with Index.open(swept / "index.db") as index:
+        one = cell_throughput(index, by_width[(1, 4)]["cell_key"])
+    assert one is not None and by_width[(1, 4)]["images_per_s"]["value"] == pytest.approx(4 * one.images_per_s.value)
+    assert answer["lowest_latency"]["latency_s"]["value"] == min(c["latency_s"]["value"] for c in answer["candidates"])
+    assert answer["highest_throughput"]["images_per_s"]["value"] == max(c["images_per_s"]["value"]
+                                                                       for c in answer["candidates"])
+    text = subprocess.run([sys.executable, "-m", "assess", "fleet", str(sweep), str(wide), "--gpus", "4",
+                           "--db", str(swept / "index.db")], cwd=swept, capture_output=True, text=True, timeout=300)
+    assert "lowest latency per image:" in text.stdout and "highest throughput:" in text.stdout
+    assert "pick:" in text.stdout, text.stdout
+    refused = subprocess.run([sys.executable, "-m", "assess", "fleet", str(sweep), "--gpus", "0", "--db",
+                              str(swept / "index.db")], cwd=swept, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "--gpus" in refused.stderr and "0" in refused.stderr, refused.stderr
