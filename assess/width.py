@@ -41,12 +41,6 @@ def cell_batch(index: Any, cell_key: str) -> int:
     return batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else 1
 
 
-def devices_per_image(index: Any, cell_key: str) -> float:
-    """The GPUs each image of a cell holds for its latency: its width over its batch (what GPU-seconds per image and
-    a cost per image multiply a latency by)."""
-    return cell_width(index, cell_key) / cell_batch(index, cell_key)
-
-
 def twin_of(index: Any, cell_key: str) -> str | None:
     """A parallel cell's width-1 twin's key, read from its indexed cell (render.rundir.records.twin_key)."""
     cell = indexed_cell(index, cell_key)

@@ -228,8 +228,9 @@ CLIMB_ROUNDS = 12  # side-by-side rounds of an incumbent and a rival within nois
 
 def side_by_side_cost(plan: Plan, cell: CellData, value: float | None) -> float:
     """The device seconds a cell costs in a CLIMB_ROUNDS side-by-side session (its warm-ups and checks: about as
-    much again), from its objective value: GPU-seconds, its latency times the GPUs it holds."""
-    latency = (value or 0.0) / plan.objective.per_image(1.0, cell.width)
+    much again), from its objective value: GPU-seconds, its latency (a batched cell's whole call) times the GPUs it
+    holds."""
+    latency = (value or 0.0) / plan.objective.per_image(1.0, cell.per_image)
     return CLIMB_ROUNDS * 2 * latency * cell.width
 
 

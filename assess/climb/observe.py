@@ -22,7 +22,7 @@ from assess.index import Index, now_iso
 from assess.noise import noisy_reason
 from assess.parity import drifting
 from assess.stats import per_prompt_deltas, reference_drift
-from assess.width import devices_per_image
+from assess.width import cell_batch, cell_width
 from render.laws.anchor import frozen_anchor
 from render.rundir import Category, CellState, InvalidRunDirectory, experiment_of, read_run_record
 
@@ -293,7 +293,8 @@ def observe(index: Index, exp: Experiment) -> Observed:
         noise, noisy = speed_noise(index, key, exp.dev.split)
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
                                  is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split),
-                                 noise=noise, noisy=noisy, drift=drifting(index.parity(key)), width=devices_per_image(index, key))
+                                 noise=noise, noisy=noisy, drift=drifting(index.parity(key)), width=cell_width(index, key),
+                                 batch=cell_batch(index, key))
     cells = with_side_by_side(index, with_same_work(index, exp, cells))
     anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
                                          else (frozenset(), {}))

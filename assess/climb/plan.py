@@ -117,13 +117,13 @@ class Plan:
     def per_image(self, cell: CellData) -> Mapping[str, Sequence[float]]:
         """The cell's warm latencies in the objective's units (gpu_seconds: times its width), per prompt: what every
         ranking of the climb reads, so its speed intervals scale with them."""
-        if cell.width == 1 or self.objective is Objective.latency:
+        if cell.per_image == 1 or self.objective is Objective.latency:
             return cell.latencies
-        return {p: [self.objective.per_image(x, cell.width) for x in xs] for p, xs in cell.latencies.items()}
+        return {p: [self.objective.per_image(x, cell.per_image) for x in xs] for p, xs in cell.latencies.items()}
 
     def width_ratio(self, a: CellData, b: CellData) -> float:
         """What a latency ratio a/b (timed side by side) is multiplied by to be the objective's ratio."""
-        return self.objective.per_image(1.0, a.width) / self.objective.per_image(1.0, b.width)
+        return self.objective.per_image(1.0, a.per_image) / self.objective.per_image(1.0, b.per_image)
 
     def goodness(self, delta: float | None) -> float:
         """Quality delta turned so that higher is better (-inf when unknown)."""
@@ -154,9 +154,13 @@ class CellData:
     side_by_side: Mapping[str, tuple[float, float | None, float | None, int]] = field(default_factory=dict)
     same_work_as: Coords | None = None  # an earlier cell (grid order) whose images it reproduces byte for byte
     drift: str | None = None  # a parallel cell outside the band against its width-1 twin (assess.parity): never crowned
-    # the GPUs each image holds: the cell's width (its parallel value) over its batch (samples per call); the objective
-    # gpu_seconds ranks latency x this (assess.width.devices_per_image)
-    width: float = 1
+    width: int = 1  # the GPUs the cell holds (its parallel value)
+    batch: int = 1  # samples per call: the objective gpu_seconds ranks latency x width / batch (GPUs an image holds)
+
+    @property
+    def per_image(self) -> float:
+        """The GPUs each image holds for the cell's latency: what GPU-seconds per image multiply it by."""
+        return self.width / self.batch
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def test_a_width_2_cell_wins_on_latency_and_loses_on_gpu_seconds(tmp_path: Path,
     amended = climb(db, "--set", "experiment.objective=gpu_seconds", "--amend", "count GPU-seconds")
     assert 'rule amended: objective: "latency" -> "gpu_seconds"' in amended
     throughput = climb(db)  # the amendment holds without its --set
-    assert "objective gpu_seconds (median warm latency x the cell's GPUs, GPU-s/image)" in throughput
+    assert "objective gpu_seconds (median warm latency x the cell's GPUs / its batch, GPU-s/image)" in throughput
     assert incumbent_line(throughput) == (  # 0.30 GPU-s/image against 0.40: the ratio is the objective's
         f"incumbent (parity at rung 4): steps=8 cache=none scheduler=default {ONE}, chosen on speed: faster beyond "
         f"noise than steps=8 cache=none scheduler=default {TWO} (speed ratio 0.75 [0.75, 0.75] over 3 shared prompt(s))")
@@ -171,3 +171,36 @@ def test_a_parallel_cell_within_noise_is_timed_side_by_side_with_the_others(tmp_
         assert {" ".join(exp.cell_overrides(c)).split()[-1] for c in timed} == {ONE, TWO}  # within noise, untimed
         assert time_rivals(exp, index, db, observed, decision, print)
     assert asked == [frozenset(observed.keys[c] for c in timed)]
+
+
+BATCH_AXIS = "+experiment.axes.batch=[1,4]"
+
+
+@pytest.mark.slow
+def test_the_climb_moves_along_batch_under_gpu_seconds_and_its_verdict_says_the_batch(
+        tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: 8 steps one sample a call at 0.30 s/image, and a batch of 4 a call at 0.60 s a call (0.15 GPU-s an
+    image), the same pixels. Latency crowns batch 1 (each image of a batch waits the whole call); amended to
+    gpu_seconds, the climb moves to batch 4, and its incumbent line names the batch."""
+    monkeypatch.chdir(tmp_path)
+    runs = DemoRuns((tmp_path / "outputs").resolve())
+    sweep, ids = runs.sweep(), dev_ids(4)
+    runs.run(sweep, demo_cell(8), ids, perturb=shift(1), latency=0.30)
+    runs.run(sweep, {**demo_cell(8), "batch": 4}, ids, perturb=shift(1), latency=0.60)
+    runs.anchor(ids)
+    score([sweep], db, metrics=["ssim"])
+
+    def climb_batch(*extra: str) -> str:
+        result = CliRunner().invoke(cli, ["climb", "tiny-demo", "--db", str(db), "--set", BATCH_AXIS, *extra])
+        return result.output + (str(result.exception) if result.exception else "")
+
+    latency = climb_batch()
+    assert incumbent_line(latency).startswith("incumbent (parity at rung 4): steps=8 cache=none scheduler=default "
+                                              "batch=1, chosen on speed"), latency
+    exp = load_experiment("tiny-demo", [BATCH_AXIS])
+    freeze_rule(exp.ledger, exp.rule)
+    climb_batch("--set", "experiment.objective=gpu_seconds", "--amend", "count GPU-seconds per image")
+    throughput = climb_batch()
+    assert "objective gpu_seconds (median warm latency x the cell's GPUs / its batch, GPU-s/image)" in throughput
+    assert incumbent_line(throughput).startswith("incumbent (parity at rung 4): steps=8 cache=none scheduler=default "
+                                                 "batch=4, chosen on speed"), throughput
