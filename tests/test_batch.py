@@ -253,3 +253,15 @@ def test_assess_fleet_answers_replicas_or_one_cell_over_n_gpus(swept: Path) -> N
     refused = subprocess.run([sys.executable, "-m", "assess", "fleet", str(sweep), "--gpus", "0", "--db",
                               str(swept / "index.db")], cwd=swept, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "--gpus" in refused.stderr and "0" in refused.stderr, refused.stderr
+
+
+@pytest.mark.slow
+def test_the_batch_benchmarks_table_reads_the_sweep(swept: Path) -> None:
+    """benchmarks/batch.py's table (docs/axes.md's figures) on the module's sweep: a row per batch, batch 1 the
+    ratio's base, each batched row with its drift against batch 1."""
+    from tests.conftest import load_benchmark
+
+    table = load_benchmark("batch").table(swept / "index.db").splitlines()
+    rows = {line.split("|")[1].strip(): line for line in table[2:]}
+    assert list(rows) == ["1", "2", "4"], table
+    assert "| 1.00 |" in rows["1"] and "level(s), SSIM" in rows["2"] and "level(s), SSIM" in rows["4"]
