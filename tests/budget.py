@@ -1,5 +1,5 @@
 """The suite's time budget: a test in the default tier that takes more than 2 s, or one in a long tier (slow, slurm,
-prometheus) that takes more than 60 s, fails the run unless it is marked `@pytest.mark.long("why it must be slow")`.
+prometheus, ray) that takes more than 60 s, fails the run unless it is marked `@pytest.mark.long("why it must be slow")`.
 
 A test's time is its call plus the setup of its own (function-scoped) fixtures; what a module or the session
 shares (a sweep rendered once, the tiny model built once) is paid once and counted apart: a shared fixture past
@@ -28,7 +28,7 @@ import pytest
 
 TEST_BUDGET_S = {"default": 2.0, "long": 60.0}
 SHARED_BUDGET_S = {"default": 15.0, "long": 240.0}
-LONG_TIERS = ("slow", "slurm", "prometheus")
+LONG_TIERS = ("slow", "slurm", "prometheus", "ray")
 # Shared fixtures allowed past SHARED_BUDGET_S, with the reason (a fixture has no marks of its own).
 LONG_FIXTURES: dict[str, str] = {}
 DURATIONS = Path(__file__).with_name("durations.json")  # {tier: {module: seconds}}, the order modules run in

@@ -41,6 +41,10 @@ class BatchLauncher(BaseSubmititLauncher):
         self.out_root = Path(str(OmegaConf.select(configs[0], "out_root", default=".")))
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        if not self.params.get("wait", True):
+            handed = self.hand_over(cells, sweep_dir)
+            if handed is not None:
+                return handed
         oom_before = oom_kills()
         submitted = self.submit(cells)
         record_jobs(sweep_dir, submitted)
@@ -54,6 +58,11 @@ class BatchLauncher(BaseSubmititLauncher):
             collect(submitted, oom_before)
             raise
         return collect(submitted, oom_before)
+
+    def hand_over(self, cells: list[CellSpec], sweep_dir: Path) -> list[JobReturn] | None:
+        """`wait=false` where the jobs cannot outlive this process: hand the whole sweep to something that waits for
+        it elsewhere and return its cells as submitted (None: the jobs outlive it, as SLURM's do)."""
+        return None
 
     def stop(self, submitted: Submitted) -> None:
         """Ask every job to stop (SLURM: scancel, whose SIGTERM the scheduler delivers)."""
@@ -95,11 +104,16 @@ def detached(submitted: Submitted, sweep_dir: Path) -> list[JobReturn]:
     hold_for_jobs([str(job.job_id) for job, _ in submitted])  # an experiment's reservation outlives this process
     print(f"submitted {len(submitted)} job(s): {' '.join(str(job.job_id) for job, _ in submitted)}")
     print(f"follow them with: assess status {sweep_dir}")
+    return submitted_returns([(str(job.job_id), cells) for job, cells in submitted])
+
+
+def submitted_returns(jobs: Sequence[tuple[str, Sequence[CellSpec]]]) -> list[JobReturn]:
+    """A JobReturn per cell of jobs submitted and left running (`wait=false`)."""
     returns = []
-    for job, cells in submitted:
+    for job_id, cells in jobs:
         for cell in cells:
             ret = JobReturn(overrides=list(cell.overrides), status=JobStatus.COMPLETED,
-                            _return_value=[{"status": "submitted", "job_id": str(job.job_id), "run_dir": str(cell.run_dir)}])
+                            _return_value=[{"status": "submitted", "job_id": job_id, "run_dir": str(cell.run_dir)}])
             ret.working_dir = str(cell.run_dir)
             returns.append(ret)
     return returns

@@ -70,5 +70,18 @@ class SlurmLauncherConf(BatchQueueConf):
     name: str = "${hydra.job.name}"  # the job name in squeue
 
 
+@dataclass
+class RayLauncherConf(BatchQueueConf):
+    """A Ray cluster: the gpus launcher's jobs as Ray tasks, each holding its width of GPUs on one node."""
+
+    _target_: str = "hydra_plugins.hypergrid.ray_cluster.RayLauncher"
+    address: Optional[str] = None  # auto | ray://host:10001; null: a local cluster started for the sweep
+    gpus: Optional[int] = None  # a local cluster's declared GPUs; null: this machine's CUDA count
+    cpus_per_task: int = 1  # CPUs each task holds (Ray's num_cpus)
+    max_retries: int = 3  # times a task whose worker process or node died runs again, resuming where it stopped
+    wait: bool = True  # false: the sweep runs as a Ray job on the cluster (needs `address`); this command returns
+
+
 ConfigStore.instance().store(group="hydra/launcher", name="gpus", node=GpusLauncherConf, provider="hypergrid")
+ConfigStore.instance().store(group="hydra/launcher", name="ray", node=RayLauncherConf, provider="hypergrid")
 ConfigStore.instance().store(group="hydra/launcher", name="slurm", node=SlurmLauncherConf, provider="hypergrid")

@@ -87,6 +87,11 @@ def preflight_widths(config: DictConfig, jobs: Sequence[Any]) -> None:
         gpus = visible_gpus(config.hydra.launcher.get("gpus"))
         has, fix = f"hydra/launcher=gpus has {len(gpus)} ({', '.join(map(str, gpus))})", "hydra.launcher.gpus=[0,1,...]"
         count = len(gpus)
+    elif target.endswith("RayLauncher"):
+        from hydra_plugins.hypergrid.ray_cluster import cluster_gpus
+
+        count = cluster_gpus(config.hydra.launcher.get("address"), config.hydra.launcher.get("gpus"))
+        has, fix = f"the Ray cluster declares {count}", "a cluster with more GPUs"
     elif target.endswith("SlurmLauncher"):
         count = int(config.hydra.launcher.get("gpus") or 1)
         has, fix = f"hydra/launcher=slurm runs at most {count} at once", "hydra.launcher.gpus=N with N >= the width"
@@ -118,6 +123,14 @@ def preflight_launcher(config: DictConfig) -> None:
         from hydra_plugins.hypergrid.devices import visible_gpus
 
         visible_gpus(config.hydra.launcher.get("gpus"))  # exits 2 naming the fix when there is no GPU
+    if str(config.hydra.launcher.get("_target_", "")).endswith("RayLauncher"):
+        from hydra_plugins.hypergrid.ray_cluster import RayUnavailable, cluster_gpus
+
+        try:  # connects (or starts the local cluster) once: the launcher reuses the connection
+            cluster_gpus(config.hydra.launcher.get("address"), config.hydra.launcher.get("gpus"))
+        except (RayUnavailable, ImportError) as error:
+            exit_with(RuntimeError(str(error) if isinstance(error, RayUnavailable) else
+                                   f"hydra/launcher=ray needs Ray: pip install 'hypergrid[ray]' ({error})"))
     if str(config.hydra.launcher.get("_target_", "")).endswith("SlurmLauncher"):
         from render.environment import slurm_controller_problem
 

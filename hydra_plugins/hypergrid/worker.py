@@ -23,6 +23,7 @@ from render.rundir import Category
 from render.signals import Cancelled, cancel_on_signals
 
 log = logging.getLogger(__name__)
+JOB_ID_ENV = "HYPERGRID_JOB_ID"  # set by a launcher whose jobs are not submitit's (hydra_plugins.hypergrid.ray_cluster)
 
 
 class CellBatch:
@@ -40,7 +41,7 @@ class CellBatch:
         filter_third_party_warnings()  # a submitit worker is an entry point of its own (render.quiet)
         Singleton.set_state(self.singleton_state)
         setup_globals()
-        job_id = submitit.JobEnvironment().job_id
+        job_id = os.environ.get(JOB_ID_ENV) or submitit.JobEnvironment().job_id  # a Ray task's, else submitit's
         returns: list[JobReturn] = []
         try:
             with stop_signals():
@@ -66,9 +67,10 @@ class CellBatch:
 
 
 def stop_signals() -> ContextManager[None]:
-    """SIGTERM / SIGINT cancel the cell in flight, on one machine (hydra/launcher=gpus). Under SLURM submitit keeps
-    its own handling: SIGTERM comes before a preemption's requeue there, and scancel is read from the job's state."""
-    if os.environ.get("SUBMITIT_EXECUTOR") == "local":
+    """SIGTERM / SIGINT cancel the cell in flight, on one machine (hydra/launcher=gpus) and in a Ray task (ray.cancel
+    interrupts it). Under SLURM submitit keeps its own handling: SIGTERM comes before a preemption's requeue there,
+    and scancel is read from the job's state."""
+    if os.environ.get("SUBMITIT_EXECUTOR") == "local" or os.environ.get(JOB_ID_ENV):
         return cancel_on_signals()
     return nullcontext()
 

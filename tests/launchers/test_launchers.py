@@ -1,7 +1,8 @@
-"""The gpus and slurm launchers run real sweeps of the tiny model: one job per (fake) GPU, each model
+"""The gpus, slurm and ray launchers run real sweeps of the tiny model: one job per (fake) GPU, each model
 loaded once per job, failures isolated, time limits requeued, cancellations recorded, detached runs.
 
-`gpus` runs on any machine with fake GPU ids; `slurm` needs the cluster of .ci/slurm/up.sh (-m slurm).
+`gpus` runs on any machine with fake GPU ids; `slurm` needs the cluster of .ci/slurm/up.sh (-m slurm), `ray` the
+one of .ci/ray/up.sh (-m ray; its own promises: tests/launchers/test_ray.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from tests.conftest import run_render
 
 SLURM = pytest.param("slurm", marks=[pytest.mark.slurm])  # its own tier, once the cluster is up: never also slow
 GPUS = pytest.param("gpus", marks=[pytest.mark.slow])
+RAY = pytest.param("ray", marks=[pytest.mark.ray])  # likewise its own tier: the local cluster's 2 GPUs
 LAUNCHERS = {"gpus": ["hydra/launcher=gpus", "hydra.launcher.gpus=[0,1]"],
-             "slurm": ["hydra/launcher=slurm", "hydra.launcher.gpus=2", "hydra.launcher.partition=debug"]}
+             "slurm": ["hydra/launcher=slurm", "hydra.launcher.gpus=2", "hydra.launcher.partition=debug"],
+             "ray": ["hydra/launcher=ray", "hydra.launcher.address=auto"]}
 
 
 def cells(sweep: Path) -> list[Path]:
@@ -32,7 +35,7 @@ def the_sweep(root: Path) -> Path:
     return sweep
 
 
-@pytest.mark.parametrize("launcher", [GPUS, SLURM])
+@pytest.mark.parametrize("launcher", [GPUS, SLURM, RAY])
 def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
     result = run_render("-m", "model=tiny", "steps=2,3,4", "cache=none,fbcache", "prompts.limit=2", *LAUNCHERS[launcher], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -51,7 +54,7 @@ def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str
     assert len(list((tmp_path / "outputs" / "anchors").glob("*/*/*/run.json"))) == 1, "the anchor was rendered twice"
 
 
-@pytest.mark.parametrize("launcher", [GPUS, SLURM])
+@pytest.mark.parametrize("launcher", [GPUS, SLURM, RAY])
 def test_a_failing_cell_is_isolated_with_its_traceback(launcher: str, tiny_cache: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken-model"
     broken.mkdir()
@@ -94,7 +97,7 @@ def the_width_2_cell_and_its_parity(sweep: Path, db: Path, launcher: str, wide_g
     return runs
 
 
-@pytest.mark.parametrize("launcher", [pytest.param("inprocess", marks=[pytest.mark.slow]), SLURM])
+@pytest.mark.parametrize("launcher", [pytest.param("inprocess", marks=[pytest.mark.slow]), SLURM, RAY])
 def test_a_width_2_cell_is_placed_on_two_gpus_and_its_parity_against_width_1_recorded(launcher: str, tiny_cache: Path,
                                                                                         tmp_path: Path) -> None:
     """The issue-33 sweep `parallel=none,ulysses` through each launcher the tests can run (the gpus launcher's is

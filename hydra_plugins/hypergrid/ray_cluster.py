@@ -1,0 +1,180 @@
+"""hydra/launcher=ray: a sweep's jobs as Ray tasks, each holding its width of GPUs on one node of a Ray cluster.
+
+The jobs are the gpus launcher's (batches.place over the cluster's GPUs: cells grouped per model load, balanced by
+cost, a parallel cell's job as wide as the cell), each a Ray task asking `num_gpus` = its width: Ray runs a task on
+one node, so a parallel cell's GPUs are one node's (no placement group is needed for one task), and Ray sets the
+task's CUDA_VISIBLE_DEVICES, which run.json records. A task runs the job's cells one after another in one worker
+process (worker.CellBatch, as a submitit job does), in the sweep's working folder with the launching shell's
+environment (the budget's reservation among it), so the run directories are written where the sweep says: on
+one machine, or on a filesystem every node shares (Ray moves no files).
+
+- `hydra.launcher.address`: `auto` (the cluster `ray start` runs here), `ray://host:10001` (Ray Client), or null:
+  a local cluster started for the sweep with `hydra.launcher.gpus` GPUs (default: this machine's CUDA count);
+- a task whose worker process or node dies is retried (`max_retries`) and resumes where it stopped: finished cells
+  (DONE.json) and finished samples (skip-if-done) are not rendered again;
+- Ctrl-C / SIGTERM cancels the tasks (ray.cancel: the cell in flight records `cancelled`);
+- `hydra.launcher.wait=false` submits the sweep itself as a Ray job (the Jobs API: its driver runs on the cluster
+  and waits there), prints its id and `assess status`, and returns.
+
+Built on `ray` directly rather than hydra-ray-launcher (1.2.2: AWS-only, pinned to old Ray): what a job is, where
+it runs and how it resumes are the other launchers' (BatchLauncher), so this module is only the submission.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
+from hydra_plugins.hypergrid.batches import CellSpec, place
+from hydra_plugins.hypergrid.worker import JOB_ID_ENV
+
+log = logging.getLogger(__name__)
+
+# what a worker takes of the launching shell's environment: hypergrid's own (the budget's reservation, its state, cache
+# and index), the hub's, torch's and the thread counts; CUDA_VISIBLE_DEVICES is Ray's to set. A fixed list keeps a
+# sweep's runtime environment the same from one sweep to the next, so Ray reuses its worker processes.
+PASSED = ("HYPERGRID_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "DIFFUSERS_", "TORCH", "TORCHINDUCTOR_", "OMP_",
+          "MKL_", "OPENBLAS_", "NCCL_", "PYTORCH_", "CUBLAS_", "CUDA_LAUNCH_BLOCKING")
+
+
+class RayUnavailable(RuntimeError):
+    """No Ray cluster can be reached, or it has no GPU for the sweep's jobs."""
+
+
+def connect(address: str | None, gpus: int | None) -> Any:
+    """ray.init against `address`, or a local cluster started for the sweep declaring `gpus` GPUs."""
+    import ray
+
+    if ray.is_initialized():
+        return ray
+    try:
+        if address:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        else:
+            ray.init(num_gpus=gpus, logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise RayUnavailable(f"hydra/launcher=ray: no Ray cluster at {address or 'a local cluster started for the sweep'} "
+                             f"({str(error).splitlines()[0]}); nothing was submitted. Start one (`ray start --head "
+                             "--num-gpus=N`), or give hydra.launcher.address=auto|ray://host:10001") from None
+    return ray
+
+
+def cluster_gpus(address: str | None, gpus: int | None) -> int:
+    """The GPUs the cluster declares (RayUnavailable when none: a task asks one at least)."""
+    ray = connect(address, gpus if address is None else None)
+    count = int(ray.cluster_resources().get("GPU", 0))
+    if count < 1:
+        raise RayUnavailable(f"hydra/launcher=ray: the Ray cluster at {address or 'this machine'} declares no GPU; every job "
+                             "asks one. Start it with GPUs (`ray start --head --num-gpus=N`), or give "
+                             "hydra.launcher.gpus=N for the local cluster started for the sweep")
+    return count
+
+
+class RayJob:
+    """A submitted task, as the launchers' wait, collect and cancel see a job (submitit's job interface)."""
+
+    def __init__(self, ref: Any, job_id: str) -> None:
+        self.ref, self.job_id, self.state = ref, job_id, "RUNNING"
+
+    def done(self) -> bool:
+        import ray
+
+        ready, _ = ray.wait([self.ref], timeout=0, fetch_local=False)
+        return bool(ready)
+
+    def result(self) -> Any:
+        import ray
+        from ray import exceptions
+
+        try:
+            value = ray.get(self.ref)
+        except exceptions.TaskCancelledError:
+            self.state = "CANCELLED"
+            raise
+        except exceptions.OutOfMemoryError:
+            self.state = "OUT_OF_MEMORY"
+            raise
+        except (exceptions.WorkerCrashedError, exceptions.NodeDiedError):
+            self.state = "NODE_FAIL"
+            raise
+        except Exception:
+            self.state = "FAILED"
+            raise
+        self.state = "COMPLETED"
+        return value
+
+    def cancel(self, check: bool = False) -> None:
+        import ray
+
+        ray.cancel(self.ref)  # a KeyboardInterrupt in the task: its cell in flight records `cancelled`
+
+    def stderr(self) -> str:
+        return "(a Ray task's output is in the cluster's worker logs: `ray logs`)"
+
+
+def run_batch(batch: Any, job_id: str, cwd: str) -> Any:
+    """What a task runs: the job's cells, in the sweep's working folder, named as the launcher's job."""
+    os.chdir(cwd)
+    os.environ[JOB_ID_ENV] = job_id
+    return batch()
+
+
+def passed_environment() -> dict[str, str]:
+    """What a worker takes of the launching shell's environment (PASSED)."""
+    return {k: v for k, v in os.environ.items() if k.startswith(PASSED)}
+
+
+class RayLauncher(BatchLauncher):
+    def submit(self, cells: list[CellSpec]) -> Submitted:
+        import secrets
+
+        p = self.params
+        ray = connect(p["address"], p["gpus"])
+        gpus = cluster_gpus(p["address"], p["gpus"])
+        remote = ray.remote(run_batch)
+        sweep = secrets.token_hex(3)
+        cwd = str(Path.cwd())
+        env = passed_environment()
+        submitted: Submitted = []
+        for n, (slot, batch) in enumerate(place(cells, list(range(gpus)))):
+            job_id = f"ray-{sweep}-{n}"
+            # max_calls=1: each job a fresh worker process, as a submitit job is (no module state of another sweep)
+            options = remote.options(num_gpus=len(slot), num_cpus=p["cpus_per_task"], max_retries=p["max_retries"],
+                                     retry_exceptions=False, max_calls=1, name=job_id, runtime_env={"env_vars": env})
+            submitted.append((RayJob(options.remote(self.batch(batch), job_id, cwd), job_id), batch))
+        log.info("submitted %d Ray task(s) on a cluster of %d GPU(s)", len(submitted), gpus)
+        return submitted
+
+    def hand_over(self, cells: list[CellSpec], sweep_dir: Path) -> Any:
+        """`wait=false`: a task ends with the driver that submitted it, so the sweep's own command, waiting, runs as
+        a Ray job on the cluster (into this sweep's folder) and this process returns."""
+        from hydra_plugins.hypergrid.batch_launcher import submitted_returns
+
+        argv = [a for a in sys.argv[1:] if not a.startswith(("hydra.launcher.wait=", "hydra.sweep.dir="))]
+        job = submit_detached(self.params["address"], [*argv, f"hydra.sweep.dir={sweep_dir}"], Path.cwd())
+        print(f"submitted the sweep as Ray job {job}: its driver runs on the cluster (`ray job logs {job}`, "
+              f"`ray job stop {job}`)")
+        print(f"follow it with: assess status {sweep_dir}")
+        return submitted_returns([(job, cells)])
+
+
+def submit_detached(address: str | None, argv: Sequence[str], cwd: Path) -> str:
+    """`hydra.launcher.wait=false`: the sweep's own command line (waiting) submitted as a Ray job, whose driver runs
+    on the cluster's head and outlives this process; its id. Needs the cluster's job server (`ray start --head`
+    serves it on the dashboard's port, 8265)."""
+    from ray.job_submission import JobSubmissionClient
+
+    if not address:
+        raise RayUnavailable("hydra.launcher.wait=false needs a running cluster (hydra.launcher.address=auto or "
+                             "ray://host:10001): a cluster started for the sweep ends with it")
+    dashboard = os.environ.get("RAY_DASHBOARD_ADDRESS") or (
+        "http://127.0.0.1:8265" if address in ("auto", "local") else "http://" + address.split("://")[-1].split(":")[0] + ":8265")
+    entrypoint = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "render", *argv, "hydra.launcher.wait=true"])
+    client = JobSubmissionClient(dashboard)
+    return str(client.submit_job(entrypoint=f"cd {shlex.quote(str(cwd))} && {entrypoint}",
+                                 runtime_env={"env_vars": passed_environment()}))

@@ -1,0 +1,135 @@
+"""hydra/launcher=ray against the real local Ray cluster of .ci/ray/up.sh (2 declared GPUs; -m ray): what the other
+launchers promise (tests/launchers/test_launchers.py runs its shared sweeps on Ray too), and Ray's own cases: the
+same run directories, records and index rows as the gpus launcher, a killed worker retried and resumed, Ctrl-C,
+and a detached sweep run as a Ray job."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_render
+from tests.launchers.test_launchers import LAUNCHERS, cells, no_sample_rendered_twice, the_sweep
+
+pytestmark = pytest.mark.ray
+
+SWEEP = ("-m", "model=tiny", "cache=none,fbcache", "steps=8,16", "prompts.limit=2")
+
+
+def rendered(root: Path) -> dict[str, list[tuple[str, int, str]]]:
+    """Each cell's subfolder -> its samples (prompt id, seed, image digest)."""
+    return {run.name: sorted((r["prompt_id"], r["seed"], r["sha256"]) for r in
+                             map(json.loads, (run / "samples.jsonl").read_text().splitlines()))
+            for run in cells(the_sweep(root))}
+
+
+def index_rows(root: Path) -> list[tuple]:
+    from assess.index import Index
+
+    scored = subprocess.run([sys.executable, "-m", "assess", "score", "outputs", "--metrics", "psnr", "-q"], cwd=root,
+                            capture_output=True, text=True, timeout=300)
+    assert scored.returncode == 0, scored.stderr
+    with Index.open(root / "outputs" / "index.db") as index:
+        samples = [tuple(r) for r in index.query("SELECT cell_key, prompt_sha, seed, sha256, split FROM samples ORDER BY 1, 2, 3")]
+        scores = [tuple(r) for r in index.query("SELECT cell_key, prompt_sha, seed, metric, value FROM scores ORDER BY 1, 2, 3, 4")]
+    return samples + scores
+
+
+@pytest.mark.long("two sweeps (Ray's and the gpus launcher's), each job a fresh worker process, and two scorings")
+def test_the_issues_sweep_renders_what_the_gpus_launcher_renders(tiny_cache: Path, tmp_path: Path) -> None:
+    """`cache=none,fbcache steps=8,16` through Ray and through the gpus launcher: every cell once, one job per GPU,
+    the same run folders, sample records and index rows (pixels to the byte; the jobs' ids and hosts aside)."""
+    runs = {}
+    for name in ("ray", "gpus"):
+        (tmp_path / name).mkdir()
+        result = run_render(*SWEEP, *LAUNCHERS[name], cwd=tmp_path / name, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[name] = tmp_path / name
+    assert rendered(runs["ray"]) == rendered(runs["gpus"])
+    jobs = json.loads((the_sweep(runs["ray"]) / "JOBS.json").read_text())
+    assert len(jobs) == 2 and all(j["job_id"].startswith("ray-") for j in jobs)
+    placed = {json.loads((Path(c["run_dir"]) / "run.json").read_text())["device"]["cuda_visible_devices"]
+              for j in jobs for c in j["cells"]}
+    assert placed == {"0", "1"}, placed
+    assert index_rows(runs["ray"]) == index_rows(runs["gpus"])
+
+
+def _wait_for(path: Path, lines: int, process: subprocess.Popen, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        if path.is_file() and path.read_text().count("\n") >= lines:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never reached {lines} line(s) (the sweep {'ended' if process.poll() is not None else 'hung'})")
+
+
+@pytest.mark.long("a cell slow enough to be killed mid-way, then Ray's retry in a fresh worker process")
+def test_a_killed_worker_is_retried_and_resumes_sample_by_sample(tiny_cache: Path, tmp_path: Path) -> None:
+    """The worker process of a running task is killed (SIGKILL, as the OOM killer or a lost node does): Ray runs the
+    task again, which resumes the cell where it stopped; no sample is rendered twice."""
+    command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=300", "prompts=dev", "prompts.limit=8",
+               "render_anchor=false", *LAUNCHERS["ray"]]
+    process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not list(tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")):
+        time.sleep(0.2)
+    (samples,) = tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")
+    _wait_for(samples, 2, process)
+    worker = json.loads((samples.parent / "run.json").read_text())["pid"]
+    os.kill(worker, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    run = samples.parent
+    assert len(no_sample_rendered_twice(run)) == 8 and (run / "DONE.json").exists()
+    assert (run / "render.log").read_text().count("loaded model") >= 2, "the task was never run again"
+
+
+@pytest.mark.long("two tasks' worker processes started and rendering before the signal")
+def test_ctrl_c_cancels_the_tasks_and_their_cells_record_it(tiny_cache: Path, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=300,301", "prompts=dev", "prompts.limit=8",
+               "render_anchor=false", *LAUNCHERS["ray"]]
+    process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl"))) < 2:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=180)
+    assert process.returncode != 0
+    states = {}
+    for run in cells(the_sweep(tmp_path)):
+        failed = run / "FAILED.json"
+        states[run.name] = json.loads(failed.read_text())["category"] if failed.exists() else "done"
+    assert set(states.values()) == {"cancelled"}, states
+    assert "cancelled" in stderr
+
+
+@pytest.mark.long("the sweep's driver started by the cluster's job server, then its tasks")
+def test_a_detached_sweep_runs_as_a_ray_job_followed_with_assess_status(tiny_cache: Path, tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = run_render("-m", "model=tiny", "steps=2,3", "prompts.limit=2", *LAUNCHERS["ray"], "hydra.launcher.wait=false",
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "submitted the sweep as Ray job" in result.stdout and "assess status" in result.stdout
+    assert time.monotonic() - started < 120
+    sweep = the_sweep(tmp_path)
+    rows: list = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status = subprocess.run([sys.executable, "-m", "assess", "status", str(sweep), "--json"], capture_output=True,
+                                text=True)
+        found = json.loads(status.stdout) if status.stdout.strip() else []
+        rows = found["cells"] if isinstance(found, dict) else found
+        if rows and all(r["state"] == "done" for r in rows):
+            break
+        time.sleep(2)
+    assert len(rows) == 2 and all(r["state"] == "done" for r in rows), rows
+    assert len(list(the_sweep(tmp_path).glob("*/DONE.json"))) == 2  # into this sweep's folder, not a new one
