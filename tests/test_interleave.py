@@ -109,11 +109,11 @@ def test_a_cancellation_records_cancelled_in_every_open_cell_and_a_rerun_continu
         tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real, calls = CellWriter.produce, []
 
-    def produce(self: CellWriter, prompt_id: str, text: str, seed: int) -> None:
-        calls.append(prompt_id)
+    def produce(self: CellWriter, *samples: tuple[str, str, int]) -> None:
+        calls.extend(prompt_id for prompt_id, _, _ in samples)
         if len(calls) == 3 * 5 + 1:  # five whole rounds of three, then Ctrl-C
             raise KeyboardInterrupt
-        real(self, prompt_id, text, seed)
+        real(self, *samples)
 
     monkeypatch.setattr(CellWriter, "produce", produce)
     out, interleave = tmp_path / "outputs", Interleave()
