@@ -46,12 +46,34 @@ class RayUnavailable(RuntimeError):
     """No Ray cluster can be reached, or it has no GPU for the sweep's jobs."""
 
 
+def reachable(address: str, seconds: float = 5.0) -> str | None:
+    """Why the cluster at a `host:port` or `ray://host:port` address cannot be reached (a TCP connect within
+    `seconds`), or None; `auto` is left to Ray, which fails at once when no cluster runs here. Ray itself retries an
+    unreachable address for minutes."""
+    import socket
+
+    if address in ("auto", "local"):
+        return None
+    host, _, port = address.split("://")[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return f"{address!r} is not an address: give auto, host:port or ray://host:port"
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as error:
+        return f"nothing answers at {host}:{port} ({error.strerror or error})"
+    return None
+
+
 def connect(address: str | None, gpus: int | None) -> Any:
     """ray.init against `address`, or a local cluster started for the sweep declaring `gpus` GPUs."""
     import ray
 
     if ray.is_initialized():
         return ray
+    problem = reachable(address) if address else None
+    if problem:
+        raise RayUnavailable(f"hydra.launcher.address={address}: {problem}; nothing was submitted. Start the cluster "
+                             "(`ray start --head --num-gpus=N`), or give the address it prints")
     try:
         if address:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
@@ -136,16 +158,15 @@ class RayLauncher(BatchLauncher):
         p = self.params
         ray = connect(p["address"], p["gpus"])
         gpus = cluster_gpus(p["address"], p["gpus"])
-        remote = ray.remote(run_batch)
+        remote = ray.remote(max_calls=1)(run_batch)  # each job a fresh worker process, as a submitit job is
         sweep = secrets.token_hex(3)
         cwd = str(Path.cwd())
         env = passed_environment()
         submitted: Submitted = []
         for n, (slot, batch) in enumerate(place(cells, list(range(gpus)))):
             job_id = f"ray-{sweep}-{n}"
-            # max_calls=1: each job a fresh worker process, as a submitit job is (no module state of another sweep)
             options = remote.options(num_gpus=len(slot), num_cpus=p["cpus_per_task"], max_retries=p["max_retries"],
-                                     retry_exceptions=False, max_calls=1, name=job_id, runtime_env={"env_vars": env})
+                                     retry_exceptions=False, name=job_id, runtime_env={"env_vars": env})
             submitted.append((RayJob(options.remote(self.batch(batch), job_id, cwd), job_id), batch))
         log.info("submitted %d Ray task(s) on a cluster of %d GPU(s)", len(submitted), gpus)
         return submitted

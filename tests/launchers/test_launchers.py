@@ -240,3 +240,17 @@ def test_detached_submission_is_followed_with_assess_status(tiny_cache: Path, tm
             break
         time.sleep(2)
     assert rows and all(r["state"] == "done" for r in rows), rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("address,says", [("127.0.0.1:1", "nothing answers at 127.0.0.1:1"),
+                                          ("ray://127.0.0.1:1", "nothing answers at 127.0.0.1:1"),
+                                          ("nonsense", "'nonsense' is not an address: give auto, host:port")])
+def test_a_ray_address_nothing_answers_at_is_refused_at_once_before_anything_is_written(address: str, says: str,
+                                                                                        tmp_path: Path) -> None:
+    """Ray retries an unreachable cluster for minutes: the launcher's preflight answers in seconds, exit 2."""
+    started = time.monotonic()
+    result = run_render("-m", "model=tiny", "steps=2,3", "hydra/launcher=ray", f"hydra.launcher.address={address}",
+                        cwd=tmp_path, timeout=120)
+    assert result.returncode == 2 and says in result.stderr and "nothing was submitted" in result.stderr, result.stderr
+    assert time.monotonic() - started < 60 and not (tmp_path / "outputs" / "multirun").exists()
