@@ -150,18 +150,18 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
 def median_ratio_interval(a: Any, c: Any, seed: int = SEED) -> tuple[float | None, float | None]:
     """The 95 % two-sample percentile bootstrap interval of median(a) / median(c): scipy.stats.bootstrap's own steps
     (one batch of N_RESAMPLES, `a` resampled first from the seeded generator, then `c`; scipy.stats.quantile of the
-    ratios, its arithmetic without its per-call checks: assess.resample), with `a`'s resampled medians and the
-    generator's state after them kept per (a, seed). A report compares every cell with one anchor: the anchor's
-    2,000 resampled medians are drawn once, not once per cell (tests pin the values to scipy.stats.bootstrap's)."""
+    ratios, its arithmetic without its per-call checks: assess.resample), with `a`'s resampled medians and `c`'s
+    resampling indices kept per (a, seed) and size of `c`. A report compares every cell with one anchor: the
+    anchor's 2,000 resampled medians are drawn once, and the indices once per cell size, not once per cell (every
+    cell's generator is in the same state after the anchor's draws; tests pin the values to
+    scipy.stats.bootstrap's)."""
     import numpy as np
 
-    from assess.resample import linear_quantiles
+    from assess.resample import linear_quantiles, resampled_medians
 
-    medians, state = _anchor_medians(a.tobytes(), a.size, seed)
-    rng = np.random.default_rng(seed)
-    rng.bit_generator.state = state
-    cell = np.median(c[rng.integers(0, c.size, (N_RESAMPLES, c.size), dtype="int64")], axis=-1)
-    ratios = medians / cell
+    anchor = a.tobytes()
+    medians, _ = _anchor_medians(anchor, a.size, seed)
+    ratios = medians / resampled_medians(c, _cell_indices(anchor, a.size, seed, c.size))
     alpha = (1 - CONFIDENCE) / 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
@@ -175,10 +175,24 @@ def _anchor_medians(data: bytes, size: int, seed: int) -> tuple[Any, Mapping[str
     """The N_RESAMPLES medians of `data` (float64) resampled by a generator seeded `seed`, and its state after."""
     import numpy as np
 
+    from assess.resample import resampled_medians
+
     a = np.frombuffer(data, dtype=float, count=size)
     rng = np.random.default_rng(seed)
-    medians = np.median(a[rng.integers(0, size, (N_RESAMPLES, size), dtype="int64")], axis=-1)
+    medians = resampled_medians(a, rng.integers(0, size, (N_RESAMPLES, size), dtype="int64"))
     return medians, rng.bit_generator.state
+
+
+@functools.lru_cache(maxsize=64)
+def _cell_indices(anchor: bytes, size: int, seed: int, cell_size: int) -> Any:
+    """The (N_RESAMPLES, cell_size) indices the generator draws for the cell after the anchor's (`_anchor_medians`)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rng.bit_generator.state = _anchor_medians(anchor, size, seed)[1]
+    indices = rng.integers(0, cell_size, (N_RESAMPLES, cell_size), dtype="int64")
+    indices.setflags(write=False)
+    return indices
 
 
 @dataclass(frozen=True)

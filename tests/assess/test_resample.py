@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from assess.resample import linear_quantiles, mean_interval_bca
+from assess.resample import linear_quantiles, mean_interval_bca, resampled_medians
 from assess.stats import CONFIDENCE, N_RESAMPLES, SEED, bootstrap
 
 
@@ -44,3 +44,21 @@ def test_linear_quantiles_are_scipys(size: int) -> None:
                 expected = stats.quantile(x, p, axis=-1)
                 found = linear_quantiles(x, p)
             assert np.array_equal(found, expected, equal_nan=True) and found.tobytes() == expected.tobytes(), (x, p)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 19, 20, 199, 200])
+def test_resampled_medians_are_numpys(size: int) -> None:
+    """assess.resample.resampled_medians (the speed-up's resampled medians, one partition a row) equals np.median."""
+    rng = np.random.default_rng(size)
+    indices = rng.integers(0, max(size, 1), (N_RESAMPLES, size), dtype="int64")
+    for data in (rng.lognormal(size=size), rng.integers(1, 4, size=size).astype(float),  # ties
+                 np.where(rng.uniform(size=size) < 0.3, 0.0, -0.0) + rng.integers(0, 2, size=size),  # zeros, signs
+                 np.where(rng.uniform(size=size) < 0.1, np.nan, rng.normal(size=size)),
+                 np.where(rng.uniform(size=size) < 0.2, np.inf, rng.normal(size=size))):
+        if size == 0:
+            data = np.array([1.0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = np.median(data[indices], axis=-1)
+            found = resampled_medians(data, indices)
+        assert found.tobytes() == expected.tobytes(), data
