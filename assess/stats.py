@@ -441,13 +441,35 @@ def paired_speedup(anchor_rows: Sequence[Any], cell_rows: Sequence[Any], anchor_
                    cell_drift: float = 0.0) -> Estimate | None:
     """The anchor's median warm latency over the cell's, each latency divided by its job's reference workload when
     every sample of both has one; the interval widened by the two sides' reference drift (added in quadrature)."""
+    return _paired_speedup(_latencies(anchor_rows), _latencies(cell_rows), anchor_drift, cell_drift)
+
+
+@dataclass(frozen=True)
+class _Latencies:
+    """One side of a speed-up: its warm latencies (float64 arrays), each per its job's reference workload (None
+    unless every sample has one) and as measured."""
+
+    per_reference: Any
+    measured: Any
+
+
+def _latencies(rows: Sequence[Any]) -> _Latencies:
+    import numpy as np
+
     from assess.noise import normalised
 
-    a, c = normalised(anchor_rows), normalised(cell_rows)
-    paired = a is not None and c is not None
-    if not paired:
-        a, c = [float(r["latency_s"]) for r in anchor_rows], [float(r["latency_s"]) for r in cell_rows]
-    estimate = speedup(a or [], c or [])
+    per_reference = normalised(rows)
+    return _Latencies(None if per_reference is None else np.asarray(per_reference, dtype=float),
+                      np.asarray([float(r["latency_s"]) for r in rows], dtype=float))
+
+
+def _paired_speedup(anchor: _Latencies, cell: _Latencies, anchor_drift: float, cell_drift: float
+                    ) -> Estimate | None:
+    paired = anchor.per_reference is not None and cell.per_reference is not None
+    if paired:
+        estimate = speedup(anchor.per_reference, cell.per_reference)
+    else:
+        estimate = speedup(anchor.measured, cell.measured)
     if estimate is None:
         return None
     slack = 1.0 + math.hypot(anchor_drift, cell_drift)
@@ -522,11 +544,11 @@ def render_speedup(index: Any, cell_key: str, against: str, split: str, keys: se
     """The speed-up of a cell over another from their render-time warm latencies (`paired_speedup`: each per its
     job's reference workload when recorded, the interval widened by the reference's drift); `memo`: as
     compare_cell's, for the side it is measured against."""
-    theirs = _remembered(memo, ("warm", against, split, against_keys), lambda: _warm_rows(index, against, split,
-                                                                                          against_keys))
+    theirs = _remembered(memo, ("latencies", against, split, against_keys),
+                         lambda: _latencies(_warm_rows(index, against, split, against_keys)))
     drift = _remembered(memo, ("drift", against), lambda: reference_drift(index, against))
-    return paired_speedup(theirs, _warm_rows(index, cell_key, split, keys), drift or 0.0,
-                          reference_drift(index, cell_key) or 0.0)
+    return _paired_speedup(theirs, _latencies(_warm_rows(index, cell_key, split, keys)), drift or 0.0,
+                           reference_drift(index, cell_key) or 0.0)
 
 
 def speed_against(index: Any, cell_key: str, against: str, render: Estimate | None) -> tuple[Estimate | None, str | None]:
