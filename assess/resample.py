@@ -22,8 +22,7 @@ def linear_quantiles(x: Any, p: Any) -> Any:
     p = np.asarray(p, dtype=np.float64)
     if np.isnan(x).any():
         return np.full(p.shape, np.nan)
-    y = np.sort(x)
-    n = np.asarray([y.shape[-1]], dtype=np.float64)
+    n = np.asarray([x.shape[-1]], dtype=np.float64)
     masked = (p > 1) | (p < 0) | np.isnan(p)
     if masked.any():
         p = np.where(masked, 0.5, p)
@@ -34,9 +33,20 @@ def linear_quantiles(x: Any, p: Any) -> Any:
     g[j < 0] = 0
     j = np.clip(j, 0.0, n - 1)
     jp1 = np.clip(jp1, 0.0, n - 1)
-    res = (1 - g) * y[j.astype(np.int64)] + g * y[jp1.astype(np.int64)]
+    below, above = j.astype(np.int64), jp1.astype(np.int64)
+    y = _sorted_at(x, np.concatenate((below.ravel(), above.ravel())))
+    res = (1 - g) * y[below] + g * y[above]
     res[masked] = np.nan
     return res
+
+
+def _sorted_at(x: Any, places: Any) -> Any:
+    """`x` with the values np.sort(x) has at `places` there: a partition at those places, a fifth of a sort's
+    time on a report's 2,000 resampled statistics. A sort when `x` holds a zero, which a partition could place
+    with the other sign than the sort does (0.0 and -0.0 are equal)."""
+    if not x.all():
+        return np.sort(x)
+    return np.partition(x, np.unique(places))
 
 
 def resampled_medians(data: Any, indices: Any) -> Any:
@@ -45,7 +55,7 @@ def resampled_medians(data: Any, indices: Any) -> Any:
     last, for its NaN check), four times the cost; an even row's lower middle is the largest value below the middle
     place, and the two middle values are averaged by np.mean as numpy's are. Otherwise np.median itself (a zero's
     sign or a NaN could place differently)."""
-    resampled = data[indices]
+    resampled = np.take(data, indices)
     m = resampled.shape[-1]
     if m < 2 or np.isnan(data).any() or not data.all():
         return np.median(resampled, axis=-1)
@@ -103,8 +113,8 @@ def mean_interval_bca(data: Any, confidence: float, n_resamples: int, seed: int)
     import warnings
 
     data = np.asarray(data, dtype=np.float64)
-    theta_hat_b = np.concatenate([np.mean(data[..., _resample_indices(data.shape[-1], n_resamples, seed)], axis=-1)],
-                                 axis=-1)
+    theta_hat_b = np.concatenate([np.mean(np.take(data, _resample_indices(data.shape[-1], n_resamples, seed)),
+                                          axis=-1)], axis=-1)
     alpha = (1 - confidence) / 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)

@@ -62,3 +62,16 @@ def test_resampled_medians_are_numpys(size: int) -> None:
             expected = np.median(data[indices], axis=-1)
             found = resampled_medians(data, indices)
         assert found.tobytes() == expected.tobytes(), data
+
+
+@pytest.mark.parametrize("size", [2, 7, 2000])
+def test_linear_quantiles_of_signed_zeros_are_scipys(size: int) -> None:
+    """linear_quantiles reads a partition, not a sort, of values without a zero; with zeros of both signs (equal,
+    placed either way by a partition) it sorts, and the quantiles keep scipy's signs too."""
+    rng = np.random.default_rng(size)
+    x = np.where(rng.uniform(size=size) < 0.5, -0.0, 0.0) + np.where(rng.uniform(size=size) < 0.3, 1.0, 0.0)
+    alpha = (1 - CONFIDENCE) / 2
+    for p in (np.stack((np.asarray(alpha), 1 - np.asarray(alpha)), axis=-1), np.array([0.0, 1.0]),
+              rng.uniform(size=5)):
+        expected = stats.quantile(x, p, axis=-1)
+        assert linear_quantiles(x, p).tobytes() == expected.tobytes(), (x, p)
