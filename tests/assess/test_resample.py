@@ -75,3 +75,15 @@ def test_linear_quantiles_of_signed_zeros_are_scipys(size: int) -> None:
               rng.uniform(size=5)):
         expected = stats.quantile(x, p, axis=-1)
         assert linear_quantiles(x, p).tobytes() == expected.tobytes(), (x, p)
+
+
+@pytest.mark.parametrize("data", _samples(), ids=lambda d: f"n{d.size}")
+def test_the_median_s_percentile_interval_is_scipys(data: np.ndarray) -> None:
+    """assess.resample.median_interval_percentile (each cell's latency interval, assess.metrics.speed) is
+    scipy.stats.bootstrap's percentile interval of the median, to the last bit."""
+    from assess.resample import median_interval_percentile
+
+    expected = bootstrap((data,), np.median, method="percentile", seed=SEED)
+    found = median_interval_percentile(data, CONFIDENCE, N_RESAMPLES, SEED)
+    assert np.array_equal(np.array(found, dtype=float), np.array(expected, dtype=float), equal_nan=True), (found, expected)
+    assert found == expected or None in expected
