@@ -1,6 +1,7 @@
-"""scipy's bootstrap steps for the two statistics a report computes per cell, without scipy's per-call overhead.
+"""scipy's bootstrap steps for the statistics a report computes per cell, without scipy's per-call overhead.
 
-A report of 5,000 cells computes a BCa interval of a mean and a speed-up's percentile interval for every cell:
+A report of 5,000 cells computes a BCa interval of a mean, a speed-up's percentile interval and its latencies'
+medians' percentile intervals for every cell:
 `scipy.stats.bootstrap` and `scipy.stats.quantile` spend about 1 ms a call checking and broadcasting their inputs,
 more than the arithmetic itself. These functions do scipy's arithmetic step by step, in the same order on arrays of
 the same shapes, so their values equal scipy's to the last bit (tests/assess/test_resample.py pins them on many
