@@ -48,6 +48,8 @@ def model_parity(run_paths: Sequence[str]) -> tuple[str, dict[str, Any]]:
 
 
 def _configured(model: str) -> dict[str, Any]:
+    if not model:  # a run that records no model name: `model=` composes no config (and costs Hydra's 0.4 s)
+        return {}
     from omegaconf import OmegaConf
 
     from assess.experiment import compose

@@ -54,19 +54,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import sqlite_utils
-
 from assess.errors import IndexDamaged, IndexSchemaError, IndexUnwritable, NotScored
-from assess.index_table import IndexTable
 from assess.metrics import SPECS, MetricSpec, Outcome
 from render.metric_specs import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
 from render.rundir import now_iso  # one clock format for every record; assess modules import it from here too
 from render.rundir.redact import redact
 from render.rundir.identity import sample_text_id
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from assess.index_table import IndexTable
 
 INDEX_ENV = "HYPERGRID_INDEX"
 DEFAULT_INDEX = Path("outputs") / "index.db"
@@ -609,12 +612,21 @@ class Index:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
-        self.db = sqlite_utils.Database(conn)
         self._tables: dict[str, IndexTable] = {}
         self._schema = -1  # PRAGMA schema_version the cached tables were read at
 
+    @cached_property
+    def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over the connection, for writes and migrations: made when first written through, since
+        importing sqlite-utils imports pandas (0.3 s) and a report or a status only reads."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self.conn)
+
     def table(self, name: str) -> sqlite_utils.db.Table:
         """The sqlite-utils table every write of this transaction goes through (assess/index_table.py)."""
+        from assess.index_table import IndexTable
+
         if name not in self._tables:
             self._tables[name] = IndexTable(self.db, name)
         return self._tables[name]

@@ -1,10 +1,10 @@
 """A self-contained HTML report of one or more sweeps, from the index.
 
-The folder holds index.html (jinja2), pareto.png (matplotlib, Agg) and copies of the images it
-shows, so it opens offline and survives moving. Sections: leaderboard (cells x metrics with
-deltas and 95 % intervals against the anchor, anchors marked), speed/quality Pareto plot
-(frontier drawn, anchors marked), contact sheets (prompts x cells, one per swept axis) and
-failures (category, message, traceback, path of FAILED.json).
+The folder holds index.html (jinja2), pareto.png (matplotlib, Agg) and the images it shows (hard
+links to the runs' images where it can, else copies), so it opens offline and survives moving.
+Sections: leaderboard (cells x metrics with deltas and 95 % intervals against the anchor, anchors
+marked), speed/quality Pareto plot (frontier drawn, anchors marked), contact sheets (prompts x
+cells, one per swept axis) and failures (category, message, traceback, path of FAILED.json).
 
 Longer than the house's ~300 lines: the leaderboard, the Pareto plot and the contact sheets are one
 page built from one scope (assess.scope); the statistics themselves live in assess.stats.
@@ -26,6 +26,7 @@ from typing import Any
 from assess import speed_axis
 from assess.answer import Answer
 from assess.errors import NotScored, RunDirError
+from assess.heap import collector_paused
 from assess.index import Index, cell_status
 from assess.metrics import SPECS
 from render.metric_specs import SPEED_NOISE, leaderboard_specs, quality_metric_names
@@ -507,7 +508,7 @@ def _sheet(index: Index, axis: str, columns: list[CellView], out: Path) -> Sheet
 
 
 def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, Any]:
-    """The sample's file copied under `out` (a clip's APNG plays in the <img>), and a clip's strip of frames."""
+    """The sample's file put under `out` (`_place`; a clip's APNG plays in the <img>), and a clip's strip of frames."""
     if row is None:
         return {"src": None, "note": "not rendered"}
     if row["problem"]:
@@ -519,11 +520,24 @@ def _copy_image(row: Any, cell_key: str, out: Path) -> dict[str, Any]:
     try:
         source = contained(row["run_path"], row["image"], "image")  # never a file outside its run folder
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        _place(source, target)
         strip = _strip(target, row["frames"], row["fps"], rel) if row["frames"] else []
     except OSError as exc:
         return {"src": None, "note": f"image not readable: {exc}"}
     return {"src": rel.as_posix(), "note": None, "strip": strip}
+
+
+def _place(source: Path, target: Path) -> None:
+    """`target` as a hard link to `source` (a contact sheet of 5,000 cells puts thousands of images: no bytes are
+    copied), a copy where no link can be made (another filesystem, a filesystem without links, a file the user may
+    not link). Safe because a run's image is never written in place (render.rundir.atomic_write_bytes replaces it),
+    so the report keeps the bytes it showed. A `target` there already is removed first, never written through: it
+    may be a link to another image."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _strip(clip: Path, frames: int, fps: int, rel: Path) -> list[dict[str, Any]]:
@@ -543,7 +557,7 @@ def _strip(clip: Path, frames: int, fps: int, rel: Path) -> list[dict[str, Any]]
 
 
 def cell_sheet(index: Index, columns: list[CellView], out: Path) -> Sheet:
-    """One contact sheet of these cells (prompts x cells, as the report picks them), its images copied under `out`."""
+    """One contact sheet of these cells (prompts x cells, as the report picks them), its images put under `out`."""
     return _sheet(index, "cells", columns, out)
 
 
@@ -701,7 +715,7 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
     sweep_paths = [Path(s).resolve() for s in sweeps]
     out_dir = Path(out).resolve() if out else default_out(sweep_paths)
     check_out(out_dir)  # before anything is read or written: a folder that is not ours is never replaced
-    with Index.open(index_path, create=False) as index, staged(out_dir) as staging:
+    with collector_paused(), Index.open(index_path, create=False) as index, staged(out_dir) as staging:
         runs, missing = _runs_in_index(index, sweep_paths)
         index = read_once(index, runs)
         views, scope = _cell_views(index, runs)

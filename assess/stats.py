@@ -150,18 +150,18 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
 def median_ratio_interval(a: Any, c: Any, seed: int = SEED) -> tuple[float | None, float | None]:
     """The 95 % two-sample percentile bootstrap interval of median(a) / median(c): scipy.stats.bootstrap's own steps
     (one batch of N_RESAMPLES, `a` resampled first from the seeded generator, then `c`; scipy.stats.quantile of the
-    ratios, its arithmetic without its per-call checks: assess.resample), with `a`'s resampled medians and the
-    generator's state after them kept per (a, seed). A report compares every cell with one anchor: the anchor's
-    2,000 resampled medians are drawn once, not once per cell (tests pin the values to scipy.stats.bootstrap's)."""
+    ratios, its arithmetic without its per-call checks: assess.resample), with `a`'s resampled medians and `c`'s
+    resampling indices kept per (a, seed) and size of `c`. A report compares every cell with one anchor: the
+    anchor's 2,000 resampled medians are drawn once, and the indices once per cell size, not once per cell (every
+    cell's generator is in the same state after the anchor's draws; tests pin the values to
+    scipy.stats.bootstrap's)."""
     import numpy as np
 
-    from assess.resample import linear_quantiles
+    from assess.resample import linear_quantiles, resampled_medians
 
-    medians, state = _anchor_medians(a.tobytes(), a.size, seed)
-    rng = np.random.default_rng(seed)
-    rng.bit_generator.state = state
-    cell = np.median(c[rng.integers(0, c.size, (N_RESAMPLES, c.size), dtype="int64")], axis=-1)
-    ratios = medians / cell
+    anchor = a.tobytes()
+    medians, _ = _anchor_medians(anchor, a.size, seed)
+    ratios = medians / resampled_medians(c, _cell_indices(anchor, a.size, seed, c.size))
     alpha = (1 - CONFIDENCE) / 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=RuntimeWarning)
@@ -175,10 +175,24 @@ def _anchor_medians(data: bytes, size: int, seed: int) -> tuple[Any, Mapping[str
     """The N_RESAMPLES medians of `data` (float64) resampled by a generator seeded `seed`, and its state after."""
     import numpy as np
 
+    from assess.resample import resampled_medians
+
     a = np.frombuffer(data, dtype=float, count=size)
     rng = np.random.default_rng(seed)
-    medians = np.median(a[rng.integers(0, size, (N_RESAMPLES, size), dtype="int64")], axis=-1)
+    medians = resampled_medians(a, rng.integers(0, size, (N_RESAMPLES, size), dtype="int64"))
     return medians, rng.bit_generator.state
+
+
+@functools.lru_cache(maxsize=64)
+def _cell_indices(anchor: bytes, size: int, seed: int, cell_size: int) -> Any:
+    """The (N_RESAMPLES, cell_size) indices the generator draws for the cell after the anchor's (`_anchor_medians`)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rng.bit_generator.state = _anchor_medians(anchor, size, seed)[1]
+    indices = rng.integers(0, cell_size, (N_RESAMPLES, cell_size), dtype="int64")
+    indices.setflags(write=False)
+    return indices
 
 
 @dataclass(frozen=True)
@@ -427,13 +441,35 @@ def paired_speedup(anchor_rows: Sequence[Any], cell_rows: Sequence[Any], anchor_
                    cell_drift: float = 0.0) -> Estimate | None:
     """The anchor's median warm latency over the cell's, each latency divided by its job's reference workload when
     every sample of both has one; the interval widened by the two sides' reference drift (added in quadrature)."""
+    return _paired_speedup(_latencies(anchor_rows), _latencies(cell_rows), anchor_drift, cell_drift)
+
+
+@dataclass(frozen=True)
+class _Latencies:
+    """One side of a speed-up: its warm latencies (float64 arrays), each per its job's reference workload (None
+    unless every sample has one) and as measured."""
+
+    per_reference: Any
+    measured: Any
+
+
+def _latencies(rows: Sequence[Any]) -> _Latencies:
+    import numpy as np
+
     from assess.noise import normalised
 
-    a, c = normalised(anchor_rows), normalised(cell_rows)
-    paired = a is not None and c is not None
-    if not paired:
-        a, c = [float(r["latency_s"]) for r in anchor_rows], [float(r["latency_s"]) for r in cell_rows]
-    estimate = speedup(a or [], c or [])
+    per_reference = normalised(rows)
+    return _Latencies(None if per_reference is None else np.asarray(per_reference, dtype=float),
+                      np.asarray([float(r["latency_s"]) for r in rows], dtype=float))
+
+
+def _paired_speedup(anchor: _Latencies, cell: _Latencies, anchor_drift: float, cell_drift: float
+                    ) -> Estimate | None:
+    paired = anchor.per_reference is not None and cell.per_reference is not None
+    if paired:
+        estimate = speedup(anchor.per_reference, cell.per_reference)
+    else:
+        estimate = speedup(anchor.measured, cell.measured)
     if estimate is None:
         return None
     slack = 1.0 + math.hypot(anchor_drift, cell_drift)
@@ -454,9 +490,11 @@ def quality_deltas(index: Any, cell_key: str, anchor_cell_key: str, split: str, 
     from assess.metrics import SPECS
 
     spec = SPECS[metric]
+    if spec.needs_reference and spec.identity is None:
+        return {}  # nothing to read: a sweep report's verdict table asks this of every cell
     cell = _sample_values(index, cell_key, split, keys).get(metric, {})
     if spec.needs_reference:
-        return per_prompt_deltas({k: v for k, (v, _) in cell.items()}, spec.identity) if spec.identity is not None else {}
+        return per_prompt_deltas({k: v for k, (v, _) in cell.items()}, spec.identity)
     theirs = _sample_values(index, anchor_cell_key, split, anchor_keys).get(metric, {})
     same = {k for k, (_, config) in cell.items() if k in theirs and theirs[k][1] == config}
     return per_prompt_deltas({k: cell[k][0] for k in same}, {k: theirs[k][0] for k in same})
@@ -508,11 +546,11 @@ def render_speedup(index: Any, cell_key: str, against: str, split: str, keys: se
     """The speed-up of a cell over another from their render-time warm latencies (`paired_speedup`: each per its
     job's reference workload when recorded, the interval widened by the reference's drift); `memo`: as
     compare_cell's, for the side it is measured against."""
-    theirs = _remembered(memo, ("warm", against, split, against_keys), lambda: _warm_rows(index, against, split,
-                                                                                          against_keys))
+    theirs = _remembered(memo, ("latencies", against, split, against_keys),
+                         lambda: _latencies(_warm_rows(index, against, split, against_keys)))
     drift = _remembered(memo, ("drift", against), lambda: reference_drift(index, against))
-    return paired_speedup(theirs, _warm_rows(index, cell_key, split, keys), drift or 0.0,
-                          reference_drift(index, cell_key) or 0.0)
+    return _paired_speedup(theirs, _latencies(_warm_rows(index, cell_key, split, keys)), drift or 0.0,
+                           reference_drift(index, cell_key) or 0.0)
 
 
 def speed_against(index: Any, cell_key: str, against: str, render: Estimate | None) -> tuple[Estimate | None, str | None]:

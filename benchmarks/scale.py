@@ -3,12 +3,17 @@
 status and report in at most 10 s each; docs/quality.md has the figures).
 
     python benchmarks/scale.py [--runs 5000] [--samples 20] [--anchor-samples 200] [--no-report] [--keep DIR]
+    python benchmarks/scale.py --report-of DIR/outputs [--repeat 3] [--baseline CHECKOUT]
 
 Builds an output root through the contract module (render.rundir): one anchor with `anchor-samples` prompts and
 `runs - 1` cells in sweeps of 100, each cell `samples` finished 16x16 samples of some of the anchor's prompts. Then
 times, each in its own process as a user runs them, with its peak memory: `assess score <root> --metrics psnr -q`
 from nothing, again with nothing new, again after 1 % new run folders were added (a sweep of their own), then
 `assess status <root>` and `assess report <root>`. Prints one line per figure and a row for docs/quality.md's table.
+
+`--report-of` times only `assess report` of a root built and scored before (`--keep`), `--repeat` times; with
+`--baseline`, each time alternately with the code of another checkout (e.g. a `git worktree` of an earlier commit)
+on the same root, and prints the two side by side with their ratio.
 """
 
 from __future__ import annotations
@@ -107,11 +112,12 @@ class Figure:
     said: str  # its first line (score's summary), or its line count
 
 
-def timed(label: str, *args: str) -> Figure:
-    """`python -m assess ARGS` in a process of its own, as a user runs it: wall time and peak memory (wait4)."""
+def timed(label: str, *args: str, code: Path | None = None) -> Figure:
+    """`python -m assess ARGS` in a process of its own, as a user runs it: wall time and peak memory (wait4); with
+    `code`, run from that checkout (its `assess` imported first: `-m` puts the working directory first on the path)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        process = subprocess.Popen([sys.executable, "-m", "assess", *args], stdout=out, stderr=err)
+        process = subprocess.Popen([sys.executable, "-m", "assess", *args], stdout=out, stderr=err, cwd=code)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -146,14 +152,43 @@ def measure(root: Path, runs: int, samples: int, anchor_samples: int, report: bo
     return figures
 
 
+def report_of(root: Path, repeat: int, baseline: Path | None) -> None:
+    """`assess report` of a kept root, `repeat` times; with a baseline checkout, each time that code's report first
+    and then this one's, alternately on the same root (the machine's load falls on both alike)."""
+    db = root / "index.db"
+    here = Path(__file__).resolve().parent.parent
+    codes = ([("baseline", baseline.resolve())] if baseline else []) + [("this", here)]
+    seconds: dict[str, list[float]] = {name: [] for name, _ in codes}
+    for n in range(repeat):
+        for name, code in codes:
+            with tempfile.TemporaryDirectory() as out:
+                figure = timed(f"report ({name})", "report", str(root), "--db", str(db), "--out",
+                               str(Path(out) / "report"), code=code)
+            seconds[name].append(figure.seconds)
+            print(f"run {n + 1}: assess report ({name}: {code}): {figure.seconds:.1f} s, peak {figure.peak_mb:.0f} MB "
+                  f"(exit {figure.exit}) {figure.said}", flush=True)
+    if baseline:
+        pairs = zip(seconds["baseline"], seconds["this"])
+        print("ratios (baseline / this, each run): " + ", ".join(f"{b / t:.2f}" for b, t in pairs))
+        print(f"best of {repeat}: baseline {min(seconds['baseline']):.1f} s, this {min(seconds['this']):.1f} s")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5000)
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--anchor-samples", type=int, default=200)
     parser.add_argument("--no-report", action="store_true", help="leave the report out (its figure and contact sheets)")
-    parser.add_argument("--keep", type=Path, default=None, help="build (or reuse) the output root here")
+    parser.add_argument("--keep", type=Path, default=None, help="build the output root here (and keep it)")
+    parser.add_argument("--report-of", type=Path, default=None,
+                        help="time only `assess report` of this root, built and scored before (--keep DIR: DIR/outputs)")
+    parser.add_argument("--repeat", type=int, default=3, help="with --report-of: how many times")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="with --report-of: another checkout whose report is timed alternately with this one's")
     args = parser.parse_args(argv)
+    if args.report_of:
+        report_of(args.report_of, args.repeat, args.baseline)
+        return
     with tempfile.TemporaryDirectory() as scratch:
         root = (args.keep or Path(scratch)) / "outputs"
         if root.exists():

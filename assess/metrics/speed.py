@@ -47,15 +47,16 @@ def run_gpu_s(samples: Iterable[Any]) -> float:
 
 
 def _median_interval(values: list[float]) -> tuple[float | None, float | None]:
-    from assess.stats import bootstrap
+    """The median's 95 % percentile bootstrap interval: scipy.stats.bootstrap's (assess.stats.bootstrap), its steps
+    without its per-call checks (assess.resample: the same values to the last bit; a report computes two a cell)."""
+    from assess.resample import median_interval_percentile
+    from assess.stats import CONFIDENCE, N_RESAMPLES, SEED
 
     if len(values) < 2:
         return None, None
     if min(values) == max(values):
         return values[0], values[0]
-    import numpy as np
-
-    return bootstrap((np.asarray(values),), np.median, method="percentile")
+    return median_interval_percentile(values, CONFIDENCE, N_RESAMPLES, SEED)
 
 
 def cell_speed(samples: Sequence[SampleRow], gpu_s: float, drifts: Iterable[float | None] = ()) -> dict[str, Outcome]:
