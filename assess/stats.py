@@ -490,11 +490,12 @@ def quality_deltas(index: Any, cell_key: str, anchor_cell_key: str, split: str, 
     from assess.metrics import SPECS
 
     spec = SPECS[metric]
-    if spec.needs_reference and spec.identity is None:
-        return {}  # nothing to read: a sweep report's verdict table asks this of every cell
-    cell = _sample_values(index, cell_key, split, keys).get(metric, {})
     if spec.needs_reference:
+        if spec.identity is None:
+            return {}  # nothing to read: a sweep report's verdict table asks this of every cell
+        cell = _sample_values(index, cell_key, split, keys).get(metric, {})
         return per_prompt_deltas({k: v for k, (v, _) in cell.items()}, spec.identity)
+    cell = _sample_values(index, cell_key, split, keys).get(metric, {})
     theirs = _sample_values(index, anchor_cell_key, split, anchor_keys).get(metric, {})
     same = {k for k, (_, config) in cell.items() if k in theirs and theirs[k][1] == config}
     return per_prompt_deltas({k: cell[k][0] for k in same}, {k: theirs[k][0] for k in same})
