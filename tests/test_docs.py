@@ -49,7 +49,7 @@ def test_ci_times_every_phase() -> None:
     """.ci/run says where its time went: each install and each tier runs through `phase` (.ci/phases.sh)."""
     phases = [line.split()[1] for line in ci_lines() if line.startswith("phase ")]
     assert phases == ["install-debian", "install-python", "default-tier", "ruff-mypy", "slow-tier", "prometheus-tier",
-                      "slurm-tier"], phases
+                      "slurm-tier", "ray-tier"], phases
     assert "trap" in (ROOT / ".ci" / "run").read_text() and "phase_summary" in (ROOT / ".ci" / "run").read_text()
 
 

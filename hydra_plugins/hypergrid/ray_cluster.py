@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
 from hydra_plugins.hypergrid.batches import CellSpec, place
+from hydra_plugins.hypergrid.ray_connect import RayUnavailable, cluster_gpus, connect
 from hydra_plugins.hypergrid.worker import JOB_ID_ENV
 
 log = logging.getLogger(__name__)
@@ -40,61 +41,6 @@ log = logging.getLogger(__name__)
 # sweep's runtime environment the same from one sweep to the next, so Ray reuses its worker processes.
 PASSED = ("HYPERGRID_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "DIFFUSERS_", "TORCH", "TORCHINDUCTOR_", "OMP_",
           "MKL_", "OPENBLAS_", "NCCL_", "PYTORCH_", "CUBLAS_", "CUDA_LAUNCH_BLOCKING")
-
-
-class RayUnavailable(RuntimeError):
-    """No Ray cluster can be reached, or it has no GPU for the sweep's jobs."""
-
-
-def reachable(address: str, seconds: float = 5.0) -> str | None:
-    """Why the cluster at a `host:port` or `ray://host:port` address cannot be reached (a TCP connect within
-    `seconds`), or None; `auto` is left to Ray, which fails at once when no cluster runs here. Ray itself retries an
-    unreachable address for minutes."""
-    import socket
-
-    if address in ("auto", "local"):
-        return None
-    host, _, port = address.split("://")[-1].rpartition(":")
-    if not host or not port.isdigit():
-        return f"{address!r} is not an address: give auto, host:port or ray://host:port"
-    try:
-        socket.create_connection((host, int(port)), timeout=seconds).close()
-    except OSError as error:
-        return f"nothing answers at {host}:{port} ({error.strerror or error})"
-    return None
-
-
-def connect(address: str | None, gpus: int | None) -> Any:
-    """ray.init against `address`, or a local cluster started for the sweep declaring `gpus` GPUs."""
-    import ray
-
-    if ray.is_initialized():
-        return ray
-    problem = reachable(address) if address else None
-    if problem:
-        raise RayUnavailable(f"hydra.launcher.address={address}: {problem}; nothing was submitted. Start the cluster "
-                             "(`ray start --head --num-gpus=N`), or give the address it prints")
-    try:
-        if address:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-        else:
-            ray.init(num_gpus=gpus, logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        raise RayUnavailable(f"hydra/launcher=ray: no Ray cluster at {address or 'a local cluster started for the sweep'} "
-                             f"({str(error).splitlines()[0]}); nothing was submitted. Start one (`ray start --head "
-                             "--num-gpus=N`), or give hydra.launcher.address=auto|ray://host:10001") from None
-    return ray
-
-
-def cluster_gpus(address: str | None, gpus: int | None) -> int:
-    """The GPUs the cluster declares (RayUnavailable when none: a task asks one at least)."""
-    ray = connect(address, gpus if address is None else None)
-    count = int(ray.cluster_resources().get("GPU", 0))
-    if count < 1:
-        raise RayUnavailable(f"hydra/launcher=ray: the Ray cluster at {address or 'this machine'} declares no GPU; every job "
-                             "asks one. Start it with GPUs (`ray start --head --num-gpus=N`), or give "
-                             "hydra.launcher.gpus=N for the local cluster started for the sweep")
-    return count
 
 
 class RayJob:

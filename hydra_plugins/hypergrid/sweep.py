@@ -88,7 +88,7 @@ def preflight_widths(config: DictConfig, jobs: Sequence[Any]) -> None:
         has, fix = f"hydra/launcher=gpus has {len(gpus)} ({', '.join(map(str, gpus))})", "hydra.launcher.gpus=[0,1,...]"
         count = len(gpus)
     elif target.endswith("RayLauncher"):
-        from hydra_plugins.hypergrid.ray_cluster import cluster_gpus
+        from hydra_plugins.hypergrid.ray_connect import cluster_gpus
 
         count = cluster_gpus(config.hydra.launcher.get("address"), config.hydra.launcher.get("gpus"))
         has, fix = f"the Ray cluster declares {count}", "a cluster with more GPUs"
@@ -124,7 +124,7 @@ def preflight_launcher(config: DictConfig) -> None:
 
         visible_gpus(config.hydra.launcher.get("gpus"))  # exits 2 naming the fix when there is no GPU
     if str(config.hydra.launcher.get("_target_", "")).endswith("RayLauncher"):
-        from hydra_plugins.hypergrid.ray_cluster import RayUnavailable, cluster_gpus
+        from hydra_plugins.hypergrid.ray_connect import RayUnavailable, cluster_gpus
 
         try:  # connects (or starts the local cluster) once: the launcher reuses the connection
             cluster_gpus(config.hydra.launcher.get("address"), config.hydra.launcher.get("gpus"))
