@@ -50,9 +50,10 @@ class Throughput:
     timed: str  # SIDE_BY_SIDE or RENDER_TIME
 
     def cost_per_1000(self, price_per_gpu_hour: float | None = None) -> str:
-        """GPU-hours per 1,000 images at the median (and money at a price per GPU-hour)."""
-        gpu_h = self.gpu_s_per_image.value * 1000 / 3600
-        return f"{gpu_h:.3g} GPU-h" + (f" · {price_per_gpu_hour * gpu_h:,.2f}" if price_per_gpu_hour is not None else "")
+        """GPU-hours per 1,000 images at the median (and money at a price per GPU-hour): the verdict table's figure."""
+        from assess.verdict import cost_text
+
+        return cost_text(self.gpu_s_per_image.value, price_per_gpu_hour)
 
     def as_dict(self) -> dict[str, Any]:
         return {"cell_key": self.cell_key, "batch": self.batch, "width": self.width, "timed": self.timed, "n": self.n,
@@ -63,16 +64,13 @@ class Throughput:
 
 
 def median_figure(values: Sequence[float]) -> Figure:
-    """The median of `values` and its 95 % bootstrap interval (percentile: a median's BCa is often degenerate)."""
-    import numpy as np
+    """The median of `values` and its 95 % bootstrap interval, as every latency of the index has it
+    (assess.metrics.speed.median_interval)."""
+    import statistics
 
-    from assess.stats import bootstrap
+    from assess.metrics.speed import median_interval
 
-    median = float(np.median(values))
-    if len(values) < 3 or len(set(values)) < 2:
-        return Figure(median, None, None)
-    low, high = bootstrap([np.asarray(values, dtype=float)], np.median, method="percentile")
-    return Figure(median, low, high)
+    return Figure(statistics.median(values), *median_interval(values))
 
 
 def _session_calls(index: Any, cell_key: str) -> list[float]:

@@ -316,13 +316,8 @@ class CellWriter:
         identities = [(cell.key, rundir.sample_text_hash(text), seed) for _, text, seed in todo]
         repeats = 1 if warmup else self.job.timing.repeats
         with spending(self.job, Purpose.SAMPLE, samples=identities), count_engagement(loaded.pipe) as engagement:
-            if cell.batch > 1:
-                pngs, calls, memory, kind = render_samples(loaded, self.job, [t for _, t, _ in todo],
-                                                           [s for _, _, s in todo], repeats)
-            else:
-                ((_, text, seed),) = todo
-                png, calls, memory, kind = render_sample(loaded, self.job, text, seed, repeats)
-                pngs = [png]
+            pngs, calls, memory, kind = render_samples(loaded, self.job, [t for _, t, _ in todo],
+                                                       [s for _, _, s in todo], repeats)
         compiled = CompileCounters.now().since(before)
         engaged = engagement()
         engaged = engaged.per_call(len(calls)) if engaged else None

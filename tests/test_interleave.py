@@ -76,16 +76,16 @@ def test_a_cell_that_fails_in_a_round_records_its_cause_and_the_others_go_on(tin
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from render import runner
 
-    real, calls = runner.render_sample, []
+    real, calls = runner.render_samples, []
 
-    def render_sample(loaded: Any, job: Any, text: str, seed: int, repeats: int) -> Any:
+    def render_samples(loaded: Any, job: Any, texts: Any, seeds: Any, repeats: int) -> Any:
         if job.cell.steps == 4:
-            calls.append(text)
+            calls.extend(texts)
             if len(calls) == 2:
                 raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        return real(loaded, job, text, seed, repeats)
+        return real(loaded, job, texts, seeds, repeats)
 
-    monkeypatch.setattr(runner, "render_sample", render_sample)
+    monkeypatch.setattr(runner, "render_samples", render_samples)
     out, interleave = tmp_path / "outputs", Interleave()
     results = _open(out, interleave)
     outcome = interleave.drive()

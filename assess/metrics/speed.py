@@ -46,7 +46,7 @@ def run_gpu_s(samples: Iterable[Any]) -> float:
     return latency + load
 
 
-def _median_interval(values: list[float]) -> tuple[float | None, float | None]:
+def median_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
     """The median's 95 % percentile bootstrap interval: scipy.stats.bootstrap's (assess.stats.bootstrap), its steps
     without its per-call checks (assess.resample: the same values to the last bit; a report computes two a cell)."""
     from assess.resample import median_interval_percentile
@@ -56,7 +56,7 @@ def _median_interval(values: list[float]) -> tuple[float | None, float | None]:
         return None, None
     if min(values) == max(values):
         return values[0], values[0]
-    return median_interval_percentile(values, CONFIDENCE, N_RESAMPLES, SEED)
+    return median_interval_percentile(list(values), CONFIDENCE, N_RESAMPLES, SEED)
 
 
 def cell_speed(samples: Sequence[SampleRow], gpu_s: float, drifts: Iterable[float | None] = ()) -> dict[str, Outcome]:
@@ -68,7 +68,7 @@ def cell_speed(samples: Sequence[SampleRow], gpu_s: float, drifts: Iterable[floa
     detail = f"n_warm={len(latencies)}"
     if latencies:
         median = statistics.median(latencies)
-        low, high = _median_interval(latencies)
+        low, high = median_interval(latencies)
         out[LATENCY_MEDIAN.name] = Outcome.of(median, detail, low, high)
         out[LATENCY_P90.name] = Outcome.of(percentile(latencies, 90), detail)
         total = sum(latencies)
@@ -84,7 +84,7 @@ def cell_speed(samples: Sequence[SampleRow], gpu_s: float, drifts: Iterable[floa
                                               high / n if high is not None else None)
         relative = normalised(warm)
         if relative is not None:
-            rel_low, rel_high = _median_interval(relative)
+            rel_low, rel_high = median_interval(relative)
             out[LATENCY_REF.name] = Outcome.of(statistics.median(relative), detail, rel_low, rel_high)
         else:
             out[LATENCY_REF.name] = Outcome.unavailable("not every warm sample records its job's reference timing "

@@ -31,14 +31,14 @@ from typing import Any, Sequence
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
 from hydra_plugins.hypergrid.batches import CellSpec, place
-from hydra_plugins.hypergrid.ray_connect import RayUnavailable, cluster_gpus, connect
+from hydra_plugins.hypergrid.ray_connect import cluster_gpus
 from hydra_plugins.hypergrid.worker import JOB_ID_ENV
 
 log = logging.getLogger(__name__)
 
 # what a worker takes of the launching shell's environment: hypergrid's own (the budget's reservation, its state, cache
 # and index), the hub's, torch's and the thread counts; CUDA_VISIBLE_DEVICES is Ray's to set. A fixed list keeps a
-# sweep's runtime environment the same from one sweep to the next, so Ray reuses its worker processes.
+# sweep's runtime environment the same from one sweep to the next, so Ray builds it once.
 PASSED = ("HYPERGRID_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "DIFFUSERS_", "TORCH", "TORCHINDUCTOR_", "OMP_",
           "MKL_", "OPENBLAS_", "NCCL_", "PYTORCH_", "CUBLAS_", "CUDA_LAUNCH_BLOCKING")
 
@@ -101,9 +101,10 @@ class RayLauncher(BatchLauncher):
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import secrets
 
+        import ray
+
         p = self.params
-        ray = connect(p["address"], p["gpus"])
-        gpus = cluster_gpus(p["address"], p["gpus"])
+        gpus = cluster_gpus(p["address"], p["gpus"])  # connected (by the sweeper's preflight, in this process)
         remote = ray.remote(max_calls=1)(run_batch)  # each job a fresh worker process, as a submitit job is
         sweep = secrets.token_hex(3)
         cwd = str(Path.cwd())
@@ -136,9 +137,7 @@ def submit_detached(address: str | None, argv: Sequence[str], cwd: Path) -> str:
     serves it on the dashboard's port, 8265)."""
     from ray.job_submission import JobSubmissionClient
 
-    if not address:
-        raise RayUnavailable("hydra.launcher.wait=false needs a running cluster (hydra.launcher.address=auto or "
-                             "ray://host:10001): a cluster started for the sweep ends with it")
+    assert address, "the sweeper's preflight refuses wait=false without an address"
     dashboard = os.environ.get("RAY_DASHBOARD_ADDRESS") or (
         "http://127.0.0.1:8265" if address in ("auto", "local") else "http://" + address.split("://")[-1].split(":")[0] + ":8265")
     entrypoint = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "render", *argv, "hydra.launcher.wait=true"])

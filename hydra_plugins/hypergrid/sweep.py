@@ -126,6 +126,9 @@ def preflight_launcher(config: DictConfig) -> None:
     if str(config.hydra.launcher.get("_target_", "")).endswith("RayLauncher"):
         from hydra_plugins.hypergrid.ray_connect import RayUnavailable, cluster_gpus
 
+        if not config.hydra.launcher.get("wait", True) and not config.hydra.launcher.get("address"):
+            exit_with(RuntimeError("hydra.launcher.wait=false needs a running cluster (hydra.launcher.address=auto or "
+                                   "ray://host:10001): a cluster started for the sweep ends with it; nothing was submitted"))
         try:  # connects (or starts the local cluster) once: the launcher reuses the connection
             cluster_gpus(config.hydra.launcher.get("address"), config.hydra.launcher.get("gpus"))
         except (RayUnavailable, ImportError) as error:

@@ -89,7 +89,7 @@ def test_a_prompt_with_the_same_id_but_another_text_is_another_sample(first: Pat
 def test_a_failure_is_recorded_with_its_sample_and_a_full_disk_does_not_stop_the_sweep(
         tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"n": 0}
-    real = runner.render_sample
+    real = runner.render_samples
 
     def fail_on_third(*args, **kwargs):
         calls["n"] += 1
@@ -97,7 +97,7 @@ def test_a_failure_is_recorded_with_its_sample_and_a_full_disk_does_not_stop_the
             raise RuntimeError("boom")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "render_sample", fail_on_third)
+    monkeypatch.setattr(runner, "render_samples", fail_on_third)
     failed = render(tmp_path / "out", "a")
     record = json.loads((failed.run_dir / "FAILED.json").read_text())
     assert record["category"] == "error" and record["n_samples_done"] == 2
@@ -141,20 +141,20 @@ def test_a_short_write_of_a_record_fails_the_cell_and_leaves_no_torn_record(
 @pytest.mark.slow
 def test_the_watchdog_flags_a_render_slowed_on_purpose(first: Path, monkeypatch: pytest.MonkeyPatch,
                                                         caplog: pytest.LogCaptureFixture) -> None:
-    real = runner.render_sample
+    real = runner.render_samples
     seen: list = []
 
     run_dir = first.parents[1] / "runs" / "slow"
 
-    def slowed(loaded, job, prompt, seed, calls=1):
-        png, latencies, memory, kind = real(loaded, job, prompt, seed, calls)
+    def slowed(loaded, job, prompts, seeds, calls=1):
+        pngs, latencies, memory, kind = real(loaded, job, prompts, seeds, calls)
         delay = 2 * json.loads((run_dir / "run.json").read_text())["estimate"]["s_per_sample"] + 2  # >2x, whatever the machine
         time.sleep(delay)
         if len(list((run_dir / "images").glob("*.png"))) == 2:  # mid-cell, as `assess status` would see it
             seen.extend(status(run_dir, now=datetime.now(timezone.utc)))
-        return png, [latency + delay for latency in latencies], memory, kind
+        return pngs, [latency + delay for latency in latencies], memory, kind
 
-    monkeypatch.setattr(runner, "render_sample", slowed)
+    monkeypatch.setattr(runner, "render_samples", slowed)
     caplog.set_level(logging.WARNING, "render")
     result = render(first.parents[1], "slow", "seed=[1]")  # same cell, new samples: history gives the estimate
     assert result.n_rendered == 4
