@@ -29,8 +29,8 @@ from render.laws import Ledger, check_experiment, experiment_rule, record_launch
 from render.laws.evidence import check_evidence
 from render.laws.gpu_budget import BudgetError
 from render.laws.rule import budget_in_force
-from render.laws.budget import (BudgetExceeded, History, check_budget, estimate_jobs, outstanding_seconds, reserve,
-                                spent_gpu_seconds)
+from render.laws.budget import (BudgetExceeded, History, adopt, check_budget, estimate_jobs, inherited_reservation,
+                                outstanding_seconds, reserve, spent_gpu_seconds)
 from render.limits import check_numbers
 from render.metrics import check_metrics
 from render.pipeline import BUILTIN_PREFIX
@@ -205,11 +205,17 @@ def preflight_budget(jobs: list[Job]) -> None:
             estimate = estimate_jobs(list(cells.values()), {k: len(v) for k, v in pending.items()}, history,
                                      measure=measure_one_sample)
             with ledger.lock():  # admission: concurrent launches, from any out_root, cannot pass together
-                spent = spent_gpu_seconds(ledger, History.scan(ledger.out_roots())) + outstanding_seconds(ledger)
+                # a detached Ray sweep's driver is its launch's: it adopts the reservation it inherited, not a second
+                inherited = inherited_reservation(ledger)
+                spent = (spent_gpu_seconds(ledger, History.scan(ledger.out_roots()))
+                         + outstanding_seconds(ledger, exclude=inherited))
                 experiment = group[0].experiment
                 assert experiment is not None  # grouped by it
                 check_budget(name, budget_in_force(ledger, experiment.budget), experiment.final, spent, estimate)
-                reserve(ledger, estimate.seconds)
+                if inherited:
+                    adopt(ledger, inherited, estimate.seconds)
+                else:
+                    reserve(ledger, estimate.seconds)
         except (BudgetExceeded, BudgetError) as error:
             raise PreflightError(str(error)) from None
         log.info("experiment %s: estimated %.1f s for this sweep (%d cells measured in preflight)", name, estimate.seconds, estimate.measured_cells)

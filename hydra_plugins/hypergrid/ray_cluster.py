@@ -123,23 +123,31 @@ class RayLauncher(BatchLauncher):
         a Ray job on the cluster (into this sweep's folder) and this process returns."""
         from hydra_plugins.hypergrid.batch_launcher import submitted_returns
 
+        from render.laws.budget import hold_for_jobs
+
         argv = [a for a in sys.argv[1:] if not a.startswith(("hydra.launcher.wait=", "hydra.sweep.dir="))]
-        job = submit_detached(self.params["address"], [*argv, f"hydra.sweep.dir={sweep_dir}"], Path.cwd())
+        dashboard = job_server(self.params["address"])
+        job = submit_detached(dashboard, [*argv, f"hydra.sweep.dir={sweep_dir}"], Path.cwd())
+        hold_for_jobs([job], ray_dashboard=dashboard)  # an experiment's reservation lives while the Ray job does
         print(f"submitted the sweep as Ray job {job}: its driver runs on the cluster (`ray job logs {job}`, "
               f"`ray job stop {job}`)")
         print(f"follow it with: assess status {sweep_dir}")
         return submitted_returns([(job, cells)])
 
 
-def submit_detached(address: str | None, argv: Sequence[str], cwd: Path) -> str:
+def job_server(address: str | None) -> str:
+    """The cluster's job server (`ray start --head` serves it on the dashboard's port, 8265): RAY_DASHBOARD_ADDRESS,
+    or the head's host at port 8265."""
+    assert address, "the sweeper's preflight refuses wait=false without an address"
+    return os.environ.get("RAY_DASHBOARD_ADDRESS") or (
+        "http://127.0.0.1:8265" if address in ("auto", "local") else "http://" + address.split("://")[-1].split(":")[0] + ":8265")
+
+
+def submit_detached(dashboard: str, argv: Sequence[str], cwd: Path) -> str:
     """`hydra.launcher.wait=false`: the sweep's own command line (waiting) submitted as a Ray job, whose driver runs
-    on the cluster's head and outlives this process; its id. Needs the cluster's job server (`ray start --head`
-    serves it on the dashboard's port, 8265)."""
+    on the cluster's head and outlives this process (and adopts this launch's budget reservation); its id."""
     from ray.job_submission import JobSubmissionClient
 
-    assert address, "the sweeper's preflight refuses wait=false without an address"
-    dashboard = os.environ.get("RAY_DASHBOARD_ADDRESS") or (
-        "http://127.0.0.1:8265" if address in ("auto", "local") else "http://" + address.split("://")[-1].split(":")[0] + ":8265")
     entrypoint = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "render", *argv, "hydra.launcher.wait=true"])
     client = JobSubmissionClient(dashboard)
     return str(client.submit_job(entrypoint=f"cd {shlex.quote(str(cwd))} && {entrypoint}",

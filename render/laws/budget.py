@@ -16,7 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -26,7 +26,8 @@ from render.laws.ledger import Kind, Ledger
 from render.laws.evidence import Gathered, held_samples
 from render.laws.spend import (RESERVATION_ENV, Purpose, hold, live_holders, logged_samples, logged_seconds,
                                record_spend, spend_lines)
-from render.rundir import RunDir, RunRecord, SampleRecord, host_identity, now_iso, scan_runs, slurm_state, writer_state
+from render.rundir import (RunDir, RunRecord, SampleRecord, host_identity, now_iso, ray_job_state, scan_runs,
+                           slurm_state, writer_state)
 
 FIRST_LAUNCH_MARGIN = 1.5  # a cell measured in preflight (no history) is estimated at 1.5x its one sample, plus a load
 
@@ -114,14 +115,21 @@ class Reservation:
     owner: dict[str, Any]
     slurm_jobs: list[str]
     released: bool
+    ray_jobs: list[dict[str, str]] = field(default_factory=list)  # {"id", "dashboard"}: a detached Ray sweep's job
+
+    @property
+    def detached(self) -> bool:
+        """Held for a detached submission's scheduler jobs (`hold_for_jobs`)."""
+        return bool(self.slurm_jobs or self.ray_jobs)
 
     def live(self, ledger: Ledger | None = None) -> bool:
         """While any process of its launch runs: the launcher, a worker that inherited it (`ledger` given), or,
         for a detached submission, its scheduler jobs."""
         if self.released:
             return False
-        if self.slurm_jobs:  # detached: until its jobs end, wherever the submitting process went
-            return any(slurm_state(job)[0] != "crashed" for job in self.slurm_jobs)
+        if self.detached:  # until its jobs end, wherever the submitting process went
+            return (any(slurm_state(job)[0] != "crashed" for job in self.slurm_jobs)
+                    or any(ray_job_state(job["dashboard"], job["id"])[0] == "running" for job in self.ray_jobs))
         if writer_state(self.owner, ask_slurm=False)[0] == "running":
             return True
         return ledger is not None and bool(live_holders(ledger, self.rid))
@@ -137,6 +145,7 @@ def reservations(ledger: Ledger) -> list[Reservation]:
             found[rid].seconds = float(entry["seconds"])
         elif rid in found and kind == Kind.HOLD:
             found[rid].slurm_jobs += [str(j) for j in entry.get("slurm_jobs", [])]
+            found[rid].ray_jobs += list(entry.get("ray_jobs", []))
         elif rid in found and kind == Kind.RELEASE:
             found[rid].released = True
     return list(found.values())
@@ -164,7 +173,7 @@ def reserve(ledger: Ledger, seconds: float) -> str:
     os.environ[RESERVATION_ENV] = f"{ledger.name}:{rid}"  # inherited by the launch's workers (gpus, SLURM)
 
     def release() -> None:  # the last process of the launch releases it (a worker may outlive the launcher)
-        held = any(r.rid == rid and r.slurm_jobs for r in reservations(ledger))
+        held = any(r.rid == rid and r.detached for r in reservations(ledger))
         if not held and not live_holders(ledger, rid, exclude_self=True):
             ledger.append(Kind.RELEASE, rid=rid)
 
@@ -172,10 +181,33 @@ def reserve(ledger: Ledger, seconds: float) -> str:
     return rid
 
 
-def hold_for_jobs(job_ids: Sequence[str]) -> None:
-    """A detached submission: this process's reservations stay live until these scheduler jobs end."""
+def hold_for_jobs(job_ids: Sequence[str], *, ray_dashboard: str | None = None) -> None:
+    """A detached submission: this process's reservations stay live until these scheduler jobs end (SLURM's, or the
+    Ray jobs of the cluster whose job server is at `ray_dashboard`)."""
     for ledger, rid in _MINE.values():
-        ledger.append(Kind.HOLD, rid=rid, slurm_jobs=[str(j) for j in job_ids])
+        if ray_dashboard:
+            ledger.append(Kind.HOLD, rid=rid, ray_jobs=[{"id": str(j), "dashboard": ray_dashboard} for j in job_ids])
+        else:
+            ledger.append(Kind.HOLD, rid=rid, slurm_jobs=[str(j) for j in job_ids])
+
+
+def inherited_reservation(ledger: Ledger) -> str | None:
+    """The reservation this process inherited from its launch for this experiment (`HYPERGRID_RESERVATION`), while
+    it is held: a detached Ray sweep's driver, run on the cluster, is that launch's, not a new one."""
+    name, _, rid = os.environ.get(RESERVATION_ENV, "").partition(":")
+    if name != ledger.name or not rid or any(mine == rid for _, mine in _MINE.values()):
+        return None  # none, another experiment's, or this process's own (a second launch here is a new one)
+    return rid if any(r.rid == rid and r.live(ledger) for r in reservations(ledger)) else None
+
+
+def adopt(ledger: Ledger, rid: str, seconds: float) -> None:
+    """This process joins its launch's reservation `rid` as its own (call under ledger.lock()), grown to `seconds`
+    when its estimate is larger, instead of reserving a second time for the same work."""
+    _MINE[ledger.name] = (ledger, rid)
+    held = next(r for r in reservations(ledger) if r.rid == rid)
+    if seconds > held.seconds:
+        ledger.append(Kind.EXTEND, rid=rid, seconds=seconds)
+    _join(ledger, rid)
 
 
 # -- the guard of a running sweep -----------------------------------------------------------
@@ -222,7 +254,7 @@ def _join(ledger: Ledger, rid: str) -> None:
     def leave() -> None:
         holder.unlink(missing_ok=True)
         mine = next((r for r in reservations(ledger) if r.rid == rid), None)
-        if mine is not None and not mine.released and not mine.slurm_jobs and not mine.live(ledger):
+        if mine is not None and not mine.released and not mine.detached and not mine.live(ledger):
             ledger.append(Kind.RELEASE, rid=rid)
 
     atexit.register(leave)

@@ -21,7 +21,7 @@ from render.rundir.files import (CONTRACT_VERSION, DONE, FAILED, IMAGES, JOBS_JS
 from render.rundir.identity import (cell_key_of, contains, folder_digest, holdout_identity, model_identity,
                                    sample_text_hash, shared_texts, text_hash, text_identity)
 from render.rundir.keys import check_name, image_name, inside
-from render.rundir.liveness import host_identity, pid_alive, slurm_state, writer_state
+from render.rundir.liveness import host_identity, pid_alive, ray_job_state, slurm_state, writer_state
 from render.rundir.run_record import AnchorRef, PromptsRef, RunRecord
 from render.rundir.records import (FAILURE_CATEGORIES, SAMPLE_FIELDS, RunDir, RunExperiment, SampleRecord, cell_label,
                                    Terminal, experiment_in, experiment_of, is_sweep_folder, load_json, load_run, parse_override,
@@ -116,6 +116,7 @@ __all__ = [
     "sample_text_hash",
     "holdout_identity",
     "contains",
+    "ray_job_state",
     "slurm_state",
     "sweep_cell",
     "terminal_state",

@@ -1,4 +1,4 @@
-"""Is the process (or SLURM job) that wrote a run directory still there?"""
+"""Is the process (or SLURM job, or Ray job) that wrote a run directory, or holds a reservation, still there?"""
 
 from __future__ import annotations
 
@@ -59,6 +59,28 @@ def slurm_state(job_id: str) -> tuple[CellState, str]:
     if queued is None and accounted is None:
         return CellState.UNKNOWN, f"slurm job {job_id}: squeue/sacct not available here"
     return CellState.CRASHED, f"slurm job {job_id} is not in squeue or sacct"
+
+
+RAY_ACTIVE = {"PENDING", "RUNNING"}
+
+
+def ray_job_state(dashboard: str, job_id: str) -> tuple[CellState, str]:
+    """(running | crashed, detail) of a Ray job, from its cluster's job server (the dashboard's REST API). A server
+    that does not answer is a cluster gone, and its jobs with it: a job's driver runs on the cluster's head."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{dashboard.rstrip('/')}/api/jobs/{job_id}", timeout=10) as answer:
+            state = str(json.loads(answer.read()).get("status", "")).upper()
+    except urllib.error.HTTPError as error:
+        return CellState.CRASHED, f"ray job {job_id}: {dashboard} does not know it (HTTP {error.code})"
+    except (OSError, ValueError) as error:
+        return CellState.CRASHED, f"ray job {job_id}: no job server answers at {dashboard} ({error})"
+    if state in RAY_ACTIVE:
+        return CellState.RUNNING, f"ray job {job_id} {state}"
+    return CellState.CRASHED, f"ray job {job_id} {state or 'in no known state'}"
 
 
 def writer_state(record: dict[str, Any], *, ask_slurm: bool = True) -> tuple[CellState, str]:

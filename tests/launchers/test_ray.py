@@ -112,14 +112,30 @@ def test_ctrl_c_cancels_the_tasks_and_their_cells_record_it(tiny_cache: Path, tm
     assert "cancelled" in stderr
 
 
+def _reservations(root: Path) -> tuple[list, list[dict]]:
+    """The experiment's reservations and its spend log's sample lines."""
+    from render.laws import Ledger
+    from render.laws.budget import reservations
+    from render.laws.spend import spend_lines
+
+    ledger = Ledger("tiny-demo", root / "outputs")
+    return reservations(ledger), [line for line in spend_lines(ledger) if line.get("what") == "sample"]
+
+
 @pytest.mark.long("the sweep's driver started by the cluster's job server, then its tasks")
-def test_a_detached_sweep_runs_as_a_ray_job_followed_with_assess_status(tiny_cache: Path, tmp_path: Path) -> None:
+def test_a_detached_sweep_runs_as_a_ray_job_holding_its_reservation_followed_with_assess_status(
+        tiny_cache: Path, tmp_path: Path) -> None:
+    """`wait=false` submits the sweep's driver as a Ray job and returns: the experiment's budget reservation is held
+    for that job (the submitting process is gone), the driver adopts it rather than reserving a second time, every
+    sample is spent under it, and it ends with the job."""
     started = time.monotonic()
-    result = run_render("-m", "model=tiny", "steps=2,3", "prompts.limit=2", *LAUNCHERS["ray"], "hydra.launcher.wait=false",
-                        cwd=tmp_path)
+    result = run_render("-m", "experiment=tiny-demo", "prompts=dev", "prompts.limit=2", "steps=2,3", *LAUNCHERS["ray"],
+                        "hydra.launcher.wait=false", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "submitted the sweep as Ray job" in result.stdout and "assess status" in result.stdout
     assert time.monotonic() - started < 120
+    (held,), _ = _reservations(tmp_path)
+    assert held.ray_jobs and held.live(), "the reservation ended with the submitting process"
     sweep = the_sweep(tmp_path)
     rows: list = []
     deadline = time.monotonic() + 300
@@ -128,8 +144,31 @@ def test_a_detached_sweep_runs_as_a_ray_job_followed_with_assess_status(tiny_cac
                                 text=True)
         found = json.loads(status.stdout) if status.stdout.strip() else []
         rows = found["cells"] if isinstance(found, dict) else found
-        if rows and all(r["state"] == "done" for r in rows):
+        if rows and all(r["state"] == "done" for r in rows) and not held.live():
             break
         time.sleep(2)
-    assert len(rows) == 2 and all(r["state"] == "done" for r in rows), rows
-    assert len(list(the_sweep(tmp_path).glob("*/DONE.json"))) == 2  # into this sweep's folder, not a new one
+    assert len(rows) >= 2 and all(r["state"] == "done" for r in rows), rows
+    assert len(list(sweep.glob("*/DONE.json"))) == len(rows)  # into this sweep's folder, not a new one
+    (after,), spent = _reservations(tmp_path)
+    assert after.rid == held.rid and not after.live(), "a second reservation, or one that outlived its job"
+    assert spent and {line.get("rid") for line in spent} == {held.rid}
+
+
+@pytest.mark.long("a generation of the demo climb: its render command's jobs as Ray tasks, then scored")
+def test_the_climbs_apply_runs_through_ray_under_its_reservation(tiny_cache: Path, tmp_path: Path) -> None:
+    """`assess climb --apply --set hydra/launcher=ray`: the generation's sweep runs as Ray tasks, each worker spending
+    under its launch's reservation (inherited through the task's environment), released when the sweep ends."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYPERGRID_INDEX": str(tmp_path / "outputs" / "index.db")}
+    climb = subprocess.run([sys.executable, "-m", "assess", "climb", "tiny-demo", "--apply", "--generations", "1",
+                            "--set", "hydra/launcher=ray", "--set", "hydra.launcher.address=auto"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert climb.returncode == 0, (climb.stdout + climb.stderr)[-3000:]
+    assert "hydra/launcher=ray" in climb.stderr  # the render command it ran
+    sweeps = sorted((tmp_path / "outputs" / "multirun").glob("*/*"))
+    jobs = [job for sweep in sweeps for job in json.loads((sweep / "JOBS.json").read_text())]
+    assert sweeps and jobs and all(j["job_id"].startswith("ray-") for j in jobs)
+    reserved, spent = _reservations(tmp_path)
+    assert len(reserved) == len(sweeps) and not any(r.live() for r in reserved)  # one a render command, each ended
+    workers = {json.loads((Path(c["run_dir"]) / "run.json").read_text())["pid"] for j in jobs for c in j["cells"]}
+    assert spent and {line.get("rid") for line in spent} == {r.rid for r in reserved}
+    assert {line.get("pid") for line in spent} <= workers, "a sample spent outside the Ray workers"

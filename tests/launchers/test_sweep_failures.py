@@ -36,3 +36,13 @@ def test_a_cells_folder_holds_its_own_overrides_only(tiny_cache: Path, tmp_path:
     assert result.returncode == 0, result.stderr[-2000:]
     (sweep,) = (tmp_path / "elsewhere" / "multirun").glob("*/*")
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir()) == ["0_steps=1", "1_steps=2"]
+
+
+def test_a_detached_ray_sweep_without_a_cluster_address_is_exit_2_before_anything_is_written(tmp_path: Path) -> None:
+    """`wait=false` leaves the sweep to a cluster that outlives this process: a cluster started for the sweep would
+    end with it, so the sweeper refuses before it connects, submits or writes anything."""
+    result = run_render("-m", "model=tiny", "steps=1,2", "hydra/launcher=ray", "hydra.launcher.wait=false",
+                        f"out_root={tmp_path / 'out'}", cwd=tmp_path, timeout=180)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "hydra.launcher.wait=false needs a running cluster (hydra.launcher.address=auto" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()

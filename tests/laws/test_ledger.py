@@ -210,6 +210,49 @@ def test_a_detached_submission_keeps_its_reservation_until_its_jobs_end(tmp_path
     assert [r.rid for r in reservations(ledger)] == ["r1"]
 
 
+def test_a_detached_ray_sweep_keeps_its_reservation_while_its_ray_job_runs(tmp_path: Path) -> None:
+    """hydra/launcher=ray with wait=false: the reservation is held for the Ray job (asked of the cluster's job
+    server, as the dashboard's REST API answers), and ends with it; a job server gone is a cluster gone."""
+    import http.server
+    import json
+    import socket
+    import threading
+
+    states = {"raysubmit_1": "RUNNING"}
+
+    class JobServer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            job = self.path.rsplit("/", 1)[-1]
+            if self.path.startswith("/api/jobs/") and job in states:
+                body = json.dumps({"submission_id": job, "status": states[job]}).encode()
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JobServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    dashboard = f"http://127.0.0.1:{server.server_address[1]}"
+    ledger = Ledger("tiny-demo", tmp_path)
+    gone = {"host": socket.gethostname(), "pid": 999_999_999, "started_at": rundir.now_iso()}
+    ledger.append("reservation", rid="r1", seconds=50.0, **gone)
+    ledger.append("hold", rid="r1", ray_jobs=[{"id": "raysubmit_1", "dashboard": dashboard}])
+    try:
+        assert outstanding_seconds(ledger) == 50.0  # its submitting process is gone, its Ray job is not
+        states["raysubmit_1"] = "SUCCEEDED"
+        assert outstanding_seconds(ledger) == 0.0
+        states["raysubmit_1"] = "PENDING"
+        assert outstanding_seconds(ledger) == 50.0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert outstanding_seconds(ledger) == 0.0  # no job server: the cluster and its jobs are gone
+
+
 def test_a_first_launch_is_estimated_with_its_model_load_and_a_margin() -> None:
     from render.laws.budget import History
 
