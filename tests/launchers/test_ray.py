@@ -172,3 +172,22 @@ def test_the_climbs_apply_runs_through_ray_under_its_reservation(tiny_cache: Pat
     workers = {json.loads((Path(c["run_dir"]) / "run.json").read_text())["pid"] for j in jobs for c in j["cells"]}
     assert spent and {line.get("rid") for line in spent} == {r.rid for r in reserved}
     assert {line.get("pid") for line in spent} <= workers, "a sample spent outside the Ray workers"
+
+
+def _ray_tasks() -> int:
+    """How many tasks the cluster has seen (its state API, through the job server)."""
+    import urllib.request
+
+    with urllib.request.urlopen("http://127.0.0.1:8265/api/v0/tasks/summarize", timeout=30) as answer:
+        summary = json.loads(answer.read())["data"]["result"]["result"]["node_id_to_summary"]["cluster"]["summary"]
+    return sum(sum(kind["state_counts"].values()) for kind in summary.values())
+
+
+@pytest.mark.long("a cell measured in preflight (one sample), then refused")
+def test_a_sweep_past_its_budget_is_refused_before_any_task_is_submitted(tiny_cache: Path, tmp_path: Path) -> None:
+    before = _ray_tasks()
+    result = run_render("-m", "experiment=tiny-demo", "steps=2,4", "prompts=dev", "experiment.budget.gpu_hours=0.00001",
+                        "experiment.budget.reserve_gpu_hours=0", *LAUNCHERS["ray"], cwd=tmp_path, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "GPU-hours" in result.stderr and "spent" in result.stderr
+    assert not (tmp_path / "outputs" / "multirun").exists() and _ray_tasks() == before
