@@ -27,6 +27,7 @@ from assess import speed_axis
 from assess.answer import Answer
 from assess.errors import NotScored, RunDirError
 from assess.heap import collector_paused
+from assess.interval_memo import remembering
 from assess.index import Index, cell_status
 from assess.metrics import SPECS
 from render.metric_specs import SPEED_NOISE, leaderboard_specs, quality_metric_names
@@ -715,7 +716,8 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
     sweep_paths = [Path(s).resolve() for s in sweeps]
     out_dir = Path(out).resolve() if out else default_out(sweep_paths)
     check_out(out_dir)  # before anything is read or written: a folder that is not ours is never replaced
-    with collector_paused(), Index.open(index_path, create=False) as index, staged(out_dir) as staging:
+    with collector_paused(), Index.open(index_path, create=False) as index, remembering(index.path), \
+            staged(out_dir) as staging:
         runs, missing = _runs_in_index(index, sweep_paths)
         index = read_once(index, runs)
         views, scope = _cell_views(index, runs)

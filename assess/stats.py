@@ -62,6 +62,7 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> Estimate:
     """Mean with a 95 % BCa bootstrap interval (percentile when BCa is degenerate)."""
     import numpy as np
 
+    from assess.interval_memo import remembered
     from assess.resample import mean_interval_bca
 
     data = np.asarray(values, dtype=float)
@@ -74,7 +75,7 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> Estimate:
         return Estimate(mean, mean, mean, int(data.size), note="all values equal")
     # scipy.stats.bootstrap's BCa interval (`bootstrap`), its steps without its per-call checks: a report computes
     # one per cell (assess.resample; the same values to the last bit)
-    low, high = mean_interval_bca(data, CONFIDENCE, N_RESAMPLES, seed)
+    low, high = remembered("mean-bca", seed, (data,), lambda: mean_interval_bca(data, CONFIDENCE, N_RESAMPLES, seed))
     return Estimate(mean, low, high, int(data.size))
 
 
@@ -135,6 +136,8 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
     """median(anchor) / median(cell) with a two-sample bootstrap interval."""
     import numpy as np
 
+    from assess.interval_memo import remembered
+
     a = np.asarray(anchor_latencies, dtype=float)
     c = np.asarray(cell_latencies, dtype=float)
     if a.size == 0 or c.size == 0:
@@ -143,7 +146,7 @@ def speedup(anchor_latencies: Sequence[float], cell_latencies: Sequence[float], 
     if a.size < 2 or c.size < 2:
         return Estimate(value, None, None, int(min(a.size, c.size)), note="fewer than 2 warm samples: no interval")
 
-    low, high = median_ratio_interval(a, c, seed)
+    low, high = remembered("median-ratio", seed, (a, c), lambda: median_ratio_interval(a, c, seed))
     return Estimate(value, low, high, int(min(a.size, c.size)))
 
 

@@ -49,6 +49,7 @@ def run_gpu_s(samples: Iterable[Any]) -> float:
 def median_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
     """The median's 95 % percentile bootstrap interval: scipy.stats.bootstrap's (assess.stats.bootstrap), its steps
     without its per-call checks (assess.resample: the same values to the last bit; a report computes two a cell)."""
+    from assess.interval_memo import remembered
     from assess.resample import median_interval_percentile
     from assess.stats import CONFIDENCE, N_RESAMPLES, SEED
 
@@ -56,7 +57,8 @@ def median_interval(values: Sequence[float]) -> tuple[float | None, float | None
         return None, None
     if min(values) == max(values):
         return values[0], values[0]
-    return median_interval_percentile(list(values), CONFIDENCE, N_RESAMPLES, SEED)
+    data = list(values)
+    return remembered("median", SEED, (data,), lambda: median_interval_percentile(data, CONFIDENCE, N_RESAMPLES, SEED))
 
 
 def cell_speed(samples: Sequence[SampleRow], gpu_s: float, drifts: Iterable[float | None] = ()) -> dict[str, Outcome]:
