@@ -16,12 +16,13 @@ from typing import Any
 import click
 
 from assess.errors import AssessError, Refused, RunDirError
-from assess.outdir import ForeignFolder, disk_full
+from assess.errors import disk_full
+from assess.report.outdir import ForeignFolder
 from assess.export.errors import TrackerUnavailable
-from render.metric_specs import quality_metric_names, scored_metric_names
-from render.mistakes import CompositionMistake
+from render.compose.metric_registry import quality_metric_names, scored_metric_names
+from render.compose.mistakes import CompositionMistake
 from render.rundir.redact import redact
-from render.signals import Cancelled
+from render.run.signals import Cancelled
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -39,7 +40,7 @@ class Unavailable(click.ClickException):
 def user_errors(db: Path | None = None) -> Iterator[None]:
     import sqlite3
 
-    from assess.index import damaged, default_index_path, is_damage
+    from assess.index.database import damaged, default_index_path, is_damage
 
     try:
         yield
@@ -111,13 +112,13 @@ def score(paths: tuple[Path, ...], db: Path, metrics: str | None, clip_model: st
           metric_models: tuple[str, ...], force: bool, rebuild: bool, quiet: bool, verbose: bool) -> None:
     """Score runs under PATHS (run directories, sweep folders or outputs/) into the index. A run that cannot be
     read or indexed is named, the others are scored, and the command exits 1."""
-    from render.quiet import show_everything, verbose as verbose_env
+    from render.run.quiet import show_everything, verbose as verbose_env
 
     if verbose:
         show_everything()
     verbose = verbose or verbose_env()
-    from assess.rebuild import rebuild_index
-    from assess.score import score as score_runs
+    from assess.scoring.rebuild import rebuild_index
+    from assess.scoring.ingest import score as score_runs
 
     names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
     models = {}
@@ -207,18 +208,18 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
         return
     from assess.status import format_plain, print_table, with_drift
     from assess.status import status as sweep_status
-    from assess.verdicts import label_what_if, recorded_verdicts, verdict_lines
+    from assess.verdicts.recorded import label_what_if, recorded_verdicts, verdict_lines
 
     with user_errors():
-        rows = with_drift(sweep_status(path), db)  # a parallel cell outside parity with one GPU (assess.parity)
+        rows = with_drift(sweep_status(path), db)  # a parallel cell outside parity with one GPU (assess.statistics.parity)
     recorded = recorded_verdicts([r.path for r in rows if r.path])
     quality: dict[str, Any] = {}
     speeds: dict[str, Any] = {}
     if (as_json or band is not None) and db.is_file():
-        from assess.category_report import cells_quality
-        from assess.index import Index
-        from assess.scope import path_scope
-        from assess.stats import cell_speeds
+        from assess.report.category_sheet import cells_quality
+        from assess.index.database import Index
+        from assess.statistics.scope import path_scope
+        from assess.statistics.compare import cell_speeds
 
         keys = [r.cell_key for r in rows if r.cell_key]
         with user_errors(), Index.open(db, create=False) as index:
@@ -257,12 +258,12 @@ def status(path: Path, as_json: bool, db: Path, quality_metric: str | None, band
 
 def _with_default_verdicts(records: list[dict[str, Any]], path: Path, db: Path) -> None:
     """Each record of a sweep's cell gets its verdict under the report's default rule, with the metric, the band and
-    where the band comes from (assess.default_rule): a verdict is never read without the band it was decided at."""
+    where the band comes from (assess.verdicts.default_rule): a verdict is never read without the band it was decided at."""
     from render.rundir import is_sweep_folder
 
     if not db.is_file() or not is_sweep_folder(path):
         return
-    from assess.report import sweep_table
+    from assess.report.write import sweep_table
 
     with user_errors(db):
         table = sweep_table([path], db)
@@ -277,13 +278,13 @@ def _with_default_verdicts(records: list[dict[str, Any]], path: Path, db: Path) 
 
 
 def _answer(paths: list[Path], db: Path) -> None:
-    """The one sentence of the sweeps among `paths` under the default rule (assess.answer), and the next command."""
+    """The one sentence of the sweeps among `paths` under the default rule (assess.verdicts.answer), and the next command."""
     from render.rundir import is_sweep_folder
 
     sweeps = [p for p in paths if is_sweep_folder(p)]
     if not sweeps:
         return
-    from assess.report import sweep_answer
+    from assess.report.write import sweep_answer
 
     with user_errors(db):
         answer = sweep_answer(sweeps, db)
@@ -323,12 +324,12 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
     notes: list[str] = []
     with user_errors(db):
         if len(sweeps) == 1 and not sweeps[0].exists() and _is_experiment(str(sweeps[0])):
-            from assess.climb.report import write_experiment_report
+            from assess.climb.experiment_report import write_experiment_report
 
             path = write_experiment_report(str(sweeps[0]), db, out_root=out_root, overrides=overrides, out=out,
                                            what_if_band=band)
         else:
-            from assess.report import write_report
+            from assess.report.write import write_report
 
             path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems,
                                 band=band, notes=notes, test=parity_test, price_per_gpu_hour=price_per_gpu_hour)
@@ -352,7 +353,7 @@ def floor(path: Path, db: Path, multiple: float, as_json: bool) -> None:
     """Measure each quality metric's lossless floor for the anchors of the runs under PATH (the drift of renders
     that change no mathematics: another attention backend, compile; docs/quality.md) and suggest a parity band
     MULTIPLE floors wide."""
-    from assess.floor import floor_lines
+    from assess.statistics.floor import floor_lines
 
     with user_errors(db):
         lines, records = floor_lines(path, db, multiple)
@@ -368,7 +369,7 @@ def fleet(sweeps: tuple[Path, ...], db: Path, gpus: int, as_json: bool) -> None:
     """For N GPUs and the measured cells of SWEEPS (at parity under their report's rule): the arrangement with the
     lowest latency per image (one cell over several GPUs, parallel=) and the one with the most images per second
     (replicas of a cell at its batch), with their intervals, and which to pick for which goal."""
-    from assess.fleet import fleet as answer
+    from assess.report.fleet import fleet as answer
 
     with user_errors(db):
         found = answer(list(sweeps), db, gpus)
@@ -454,14 +455,14 @@ def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool,
                    "nothing was amended")
         return
     if final:
-        from assess.climb.final import format_final, run_final
+        from assess.climb.run_final import format_final, run_final
 
         with user_errors(db):
             result = run_final(experiment, db, out_root=out_root, overrides=overrides, force=force, log=log)
         echo(json.dumps(result.as_dict(), indent=1) if as_json else format_final(result))
         return
     from assess.climb.generation import climb as climb_generations
-    from assess.climb.text import format_step
+    from assess.climb.printout import format_step
 
     show = None if as_json else (lambda step: echo(format_step(step) + "\n"))
     with user_errors(db):
@@ -480,8 +481,8 @@ TARGET_HELP = "TARGET: a sweep folder (scored into the index) or an experiment n
 
 
 def _tracked_runs(target: str, db: Path, out_root: Path | None, work: Path) -> list[Any]:
-    """The runs to export (assess.export.runs), built before any tracker is touched."""
-    from assess.export.runs import experiment_runs, sweep_runs
+    """The runs to export (assess.export.selection), built before any tracker is touched."""
+    from assess.export.selection import experiment_runs, sweep_runs
 
     if Path(target).exists():
         return sweep_runs(Path(target), db, work)
@@ -549,7 +550,7 @@ def ui(db: Path, datasette_args: tuple[str, ...]) -> None:
 
 
 def main() -> None:
-    from render.quiet import filter_third_party_warnings
+    from render.run.quiet import filter_third_party_warnings
     from render.rundir.redact import install
 
     filter_third_party_warnings()

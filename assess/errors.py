@@ -1,6 +1,10 @@
-"""Domain exceptions. The CLI turns each into a one-line message and a non-zero exit."""
+"""Domain exceptions, and whether an error is the disk running out. The CLI turns each into a one-line message and a
+non-zero exit."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 # The run directory's own errors belong to its contract; re-exported for assess's callers.
 from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError  # noqa: F401
@@ -32,3 +36,22 @@ class UnknownMetric(AssessError):
 
 class NotScored(AssessError):
     """A report or query needs runs that are not in the index yet."""
+
+
+def disk_full(exc: BaseException, where: Path | str | None = None) -> bool:
+    """Whether an error is the disk (or quota) running out: ENOSPC / EDQUOT, or sqlite's words for it ("database
+    or disk is full"; "disk I/O error" when the folder of `where` has no space left)."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    if "database or disk is full" in text:
+        return True
+    if "disk I/O error" in text and where is not None:
+        try:
+            stats = os.statvfs(Path(where).absolute().parent)
+        except OSError:
+            return False
+        return stats.f_bavail * stats.f_frsize < (1 << 20)
+    return False

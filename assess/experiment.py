@@ -31,7 +31,7 @@ Coords = tuple[str, ...]  # one canonical value per axis, in the experiment's ax
 RESERVED_AXES = ("experiment", "prompts", "seed", "out_root", "tag", "render_anchor", "device", "hydra")
 # Override key -> where the cell (run.json "cell") keeps it, when not at the same dotted path.
 CELL_PATHS = {"dtype": "model.dtype", "model": "model.name"}
-LEFT_OUT = {"parallel": "none", "batch": "1"}  # axes a cell leaves out at their default (render.spec.Cell.canonical)
+LEFT_OUT = {"parallel": "none", "batch": "1"}  # axes a cell leaves out at their default (render.compose.spec.Cell.canonical)
 
 
 class ExperimentError(AssessError):
@@ -70,7 +70,7 @@ class Quality:
     identity: float | None  # a reference metric's value for the anchor itself
     band: float
     alpha: float
-    test: str = "noninferiority"  # the parity test in the rule in force (assess.stats.ParityTest)
+    test: str = "noninferiority"  # the parity test in the rule in force (assess.statistics.compare.ParityTest)
 
 
 @dataclass(frozen=True)
@@ -146,9 +146,10 @@ class Experiment:
 
 
 def conf_dir() -> Path:
-    import render.schema
+    import render.compose.schema  # noqa: F401  registers the schemas and resolvers
+    from render.compose.confpath import PACKAGE_CONF
 
-    return Path(render.schema.__file__).parent / "conf"
+    return PACKAGE_CONF
 
 
 def compose(overrides: Sequence[str]) -> Any:
@@ -156,8 +157,8 @@ def compose(overrides: Sequence[str]) -> Any:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    import render.schema  # noqa: F401  registers the schemas and resolvers
-    from render.mistakes import CompositionMistake, explain
+    import render.compose.schema  # noqa: F401  registers the schemas and resolvers
+    from render.compose.mistakes import CompositionMistake, explain
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         try:
@@ -170,7 +171,7 @@ def compose(overrides: Sequence[str]) -> Any:
 
 
 def experiment_names() -> list[str]:
-    from render.confpath import group_options  # the package's experiments and those in ./conf/experiment
+    from render.compose.confpath import group_options  # the package's experiments and those in ./conf/experiment
 
     return group_options("experiment")
 
@@ -179,7 +180,7 @@ def _compose_or_raise(overrides: Sequence[str], what: str) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from render.mistakes import CompositionMistake
+    from render.compose.mistakes import CompositionMistake
 
     try:
         return compose(overrides)
@@ -211,7 +212,7 @@ def check_disjoint(dev: Split, holdout: Split) -> None:
 
 
 def _split(cfg: Any, option: str, key: str) -> Split:
-    from render.prompts import PromptError, load_prompts
+    from render.compose.splits import PromptError, load_prompts
 
     p = cfg.prompts
     try:  # the whole split (its file, format or hub dataset), never its limit: rungs take the first N
@@ -228,7 +229,7 @@ def _check_value(cfg: Any, axis: str, value: str) -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from render.confpath import group_options
+    from render.compose.confpath import group_options
 
     options = group_options(axis)
     if options:
@@ -310,7 +311,7 @@ def _refuse_non_finite(node: Any, where: str) -> None:
 
 
 def _quality(exp: Any, test: str) -> Quality:
-    from render.metric_specs import SPECS
+    from render.compose.metric_registry import SPECS
 
     metric = str(exp.quality.metric)
     try:
@@ -356,7 +357,7 @@ def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, stric
     `amend`, a differing rule is recorded as an amendment; strictly, it is refused with both versions shown."""
     from render.laws import RuleChanged, amend_rule, check_rule, content_hash, rule_in_force, rule_of
     from render.laws.rule import BadRule
-    from render.prompts import Prompt
+    from render.compose.splits import Prompt
 
     def content(split: Split) -> str:
         return content_hash([Prompt(i, t) for i, t in zip(split.ids, split.texts, strict=True)])
@@ -399,7 +400,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     raises ExperimentError."""
     from omegaconf import OmegaConf
 
-    from render.confpath import shadowed_message, shadowing
+    from render.compose.confpath import shadowed_message, shadowing
 
     files = shadowing("experiment", name)
     if files is not None:  # Hydra would compose the shipped file: the user's rule would never be the one climbed

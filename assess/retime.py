@@ -2,8 +2,8 @@
 
 Each contender is rebuilt from its run directory (its recorded overrides composed again; a cell whose key no longer
 matches what was recorded is refused: it would time something else than what was judged), timed with every other
-contender of its set by render.retime, and the session is recorded in the run directories and the index. The
-speed-ups are assess.sidebyside's.
+contender of its set by render.timing.sessions, and the session is recorded in the run directories and the index. The
+speed-ups are assess.statistics.side_by_side's.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import AssessError
-from assess.sidebyside import PairTiming, session_pairs
+from assess.statistics.side_by_side import PairTiming, session_pairs
 from render.rundir import RunDir, cell_label, load_runs
-from render.rundir.timings import TimingSession
+from render.rundir.session_log import TimingSession
 
 Log = Callable[[str], None]
 DEFAULT_ROUNDS = 20
@@ -29,7 +29,7 @@ class RetimeRefused(AssessError):
 def session_sets(pairs: Sequence[tuple[str, str]], wide: set[str], pairwise: bool, log: Log | None
                  ) -> list[list[str]]:
     """The cells each session loads: all at once, or one pair at a time (pairwise, or when more than one parallel
-    cell is among them: a process leads one parallel cell's ranks at a time, render.retime). A pair of two parallel
+    cell is among them: a process leads one parallel cell's ranks at a time, render.timing.sessions). A pair of two parallel
     cells cannot share a session: it is left out, and said."""
     cells = sorted({k for pair in pairs for k in pair})
     if not pairwise and len(wide & set(cells)) <= 1:
@@ -83,8 +83,8 @@ def _job(run: RunDir, device: str | None) -> Any:
 
 
 def contenders(runs: Sequence[RunDir], device: str | None) -> dict[str, Any]:
-    """cell key -> render.retime.Contender, one per distinct cell (its samples gathered over its runs)."""
-    from render.retime import contenders_of
+    """cell key -> render.timing.sessions.Contender, one per distinct cell (its samples gathered over its runs)."""
+    from render.timing.sessions import contenders_of
 
     return contenders_of(runs, lambda run: _job(run, device))
 
@@ -127,8 +127,8 @@ def retime_runs(paths: Sequence[Path | str], db: Path | str | None = None, optio
 
 def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, options: Options, log: Log | None
                  ) -> RetimeResult:
-    from assess.index import Index
-    from render.retime import retime
+    from assess.index.database import Index
+    from render.timing.sessions import retime
 
     o = options
     runs = [r for r in load_runs(list(paths), with_anchors=True) if o.cells is None or r.cell_key in o.cells]

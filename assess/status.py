@@ -7,7 +7,7 @@ it: it will never start) · unknown (a SLURM job that neither squeue nor sacct c
 unreadable (a run directory whose records cannot be parsed: named with its problem, the others still shown).
 A running cell whose projected time passes twice its estimate is flagged `slow` (the watchdog,
 render.rundir.watchdog); nothing is killed. A finished cache cell says how many steps its samples reused
-(assess.speed_notes): "..., the cache never engaged" when none.
+(assess.report.speed_notes): "..., the cache never engaged" when none.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import NoRunsFound, RunDirError
-from assess.noise import noise
-from assess.speed_notes import engagement_note
+from assess.statistics.noise import noise
+from assess.report.speed_notes import engagement_note
 from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
                            load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
@@ -91,8 +91,8 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
 
 
 def _noisy(run: RunDir, done: dict[str, Any]) -> str:
-    """"NOISY: why" for a finished cell whose own warm samples' speed is too noisy to rank (assess.noise), else ""."""
-    from render.rundir.timings import read_sessions
+    """"NOISY: why" for a finished cell whose own warm samples' speed is too noisy to rank (assess.statistics.noise), else ""."""
+    from render.rundir.session_log import read_sessions
 
     warm = [s for s in run.samples if not s.warmup and not s.reused_from and s.latency_s is not None]
     figure = noise(warm, [(done.get("timing") or {}).get("drift")])
@@ -288,13 +288,13 @@ def _image_there(run: RunDir, sample: SampleRecord) -> bool:
 
 
 def with_drift(rows: list[CellStatus], db: Path) -> list[CellStatus]:
-    """Each parallel cell whose samples drift from its width-1 twin's (assess.parity, as last scored into the index
+    """Each parallel cell whose samples drift from its width-1 twin's (assess.statistics.parity, as last scored into the index
     at `db`) with `PARALLEL-DRIFT: ...` first in its detail, the lossless floor beside it; the rows as they are
     without an index."""
     if not db.is_file():
         return rows
-    from assess.index import Index
-    from assess.parity import drifting, floor_beside
+    from assess.index.database import Index
+    from assess.statistics.parity import drifting, floor_beside
 
     with Index.open(db, create=False) as index:
         flags = {key: f"{flag}; {floor_beside(index, key)}" if (flag := drifting(index.parity(key))) else None

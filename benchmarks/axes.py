@@ -47,8 +47,8 @@ def render_cell(pipelines: Any, job: Any, baseline: tuple[Any, Any] | None = Non
 
     from render import axes
     from render.axes.compile import CompileCounters
-    from render.pipeline import configure
-    from render.runner import render_sample
+    from render.run.loader import configure
+    from render.run.runner import render_sample
 
     loaded = pipelines.get(job.cell.model, job.device, axes.load_options(job.cell))
     configure(loaded, job.cell, calibrate=lambda: None)
@@ -81,15 +81,15 @@ def fidelity(images: list, reference: list) -> tuple[float, float]:
 
 
 def shapes_fit(result: dict[str, Any]) -> float:
-    from assess.metrics.shapes_eval import Sample, score
+    from assess.metrics.tradeoff import Sample, score
 
     return score(Sample(p, 0, img, 0.0) for p, img in zip(result["prompts"], result["images"])).fit
 
 
 def compile_probe(option: str, steps: int) -> None:
     """One fresh process: the compile time of `option`'s first call (run with a chosen HYPERGRID_CACHE)."""
-    from assess.metrics.shapes_eval import compose_job
-    from render.pipeline import PipelineCache
+    from assess.metrics.tradeoff import compose_job
+    from render.run.loader import PipelineCache
 
     job = compose_job("prompts=dev", "prompts.limit=1", f"steps={steps}", *OPTIONS[option])
     result = render_cell(PipelineCache(), job)
@@ -122,8 +122,8 @@ def main() -> None:
     import torch
 
     from render.cell import anchor_job
-    from assess.metrics.shapes_eval import compose_job
-    from render.pipeline import PipelineCache
+    from assess.metrics.tradeoff import compose_job
+    from render.run.loader import PipelineCache
 
     pipelines = PipelineCache()
     jobs = {name: compose_job("prompts=dev", f"prompts.limit={args.prompts}", f"steps={args.steps}", *o) for name, o in OPTIONS.items()}

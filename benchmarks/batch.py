@@ -4,8 +4,8 @@
 
 Renders `python -m render -m model=M batch=...` in a fresh folder (its side-by-side round times every batch a
 call per round, against the anchor), scores it, and prints a Markdown table per batch: the call's latency, images/s
-of one replica, GPU-s/image with their 95 % intervals (assess.throughput), the ratio of images/s to batch 1's, peak
-memory, and each sample's drift against its batch-1 twin (assess.parity: largest pixel difference, lowest SSIM).
+of one replica, GPU-s/image with their 95 % intervals (assess.report.throughput), the ratio of images/s to batch 1's, peak
+memory, and each sample's drift against its batch-1 twin (assess.statistics.parity: largest pixel difference, lowest SSIM).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def main() -> None:
 
 
 def table(db: Path) -> str:
-    from assess.index import Index
-    from assess.throughput import cell_throughput
+    from assess.index.database import Index
+    from assess.report.throughput import cell_throughput
 
     with Index.open(db, create=False) as index:
         found = [(json.loads(r["cell"]), r["cell_key"]) for r in index.query("SELECT DISTINCT cell, cell_key FROM runs "

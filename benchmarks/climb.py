@@ -1,6 +1,6 @@
 """The hill climb's numbers, measured side by side in one run.
 
-(a) cost: render/laws/budget.py's estimate of a sweep (from the history under the output root) against
+(a) cost: render/laws/admission.py's estimate of a sweep (from the history under the output root) against
     what the sweep then measurably costs, on the tiny model. Goal: within +-25 %.
 (b) search: on a simulated grid with a known true quality and latency per cell and noisy per-prompt
     measurements, the GPU time successive halving plus one-factor moves spend until the climb
@@ -336,7 +336,7 @@ POINT = "climb, point estimates"  # the choice of incumbent before issue 19: the
 def point_estimates() -> Iterator[None]:
     """The climb choosing its incumbent as it did before issue 19: the lowest median warm latency, ties to the
     better quality, then grid order (no speed interval)."""
-    import assess.climb.speed as speed
+    import assess.climb.speed_choice as speed
 
     def by_point(p: Plan, candidates: Any, current: Any, cells: Any) -> tuple[Coords, str]:
         key = lambda c: (current[c].latency if current[c].latency is not None else math.inf,  # noqa: E731
@@ -420,7 +420,7 @@ def measured(sweep: Path) -> tuple[float, float, int]:
 
 
 def cost_benchmark(prompts: int) -> dict[str, object]:
-    from render.laws.budget import History, seconds_per_sample
+    from render.laws.admission import History, seconds_per_sample
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -441,7 +441,7 @@ def cost_benchmark(prompts: int) -> dict[str, object]:
                          "load_s": load, "ratio_latency": estimate / latency,
                          "ratio_spent": estimate / (latency + load),
                          "ratio_spent_with_load": (estimate + load_estimate) / (latency + load)})
-    print(f"(a) cost estimate (render/laws/budget.py, from the history of a steps=4,16 sweep) vs measured, tiny model, "
+    print(f"(a) cost estimate (render/laws/admission.py, from the history of a steps=4,16 sweep) vs measured, tiny model, "
           f"{prompts} dev prompts per cell:")
     for r in rows:
         print(f"    {r['sweep']:<32} {r['samples']:>3} samples: estimate {r['estimate_s']:6.2f} s; rendering "

@@ -50,7 +50,7 @@ def compose_job(model: str):
     from hydra import compose, initialize_config_dir
 
     import render
-    import render.schema  # noqa: F401  registers the schemas
+    import render.compose.schema  # noqa: F401  registers the schemas
     from render.cell import build_job
 
     with initialize_config_dir(config_dir=str(Path(render.__file__).resolve().parent / "conf"), version_base="1.3"):
@@ -63,8 +63,8 @@ def measure(model: str, repeats: int) -> Figures:
     """Build, load and time one twin into the cache root $HYPERGRID_CACHE names (fresh: the build is timed)."""
     from render import axes
     from render.models.families import family, twins
-    from render.pipeline import PipelineCache, configure
-    from render.runner import timed_call
+    from render.run.loader import PipelineCache, configure
+    from render.run.runner import timed_call
 
     start = time.perf_counter()
     twins()[model].ensure()
@@ -94,7 +94,7 @@ def main(argv: Optional[list[str]] = None) -> list[Figures]:
     unknown = [m for m in models if m not in twins()]
     if unknown:
         parser.error(f"--models {','.join(unknown)}: no such twin; valid: {', '.join(twins())}")
-    from render.introspect import quiet_libraries
+    from render.compose.introspect import quiet_libraries
 
     quiet_libraries()
     before = os.environ.get("HYPERGRID_CACHE")

@@ -2,7 +2,7 @@
 
     python benchmarks/index.py [--scores 100000] [--cells 10000] [--images 1024] [--repeats 3]
 
-Prints, for today's writer (assess.index.Index: sqlite-utils) and the baseline (benchmarks/index_baseline.py: the
+Prints, for today's writer (assess.index.database.Index: sqlite-utils) and the baseline (benchmarks/index_baseline.py: the
 hand-written SQL it replaced) on the same data, alternating which goes first in each repeat:
 ingest of sample scores through the write path (goal: 100k in <= 5 s; sqlite-utils <= 1.1x the baseline) and the
 leaderboard query at 10k cells (goal: <= 0.2 s; <= 1.1x the baseline); then PSNR+SSIM throughput on 32x32 images.
@@ -25,14 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # index_baseline, next
 
 from index_baseline import BaselineIndex  # noqa: E402
 
-from assess.index import Index, ScoreRow, now_iso  # noqa: E402
-from assess.index_table import KNOWN_SIGNATURE  # noqa: E402
+from assess.index.database import Index, ScoreRow, now_iso  # noqa: E402
+from assess.index.writer import KNOWN_SIGNATURE  # noqa: E402
 from assess.metrics import SPECS, Outcome, SampleInput  # noqa: E402
 from assess.metrics.fidelity import PSNRMetric, SSIMMetric  # noqa: E402
 
 SAMPLE_METRICS = [SPECS[m] for m in ("psnr", "ssim", "lpips", "clip_score")]
 SAMPLES_PER_CELL = 25
-WRITERS: dict[str, type[Index]] = {"baseline (hand-written SQL)": BaselineIndex, "sqlite-utils (assess.index)": Index}
+WRITERS: dict[str, type[Index]] = {"baseline (hand-written SQL)": BaselineIndex, "sqlite-utils (assess.index.database)": Index}
 GOAL_RATIO = 1.1
 
 
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
         cells = ingest_data(args.scores)
         n = len(cells) * SAMPLES_PER_CELL * len(SAMPLE_METRICS)
         print(f"ingest: {n} sample scores, {len(cells)} cells, one transaction per cell, both writers interleaved")
-        print(f"  sqlite-utils {version('sqlite-utils')}: statement cache of assess/index_table.py "
+        print(f"  sqlite-utils {version('sqlite-utils')}: statement cache of assess/index/writer.py "
               f"{'active' if KNOWN_SIGNATURE else 'INACTIVE (this release builds its inserts differently)'}")
         for i, writer in enumerate(WRITERS.values()):  # imports and first-call costs (scipy's bootstrap) untimed
             with writer.open(folder / f"warm-{i}.db") as index:

@@ -1,13 +1,13 @@
-"""The BASELINE for benchmarks/index.py: the index's writes as hand-written SQL, copied from assess/index.py of main at
+"""The BASELINE for benchmarks/index.py: the index's writes as hand-written SQL, copied from assess/index/database.py of main at
 b6785e9, before its writes moved to sqlite-utils (issue 31 item 5). Only the benchmark uses it: it times
-this writer and `assess.index.Index` side by side, on the same data, in one run. Keep it as it is: it is the yardstick."""
+this writer and `assess.index.database.Index` side by side, on the same data, in one run. Keep it as it is: it is the yardstick."""
 
 from __future__ import annotations
 
 import sqlite3
 from typing import Any
 
-from assess.index import Index, ScoreRow, now_iso
+from assess.index.database import Index, ScoreRow, now_iso
 
 
 class BaselineIndex(Index):

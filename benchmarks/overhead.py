@@ -26,7 +26,7 @@ BARE = '''
 import sys, torch, diffusers
 from pathlib import Path
 from render.models.tiny import ensure_tiny
-from render.prompts import load_prompts
+from render.compose.splits import load_prompts
 out, steps_list, limit = Path(sys.argv[1]), [int(s) for s in sys.argv[2].split(",")], int(sys.argv[3])
 pipe = diffusers.FluxPipeline.from_pretrained(str(ensure_tiny()), dtype=torch.float32).to("cpu")
 pipe.set_progress_bar_config(disable=True)

@@ -152,7 +152,7 @@ def measure(root: Path, runs: int, samples: int, anchor_samples: int, report: bo
     add_new(root, max(runs // 100, 1), samples, anchor_samples)
     add(timed("score (1 % new)", *score))
     add(timed("status", "status", str(root), "--db", str(db)))
-    if report:  # the first report computes every interval; the next finds them in the memo (assess.interval_memo)
+    if report:  # the first report computes every interval; the next finds them in the memo (assess.statistics.memo)
         with tempfile.TemporaryDirectory() as out:
             add(timed("report", "report", str(root), "--db", str(db), "--out", str(Path(out) / "report")))
             add(timed("report (again)", "report", str(root), "--db", str(db), "--out", str(Path(out) / "report")))
@@ -163,8 +163,8 @@ def report_of(root: Path, repeat: int, baseline: Path | None) -> None:
     """`assess report` of a kept root, `repeat` times; with a baseline checkout, each time that code's report first
     and then this one's, alternately on the same root (the machine's load falls on both alike). Each report is a
     first one (the interval memo beside the index removed before it); this code's is then timed again, its
-    intervals remembered (assess.interval_memo)."""
-    from assess.interval_memo import memo_path
+    intervals remembered (assess.statistics.memo)."""
+    from assess.statistics.memo import memo_path
 
     db = root / "index.db"
     here = Path(__file__).resolve().parent.parent

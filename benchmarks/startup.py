@@ -27,23 +27,23 @@ PHASES: list[tuple[str, int, tuple[tuple[str, str], ...]]] = [
     ("imports (all, lazy ones too)", 0, (("<frozen importlib._bootstrap>", "_find_and_load"),)),
     ("Hydra composition (every config)", 0, (("hydra/_internal/config_loader_impl.py", "_load_configuration_impl"),)),
     ("merges from scratch (the memo's misses)", 1, (("hydra/_internal/config_loader_impl.py", "_compose_config_from_defaults_list"),)),
-    ("preflight: every cell", 0, (("render/preflight.py", "preflight_config"),)),
+    ("preflight: every cell", 0, (("render/run/preflight.py", "preflight_config"),)),
     ("build the job (prompts, weights identity)", 1, (("render/cell.py", "build_job"),)),
-    ("read prompt files", 2, (("render/prompts.py", "load_prompts"),)),
+    ("read prompt files", 2, (("render/compose/splits.py", "load_prompts"),)),
     ("folder digests", 2, (("render/rundir/identity.py", "folder_digest"),)),
-    ("environment checks (axes, model)", 1, (("render/preflight.py", "check_job"),)),
+    ("environment checks (axes, model)", 1, (("render/run/preflight.py", "check_job"),)),
     ("laws (holdout, anchor, rule)", 1, (("render/laws/__init__.py", "check_experiment"),)),
     ("text identities", 0, (("render/rundir/identity.py", "text_hash"),)),
-    ("hub probe", 0, (("render/hub.py", "hub_reachable"),)),
-    ("budget and launch record", 0, (("render/preflight.py", "preflight_budget"), ("render/laws/__init__.py", "record_launch"))),
+    ("hub probe", 0, (("render/run/online.py", "hub_reachable"),)),
+    ("budget and launch record", 0, (("render/run/preflight.py", "preflight_budget"), ("render/laws/__init__.py", "record_launch"))),
     ("the cells' jobs (render_task)", 0, (("render/app.py", "render_task"),)),
     ("sample store scan", 1, (("render/rundir/store.py", "_scan"),)),
     ("sample lookups", 1, (("render/rundir/store.py", "find"),)),
     ("image digests (verified before reuse)", 2, (("render/rundir/digests.py", "digest"),)),
     ("claims", 1, (("render/rundir/store.py", "claim"),)),
-    ("run.json (provenance)", 1, (("render/runner.py", "run_json"),)),
-    ("pipeline load", 1, (("render/pipeline.py", "get"),)),
-    ("rendering samples", 1, (("render/runner.py", "render_sample"),)),
+    ("run.json (provenance)", 1, (("render/run/runner.py", "run_json"),)),
+    ("pipeline load", 1, (("render/run/loader.py", "get"),)),
+    ("rendering samples", 1, (("render/run/runner.py", "render_sample"),)),
 ]
 
 # Runs in the child: `python -m render <args>`, profiled into argv[1] unless it is "-"; with
@@ -53,10 +53,10 @@ DRIVER = r"""
 import cProfile, os, runpy, sys
 profile_path, argv = sys.argv[1], sys.argv[2:]
 if os.environ.get("HYPERGRID_STOP_AT_LAUNCH"):  # the sweeper starts the exporter right before the launcher
-    import render.metrics
+    import render.run.live_metrics
     def stop(*args, **kwargs):
         raise SystemExit(0)
-    render.metrics.start_exporter = stop
+    render.run.live_metrics.start_exporter = stop
 sys.argv = ["render", *argv]
 profiler = cProfile.Profile()
 if profile_path != "-":

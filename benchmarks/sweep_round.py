@@ -4,7 +4,7 @@
 
 The README's first sweep (default: `python -m render -m steps=4,8,16 cache=none,fbcache`, the shapes model) is run
 by the real CLI into fresh output roots, alternately with `timing.side_by_side=false` (the cells one after another)
-and with the default timing (its cells rendered in interleaved rounds with their anchor, render.interleave),
+and with the default timing (its cells rendered in interleaved rounds with their anchor, render.timing.interleave),
 `--repeats` times each (alternating, so a trend of the machine falls on both alike). It prints each pair's wall
 times, the round's own seconds and share of the sweep as its last lines state them, and the median ratio of the
 whole command's wall time with the round to without it.

@@ -9,7 +9,7 @@ cells:
 
 - today's point estimate: the median warm latency of each cell; the pair "agrees" when both runs put the two
   cells in the same order;
-- the new figures (assess.noise, assess.stats.paired_speedup): each latency per its job's reference workload, the
+- the new figures (assess.statistics.noise, assess.statistics.compare.paired_speedup): each latency per its job's reference workload, the
   two-sample interval of the ratio widened by the reference's drift, the noisy flag. In the noisy run a pair is
   either ranked (the interval excludes 1, neither cell is flagged noisy, their images differ) and then agrees or
   not with the quiet run's point order, or flagged "within noise". Goal: >= 95 % of pairs agree or are flagged.
@@ -25,11 +25,11 @@ each into its own out_root, and each run's cells are then timed side by side by 
 process of their own, while `--loaders` background processes of the benchmark's own keep the machine busy the
 way a shared box is (torch matrix products at the default thread count, in bursts; bounded by --burn-s, killed at
 the end). Once more with no load: the quiet machine's interval widths. For every pair of contenders and both kinds
-of figure (render-time: today's `paired_speedup`; side by side: `assess.sidebyside`):
+of figure (render-time: today's `paired_speedup`; side by side: `assess.statistics.side_by_side`):
 (a) the fraction of runs whose 95 % interval contains the median of the other runs' point estimates;
 (b) the fraction of pairs that every run ranks the same way or flags as within noise (interval holds 1);
 the median interval width (high/low) under load and quiet, and the spread of the render-time point estimates
-between runs (the margin `assess.sidebyside.TIMED_APART_MARGIN` states). Goal for side by side: (a) >= 0.9,
+between runs (the margin `assess.statistics.side_by_side.TIMED_APART_MARGIN` states). Goal for side by side: (a) >= 0.9,
 (b) >= 0.95, widths under load <= 1.5x the quiet ones.
 """
 
@@ -48,8 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from assess.noise import noise  # noqa: E402
-from assess.stats import speed_order  # noqa: E402
+from assess.statistics.noise import noise  # noqa: E402
+from assess.statistics.compare import speed_order  # noqa: E402
 from render.rundir import find_run_dirs, load_run  # noqa: E402
 
 BURNER = '''
@@ -103,7 +103,7 @@ def identical(a: CellRun, b: CellRun) -> bool:
 
 
 def new_order(a: CellRun, b: CellRun) -> int:
-    """-1: a is faster beyond the noise, 1: b is, 0: within noise (or the same work): assess.stats.speed_order."""
+    """-1: a is faster beyond the noise, 1: b is, 0: within noise (or the same work): assess.statistics.compare.speed_order."""
     return speed_order(a.warm, b.warm, a.drift, b.drift, same_work=identical(a, b))
 
 
@@ -163,7 +163,7 @@ def oriented(a: str, b: str, figure: Figure) -> dict[tuple[str, str], Figure]:
 def render_time_figures(out_root: Path) -> tuple[dict[tuple[str, str], Figure], dict[tuple[str, str], bool]]:
     """Today's figure for every two cells of the run (paired_speedup on their warm render-time latencies) and
     whether the two did the same work."""
-    from assess.stats import paired_speedup
+    from assess.statistics.compare import paired_speedup
 
     runs = {}
     for folder in find_run_dirs(out_root):

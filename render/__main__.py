@@ -7,7 +7,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-import render.schema  # noqa: F401  registers the config schemas and resolvers
+import render.compose.schema  # noqa: F401  registers the config schemas and resolvers
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -25,13 +25,13 @@ def main() -> None:
 
     install()  # no log line of this process carries a credential (render.rundir.redact)
 
-    from render.quiet import filter_third_party_warnings
+    from render.run.quiet import filter_third_party_warnings
 
-    filter_third_party_warnings()  # torchao's kernels, diffusers' deprecations: render.quiet (HYPERGRID_VERBOSE=1 shows them)
+    filter_third_party_warnings()  # torchao's kernels, diffusers' deprecations: render.run.quiet (HYPERGRID_VERBOSE=1 shows them)
 
-    from render.composition import composed_once
-    from render.mistakes import answered
-    from render.preflight import passed
+    from render.compose.composition import composed_once
+    from render.compose.mistakes import answered
+    from render.run.preflight import passed
 
     # What the imports made (modules, classes, registered schemas) lives as long as the process: out of the
     # collector's sight, its full collections and the one at exit skip it (about 7 % of a do-nothing re-run).

@@ -12,12 +12,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from render.interleave import CURRENT
-from render.pipeline import PIPELINES
-from render.preflight import checked_job
+from render.timing.interleave import CURRENT
+from render.run.loader import PIPELINES
+from render.run.preflight import checked_job
 from render.rundir import FAILED, CellState, sample_store
-from render.runner import CellResult, run_job
-from render.signals import Cancelled, cancel_on_signals
+from render.run.runner import CellResult, run_job
+from render.run.signals import Cancelled, cancel_on_signals
 
 
 def render_task(cfg: DictConfig) -> list[dict[str, Any]]:

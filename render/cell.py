@@ -3,7 +3,7 @@ render and where).
 
 `build_job` checks every value a schema cannot (ranges, seed lists, prompt files); the axes
 (render.axes.AXES) turn their config nodes into the cell's axis values. It imports no torch unless
-the device must be detected. `Cell` and `ModelSpec` themselves live in the leaf module render.spec.
+the device must be detected. `Cell` and `ModelSpec` themselves live in the leaf module render.compose.spec.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from render import axes
 from render.axes.parallel import width_of  # re-exported: the launchers place a cell's width
 from render.errors import ConfigError
-from render.limits import SEED_MAX, LimitError, check_image_size
+from render.compose.limits import SEED_MAX, LimitError, check_image_size
 from render.models.families import FamilyUnavailable, check_frames, check_pipeline
-from render.prompts import Prompt, load_split
+from render.compose.splits import Prompt, load_split
 from render.rundir import RunExperiment, check_name, experiment_in
-from render.spec import Cell, DType, ModelSpec
-from render.timing import TimingConf, check_timing
+from render.compose.spec import Cell, DType, ModelSpec
+from render.run.measure import TimingConf, check_timing
 
 DTYPES = tuple(d.value for d in DType)  # the schema refuses others at composition; a config built by hand too
 
@@ -114,11 +114,11 @@ UNRESOLVED = "hub:unresolved"  # a hub revision that is neither cached nor reach
 def weights_identity(model_id: str, revision: str | None) -> str:
     """The model's weights by content: a local (or built-in) folder's digest, a hub model's resolved commit.
     Two runs whose weights differ are different cells, whatever the model's name or path."""
-    from render.pipeline import BUILTIN_PREFIX, ModelUnavailable, builtin_folder
+    from render.run.loader import BUILTIN_PREFIX, ModelUnavailable, builtin_folder
     from render.rundir import model_identity
 
     if model_id.startswith(BUILTIN_PREFIX):
-        from render.environment import check_builtin_model
+        from render.run.environment import check_builtin_model
 
         check_builtin_model(model_id[len(BUILTIN_PREFIX):])  # complete, or its cache writable to build it
         try:
@@ -206,7 +206,7 @@ def anchor_overrides(cfg: DictConfig, anchor: Cell) -> list[str]:
 def check_prompts_fit(cfg: DictConfig) -> None:
     """A split written for some models only (the shapes captions) is refused for the others: a model fits by its
     name, or by the project id (`hypergrid:<name>`) a model of another name inherits (conf/model/my-tiny.yaml)."""
-    from render.pipeline import BUILTIN_PREFIX
+    from render.run.loader import BUILTIN_PREFIX
 
     fits = cfg.prompts.get("models")
     if fits and cfg.model.name not in fits and cfg.model.id not in [f"{BUILTIN_PREFIX}{name}" for name in fits]:
@@ -218,7 +218,7 @@ def check_prompts_fit(cfg: DictConfig) -> None:
 
 def check_parity(model: Any) -> None:
     """The model's default parity rule (model.parity) names a quality metric and a positive band."""
-    from render.metric_specs import quality_metric_names
+    from render.compose.metric_registry import quality_metric_names
 
     parity = model.get("parity")
     if parity is None:
@@ -294,7 +294,7 @@ def twin_job(job: Job) -> Job | None:
 
 def companions(job: Job) -> list[Job]:
     """What the runner renders alongside a job: its anchor (unless it is the anchor or render_anchor is off) and a
-    parallel cell's width-1 twin. A final's claim lists them with its cells (assess.climb.final.final_cells)."""
+    parallel cell's width-1 twin. A final's claim lists them with its cells (assess.climb.run_final.final_cells)."""
     anchor = [anchor_job(job)] if job.render_anchor and not job.is_anchor else []
     twin = twin_job(job)
     return anchor + ([twin] if twin is not None else [])

@@ -4,7 +4,7 @@
     python scripts/shapes_tradeoff.py --seeds 1 --limit 8 --out outputs/shapes-quick
 
 Every cell is composed as `python -m render model=shapes <overrides>` would compose it and rendered
-through the runner's code (assess/metrics/shapes_eval.py); each cell's per-sample verdicts are
+through the runner's code (assess/metrics/tradeoff.py); each cell's per-sample verdicts are
 kept in <out>/cells/<cell key>.json, so an interrupted run renders only the missing cells. Writes
 <out>/table.md (the table of docs/shapes.md) and the contact sheet (--sheet).
 """
@@ -41,7 +41,7 @@ def sheet_columns(anchor_steps: int) -> list[tuple[str, list[str] | None]]:
 
 def cell_record(out: Path, overrides: list[str], base: list[str]) -> dict:
     """The cell's per-sample results, rendered now unless <out>/cells holds them."""
-    from assess.metrics.shapes_eval import compose_job, load_shipped, render_job, verdicts
+    from assess.metrics.tradeoff import compose_job, load_shipped, render_job, verdicts
 
     job = compose_job(*base, *overrides)
     path = out / "cells" / f"{job.cell.key}.json"
@@ -79,7 +79,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def summary(record: dict, anchor: dict) -> dict:
-    from assess.metrics.shapes_eval import paired_difference
+    from assess.metrics.tradeoff import paired_difference
 
     def column(rec: dict, key: str) -> list[float]:
         return [float(s[key]) for s in rec["samples"]]
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from assess.metrics.shapes_eval import compose_job
+    from assess.metrics.tradeoff import compose_job
 
     torch.set_num_threads(args.threads)
     base = [f"prompts={args.prompts}", f"seed=[{','.join(str(s) for s in range(args.seeds))}]"]

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trained {state.step} steps in {state.seconds / 60:.1f} min (checkpoint: {args.workdir})")
     pipe = ema_pipeline(state, config)
     if args.evaluate:
-        from assess.metrics.shapes_eval import as_loaded, compose_job, render_job, score
+        from assess.metrics.tradeoff import as_loaded, compose_job, render_job, score
 
         job = compose_job("prompts=dev", f"prompts.limit={args.evaluate}", "seed=[0,1,2,3,4]",
                           f"steps={args.eval_steps}", f"guidance={args.eval_guidance}")

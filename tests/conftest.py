@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
-import render.schema  # noqa: F401  registers schemas and resolvers
+import render.compose.schema  # noqa: F401  registers schemas and resolvers
 
-CONF_DIR = str(Path(render.schema.__file__).parent / "conf")
+CONF_DIR = str(Path(render.compose.schema.__file__).parents[1] / "conf")
 pytest_plugins = ["tests.budget"]  # the suite's time budget: a test past its tier's fails the run unless marked long
 
 
@@ -108,7 +108,7 @@ def twin_cache(tiny_cache: Path) -> Path:
 def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, timeout: float = 300,
                timing_round: bool = False) -> subprocess.CompletedProcess:
     """`python -m render ...` in a real subprocess. A sweep (-m) skips the side-by-side round it ends with
-    (render.timing_round) unless `timing_round` (or the args themselves say `timing.side_by_side=...`): the round's
+    (render.timing.sweep_round) unless `timing_round` (or the args themselves say `timing.side_by_side=...`): the round's
     own tests keep it (tests/test_default_answer.py, tests/test_default_path.py, the README's sweep); in every other
     sweep it would only add seconds to promises it has no part in (docs/testing.md)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0", **(env_extra or {})}
@@ -119,7 +119,7 @@ def run_render(*args: str, cwd: Path, env_extra: dict[str, str] | None = None, t
 
 @functools.lru_cache(maxsize=None)
 def slurm_problem() -> str | None:
-    from render.environment import slurm_controller_problem
+    from render.run.environment import slurm_controller_problem
 
     return slurm_controller_problem()
 

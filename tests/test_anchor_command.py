@@ -10,10 +10,10 @@ import shlex
 
 import pytest
 
-from assess.score import render_command
+from assess.scoring.ingest import render_command
 from render.cell import build_job
 from render.rundir import RunDir, RunRecord
-from render.runner import run_json
+from render.run.runner import run_json
 from tests.conftest import compose_cfg
 
 CELLS = [

@@ -13,9 +13,9 @@ from PIL import Image
 from render.app import PIPELINES
 from render.axes.attention import BACKENDS as ATTENTION
 from render.cell import build_job
-from render.preflight import PreflightError, preflight_config
+from render.run.preflight import PreflightError, preflight_config
 from render.rundir import SampleStore
-from render.runner import run_job
+from render.run.runner import run_job
 from render.models.families import family
 from tests.conftest import compose_cfg
 

@@ -9,15 +9,15 @@ import yaml
 
 from render import axes
 from render.axes.base import Axis
-from render.schema import RenderConf
+from render.compose.schema import RenderConf
 from tests.conftest import CONF_DIR
 from tests.test_layers import imports_of, project_modules
 
 
 def test_the_cell_module_is_a_leaf() -> None:
-    """render.spec (Cell, ModelSpec) imports no registry: every module can name a cell without a cycle."""
+    """render.compose.spec (Cell, ModelSpec) imports no registry: every module can name a cell without a cycle."""
     modules = project_modules()
-    assert imports_of("render.spec", modules["render.spec"], modules) <= {"render.rundir"}
+    assert imports_of("render.compose.spec", modules["render.compose.spec"], modules) <= {"render.rundir"}
 
 
 def test_the_top_level_schema_has_one_field_per_axis() -> None:
@@ -61,7 +61,7 @@ def test_configure_undoes_backwards_then_applies_forwards(monkeypatch) -> None:
 
 
 def test_help_lists_every_group_and_knob() -> None:
-    from render.help import groups, groups_help
+    from render.compose.help import groups, groups_help
 
     text = groups_help()
     assert all(a.name in groups() for a in axes.GROUPS)

@@ -105,7 +105,7 @@ def test_a_batched_sweep_renders_every_sample_once_in_calls_of_its_batch(swept: 
 
 @pytest.mark.slow
 def test_the_index_holds_each_batched_samples_call_and_its_drift_against_batch_1(swept: Path) -> None:
-    from assess.index import Index
+    from assess.index.database import Index
 
     with Index.open(swept / "index.db") as index:
         batches = index.query("SELECT batch, COUNT(*) AS n FROM samples WHERE batch IS NOT NULL GROUP BY batch")
@@ -159,8 +159,8 @@ def test_a_batch_out_of_memory_fails_its_cell_as_oom_and_names_the_batch(tiny_ca
     batch and a smaller one to try), not the sweep: the same process renders the next cell."""
     import torch
 
-    from render import runner
-    from render.pipeline import PIPELINES
+    from render.run import runner
+    from render.run.loader import PIPELINES
     from render.rundir import SampleStore
 
     def out_of_memory(*args: object, **kwargs: object) -> None:
@@ -186,8 +186,8 @@ def test_a_batch_out_of_memory_fails_its_cell_as_oom_and_names_the_batch(tiny_ca
 def test_every_familys_twin_renders_a_batch_as_its_single_calls(model: str, twin_cache: Path, tmp_path: Path) -> None:
     """What each family takes: its pipeline renders a batch of prompts, one generator each, and every sample is its
     single call's within the parity band (the shapes and FLUX.1 twins: the module sweep above)."""
-    from assess.parity import drift
-    from assess.score import read_image  # a clip's first frame (the Wan twin's are byte-equal here)
+    from assess.statistics.parity import drift
+    from assess.scoring.ingest import read_image  # a clip's first frame (the Wan twin's are byte-equal here)
 
     done = run_render("-m", f"model={model}", "batch=1,2", "prompts.limit=2", "render_anchor=false", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -204,9 +204,9 @@ def test_every_familys_twin_renders_a_batch_as_its_single_calls(model: str, twin
 
 @pytest.mark.slow
 def test_the_report_shows_images_per_second_per_batch_side_by_side(swept: Path) -> None:
-    from assess.index import Index
-    from assess.report import sweep_cells, write_report
-    from assess.throughput import throughput_rows
+    from assess.index.database import Index
+    from assess.report.write import sweep_cells, write_report
+    from assess.report.throughput import throughput_rows
 
     (sweep,) = (swept / "outputs" / "multirun").glob("*/*")
     page = write_report([sweep], swept / "index.db").read_text()
@@ -228,8 +228,8 @@ def test_assess_fleet_answers_replicas_or_one_cell_over_n_gpus(swept: Path) -> N
     """The fleet question on a sweep with batched cells and a parallel one: every candidate is arranged on the fleet
     (a width-2 cell twice on 4 GPUs, a width-1 cell four times), the two answers are the extremes of the figures, and
     the line says which to pick for which goal."""
-    from assess.throughput import cell_throughput
-    from assess.index import Index
+    from assess.report.throughput import cell_throughput
+    from assess.index.database import Index
 
     (sweep,) = (swept / "outputs" / "multirun").glob("*/*")
     (wide,) = (swept / "outputs" / "runs").glob("*/*")

@@ -13,4 +13,4 @@ def test_a_small_run_prints_each_ratio_and_the_cache(capsys: pytest.CaptureFixtu
     load_benchmark("index").main(["--scores", "300", "--cells", "20", "--images", "8", "--repeats", "1"])
     out = capsys.readouterr().out
     assert "ingest ratio sqlite-utils / baseline" in out and "leaderboard ratio sqlite-utils / baseline" in out
-    assert "statement cache of assess/index_table.py active" in out
+    assert "statement cache of assess/index/writer.py active" in out

@@ -231,9 +231,9 @@ def test_importing_the_registry_imports_no_torch() -> None:
 def test_the_cache_record_reaches_run_json(tiny_cache: Path, tmp_path: Path) -> None:
     """MagCache's calibrated ratios are recorded in the run directory, as its docs say."""
     from render.cell import build_job
-    from render.pipeline import PIPELINES
+    from render.run.loader import PIPELINES
     from render.rundir import SampleStore
-    from render.runner import run_job
+    from render.run.runner import run_job
     from tests.conftest import compose_cfg
 
     overrides = ["model=tiny", "device=cpu", "prompts.limit=1", f"steps={STEPS}", "render_anchor=false", "cache=magcache"]

@@ -76,10 +76,10 @@ PINNED = json.loads(PINS.read_text()) if PINS.exists() else {}
 
 @pytest.fixture(scope="module", autouse=True)
 def composed_as_a_sweep_composes():
-    """The ~600 configs composed the way a sweep composes its cells (render.composition.composed_once: each
+    """The ~600 configs composed the way a sweep composes its cells (render.compose.composition.composed_once: each
     config file read and each defaults list built once), which tests/test_composition.py holds to Hydra's own
     result: a tenth of the time of composing each from nothing."""
-    from render.composition import composed_once
+    from render.compose.composition import composed_once
 
     with composed_once():
         yield

@@ -11,7 +11,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from render.cell import build_job
-from render.preflight import PreflightError, preflight_config
+from render.run.preflight import PreflightError, preflight_config
 from tests.conftest import compose_cfg, run_render
 
 ENUMS = [("prompts.split", "smoke, dev, holdout, custom"), ("prompts.order", "stratified, file")]
@@ -57,7 +57,7 @@ def test_a_bad_split_exits_2_before_anything_is_written(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("metric, why", [("bogus", ""), ("psnr", "parity is a band")])
 def test_a_bad_quality_metric_is_refused_by_the_renderer(tmp_path: Path, metric: str, why: str) -> None:
-    """Before the first launch freezes it into the rule (render.metric_specs is the registry both sides read)."""
+    """Before the first launch freezes it into the rule (render.compose.metric_registry is the registry both sides read)."""
     overrides = ["experiment=tiny-demo", f"experiment.quality.metric={metric}"]
     with pytest.raises(PreflightError, match=f"experiment.quality.metric={metric}: {why}.*valid metrics are ssim"):
         preflight_config(compose_cfg("model=tiny", *overrides, out_root=tmp_path), overrides)

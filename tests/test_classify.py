@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from render.axes.attention import BackendUnavailable
-from render.runner import Cancelled, NonFiniteOutput, classify
+from render.run.runner import Cancelled, NonFiniteOutput, classify
 
 
 class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError, recognised by name (no torch import needed)

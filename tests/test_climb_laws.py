@@ -14,7 +14,7 @@ import pytest
 from render import rundir
 from render.cell import build_job
 from render.laws import ExperimentGuard, Ledger, check_anchor, claim_final, content_hash, option_prompts, record_anchor
-from render.laws.budget import outstanding_seconds, reserve, spent_gpu_seconds
+from render.laws.admission import outstanding_seconds, reserve, spent_gpu_seconds
 from tests.conftest import compose_cfg, run_render
 
 HOLDOUT = Path(__file__).parents[1] / "render" / "prompts" / "holdout.jsonl"
@@ -97,7 +97,7 @@ def test_the_anchor_is_frozen_by_content(tmp_path: Path) -> None:
 def test_concurrent_launches_are_admitted_under_one_lock(tmp_path: Path) -> None:
     ledger = Ledger("tiny-demo", tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from render.laws import Ledger; "
-                               "from render.laws.budget import reserve; "
+                               "from render.laws.admission import reserve; "
                                f"reserve(Ledger('tiny-demo', {str(tmp_path / 'other')!r}), 300.0); print('ok', flush=True); "
                                "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:
@@ -136,7 +136,7 @@ def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, t
     """The claim exists, its renders never ran (killed, refused): `--final` runs the claim's own commands once
     (same token), records the result, and a later `--final` is refused."""
     from assess.climb.commands import final_command
-    from assess.climb.final import RESULT, control_overrides, final_cells, run_final
+    from assess.climb.run_final import RESULT, control_overrides, final_cells, run_final
     from assess.experiment import load_experiment
 
     monkeypatch.chdir(tmp_path)
@@ -176,10 +176,10 @@ def test_a_final_that_did_not_finish_is_resumed_not_repeated(tiny_cache: Path, t
 @pytest.mark.slow
 def test_a_parallel_incumbents_twin_is_part_of_its_final_and_nothing_else_gets_in(tmp_path: Path) -> None:
     """The final's claim names every cell it renders on the holdout: a parallel incumbent's width-1 twin, rendered
-    alongside it for parity (render.runner), is claimed with it (before, the claim left it out and the holdout law
+    alongside it for parity (render.run.runner), is claimed with it (before, the claim left it out and the holdout law
     passed it unseen). A cell whose twin is the final's is still refused: only the claimed cells and their
     companions are rendered on the holdout."""
-    from assess.climb.final import final_cells
+    from assess.climb.run_final import final_cells
     from assess.experiment import load_experiment
     from render.cell import twin_job
     from render.laws import HoldoutLocked, check_holdout

@@ -1,4 +1,4 @@
-"""A clip's file (render.clips): the reader returns exactly the frames written, identical consecutive frames
+"""A clip's file (render.run.apng): the reader returns exactly the frames written, identical consecutive frames
 included (Pillow's APNG writer merges them), chunk by chunk; a file of another count is refused."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from render.clips import ClipError, clip_bytes, iter_frames, read_frames, strip_indices
+from render.run.apng import ClipError, clip_bytes, iter_frames, read_frames, strip_indices
 from render.rundir import SampleRecord
 
 
@@ -70,7 +70,7 @@ def _record(frames: int) -> SampleRecord:
 
 
 def test_a_clip_is_scored_against_its_anchors_frames_and_refused_against_another_count(tmp_path: Path) -> None:
-    from assess.clips import score_clip
+    from assess.metrics.frames import score_clip
     from assess.metrics.fidelity import PSNRMetric
 
     clip, anchor, short = tmp_path / "clip.png", tmp_path / "anchor.png", tmp_path / "short.png"

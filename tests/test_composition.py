@@ -1,4 +1,4 @@
-"""Each distinct config composed once per invocation (render.composition, issue 22), and every
+"""Each distinct config composed once per invocation (render.compose.composition, issue 22), and every
 config the memo hands out is the one Hydra composes without it: values, flags, node types, errors."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from render.composition import PATCHES, SUPPORTED, composed_once
+from render.compose.composition import PATCHES, SUPPORTED, composed_once
 from tests.conftest import CONF_DIR
 
 # The overrides a cell is made of: config choices, value overrides of every kind (set, add, force-add, delete,

@@ -10,8 +10,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 from render.cell import build_job
-from render.prompts import load_prompts
-from render.schema import _sanitise_subdir
+from render.compose.splits import load_prompts
+from render.compose.schema import _sanitise_subdir
 from tests.conftest import CONF_DIR, compose_cfg
 
 GROUPS = ["model", "attention", "cache", "scheduler", "prompts", "compile", "quant", "offload"]

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from assess.answer import next_render, prompts_to_decide, sentence
-from assess.default_rule import COMMAND_LINE, choose_band, choose_metric
-from assess.floor import Floor
+from assess.verdicts.answer import next_render, prompts_to_decide, sentence
+from assess.verdicts.default_rule import COMMAND_LINE, choose_band, choose_metric
+from assess.statistics.floor import Floor
 from render.errors import ConfigError
 from render.rundir import cell_label
-from render.timing import check_timing
-from render.timing_round import RoundOutcome, skip_reason
+from render.run.measure import check_timing
+from render.timing.sweep_round import RoundOutcome, skip_reason
 
 
 def _row(label: str, verdict: str, speed: float, timed: str = "side by side", n: int = 4,

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from render.pipeline import PipelineCache
-from render.preflight import preflight_config
+from render.run.loader import PipelineCache
+from render.run.preflight import preflight_config
 from render.rundir import SampleStore
-from render.runner import run_job
+from render.run.runner import run_job
 from tests.conftest import compose_cfg
 
 SHAPES = ("device=cpu", "model=shapes", "prompts.limit=1", "render_anchor=false")
@@ -86,8 +86,8 @@ def test_compile_break_even_against_the_eager_twin(tmp_path: Path) -> None:
     """A compiled cell's compile time (a first call that compiled from nothing: cold) and the images after
     which it pays against its eager twin, in the index's view and the report; no twin: said so."""
     from assess.cli import cli
-    from assess.index import Index
-    from assess.speed_notes import compile_costs
+    from assess.index.database import Index
+    from assess.report.speed_notes import compile_costs
 
     shared = PipelineCache()
     compiled = ("steps=4", "prompts.limit=3", "compile=regional", "compile.backend=eager")

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from render import environment, hub
+from render.run import environment
+from render.run import online as hub
 from render.errors import ConfigError
-from render.environment import check_writable_folder, hub_reachable
+from render.run.environment import check_writable_folder, hub_reachable
 
 
 def test_render_and_assess_probe_the_hub_with_one_function() -> None:
@@ -102,10 +103,10 @@ def test_a_file_in_the_way_is_named(tmp_path: Path) -> None:
 
 def test_runner_and_launchers_name_a_timed_out_or_cancelled_cell_alike() -> None:
     """The runner classifies exceptions and the launchers a scheduler's job state; both land on one Category,
-    and the requeue (render.runner.resume_state) takes up exactly the transient ones."""
+    and the requeue (render.run.runner.resume_state) takes up exactly the transient ones."""
     from hydra_plugins.hypergrid.worker import failure_category
     from render.rundir import FAILURE_CATEGORIES, Category
-    from render.runner import Cancelled, classify
+    from render.run.runner import Cancelled, classify
 
     class Job:
         def __init__(self, state: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import render
-import render.preflight as preflight
+import render.run.preflight as preflight
 from render.errors import RenderError
 from tests.conftest import compose_cfg
 

@@ -10,7 +10,7 @@ import pytest
 
 from render.laws import FinalAlreadyClaimed, Ledger, claim_final, final_record
 from render.laws.gpu_budget import Budget
-from render.laws.budget import Estimate, History, check_budget, seconds_per_sample
+from render.laws.admission import Estimate, History, check_budget, seconds_per_sample
 from tests.conftest import compose_cfg, run_render
 
 

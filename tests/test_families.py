@@ -17,11 +17,11 @@ from render.app import PIPELINES
 from render.axes.attention import BACKENDS as ATTENTION
 from render.axes.caches import caches_taken
 from render.cell import build_job
-from render.clips import read_frames
+from render.run.apng import read_frames
 from render.models.families import families, family, twins
-from render.preflight import PreflightError, preflight_config
+from render.run.preflight import PreflightError, preflight_config
 from render.rundir import SampleStore
-from render.runner import run_job
+from render.run.runner import run_job
 from tests.conftest import compose_cfg, run_render
 
 CONF_MODELS = Path(__file__).resolve().parents[1] / "render" / "conf" / "model"
@@ -188,7 +188,7 @@ def test_a_bad_pairing_exits_2_through_the_cli_before_anything_is_written(tmp_pa
 
 def _doc_row(family_name: str) -> str:
     """The family's row of docs/models.md's table, from the code."""
-    from render.introspect import UNKNOWN, pipeline_info
+    from render.compose.introspect import UNKNOWN, pipeline_info
 
     known = family(family_name)
     info = pipeline_info(known.pipelines[0])

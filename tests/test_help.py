@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from render.confpath import PACKAGE_CONF
-from render.help import groups
+from render.compose.confpath import PACKAGE_CONF
+from render.compose.help import groups
 
 GROUPS = groups()
 

@@ -1,4 +1,4 @@
-"""An in-process sweep whose renders are its side-by-side timing (render.interleave, issue 42): the cells the round
+"""An in-process sweep whose renders are its side-by-side timing (render.timing.interleave, issue 42): the cells the round
 would time are opened first, then rendered in shuffled rounds with their anchor, and the latencies they record are
 the session. Driven here in process on the tiny model, as the in-process launcher drives it (run_job with the
 deferral, then drive). Slow: each test drives three real pipelines through six rounds (about 3 s)."""
@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from render.cell import build_job
-from render.interleave import Interleave
-from render.pipeline import PIPELINES
-from render.retime import MIN_ROUNDS
+from render.timing.interleave import Interleave
+from render.run.loader import PIPELINES
+from render.timing.sessions import MIN_ROUNDS
 from render.rundir import SampleStore, read_samples
-from render.rundir.timings import read_sessions
-from render.runner import CellResult, CellWriter, run_job
+from render.rundir.session_log import read_sessions
+from render.run.runner import CellResult, CellWriter, run_job
 from tests.conftest import compose_cfg
 
 pytestmark = pytest.mark.slow
@@ -74,7 +74,7 @@ def test_the_renders_are_the_session_each_sample_recorded_warm_and_every_cell_cl
 
 def test_a_cell_that_fails_in_a_round_records_its_cause_and_the_others_go_on(tiny_cache: Path, tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from render import runner
+    from render.run import runner
 
     real, calls = runner.render_samples, []
 
@@ -185,7 +185,7 @@ def test_on_a_gpu_cells_are_interleaved_only_while_their_weights_fit_together(ti
 
     import torch
 
-    from render import interleave as module
+    from render.run.measure import interleave as module
 
     job = dataclasses.replace(build_job(compose_cfg(*BASE, "steps=2", f"out_root={tmp_path}")), device="cuda:0")
     weights = module._weights_on_disk(module.model_source(job.cell.model))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from render.introspect import UNKNOWN, PipelineUnavailable, pipeline_class, pipeline_info
+from render.compose.introspect import UNKNOWN, PipelineUnavailable, pipeline_class, pipeline_info
 from render.models.shapes import shapes_model_dir
-from render.preflight import PreflightError, preflight_config
+from render.run.preflight import PreflightError, preflight_config
 from tests.conftest import compose_cfg
 
 

@@ -82,7 +82,7 @@ def test_the_graph_sees_the_imports(graph: nx.DiGraph) -> None:
     # The reader is what every other test trusts: check it on edges known to exist.
     assert graph.has_edge("render.cell", "render.axes")
     assert graph.has_edge("render.axes.caches.fbcache", "render.axes.caches._base")
-    assert graph.has_edge("render.preflight", "render.pipeline")  # a lazy import inside a function
+    assert graph.has_edge("render.run.preflight", "render.run.loader")  # a lazy import inside a function
 
 
 def test_no_import_cycles(graph: nx.DiGraph) -> None:
@@ -128,15 +128,83 @@ def test_only_what_sits_above_the_climb_reaches_it(graph: nx.DiGraph) -> None:
 
 
 # What the launchers may use of render: its contract and its entry points, never its pipeline, axes or runner.
-LAUNCHER_SURFACE = ("render.rundir", "render.errors", "render.app", "render.preflight", "render.environment",
-                    "render.confpath", "render.prompts", "render.cell", "render.signals", "render.laws.budget",
-                    "render.metrics", "render.progress",  # progress: a leaf that prints bars or plain lines
-                    "render.timing_round",  # the side-by-side round a sweep ends with
-                    "render.interleave",  # the in-process sweep rendered in interleaved rounds (its own timing)
-                    "render.quiet")  # quiet: a leaf, the third-party filters every entry point (a batch's worker) installs
+LAUNCHER_SURFACE = ("render.rundir", "render.errors", "render.app", "render.run.preflight", "render.run.environment",
+                    "render.compose.confpath", "render.compose.splits", "render.cell", "render.run.signals", "render.laws.admission",
+                    "render.run.live_metrics", "render.run.progress",  # progress: a leaf that prints bars or plain lines
+                    "render.timing.sweep_round",  # the side-by-side round a sweep ends with
+                    "render.timing.interleave",  # the in-process sweep rendered in interleaved rounds (its own timing)
+                    "render.run.quiet")  # quiet: a leaf, the third-party filters every entry point (a batch's worker) installs
 
 
 def test_the_launchers_know_renders_contract_only(graph: nx.DiGraph) -> None:
     wrong = sorted(f"{a} -> {b}" for a, b in graph.edges if a.startswith("hydra_plugins") and b.startswith("render")
                    and not any(b == s or b.startswith(s + ".") for s in LAUNCHER_SURFACE))
     assert not wrong, "launchers reaching into render's internals:\n" + "\n".join(wrong)
+
+
+def _importers_of(graph: nx.DiGraph, package: str) -> set[str]:
+    return {a for a, b in graph.edges if (b == package or b.startswith(package + ".")) and not a.startswith(package)}
+
+
+def _outside(importers: set[str], allowed: tuple[str, ...]) -> list[str]:
+    return sorted(a for a in importers if not any(a == m or a.startswith(m + ".") for m in allowed))
+
+
+def test_the_timing_is_built_on_the_run_never_under_it(graph: nx.DiGraph) -> None:
+    """render.timing (side-by-side sessions, a sweep's round, interleaved sweeps) drives render.run; nothing below
+    the entry points imports it (docs/architecture.md)."""
+    wrong = _outside(_importers_of(graph, "render.timing"),
+                     ("render.app", "render.__main__", "hydra_plugins", "assess"))
+    assert not wrong, "imports of render.timing from below it:\n" + "\n".join(wrong)
+
+
+def test_assess_layers_run_downward(graph: nx.DiGraph) -> None:
+    """The report sits under the CLI, the climb, the exports and status; the verdicts under the report; the index
+    under every scorer, statistic and verdict (docs/architecture.md)."""
+    rules = {"assess.report": ("assess.cli", "assess.climb", "assess.export", "assess.status"),
+             "assess.verdicts": ("assess.cli", "assess.climb", "assess.export", "assess.report")}
+    wrong = [f"{a} -> {package}" for package, allowed in rules.items()
+             for a in _outside(_importers_of(graph, package), allowed)]
+    wrong += sorted(f"{a} -> {b}" for a, b in graph.edges if a.startswith("assess.index.")
+                    and b.startswith(("assess.scoring", "assess.report", "assess.verdicts", "assess.climb")))
+    assert not wrong, "imports against assess's layers:\n" + "\n".join(wrong)
+
+
+TOP_LEVEL_AT_MOST = 8
+CONVENTIONAL = {"errors", "base", "_base", "__init__", "__main__"}  # each package's error types; a plug-in family's base
+FAMILY_MODULES = {"assess/metrics/shapes.py"}  # a metric family's module is named as its family (render.compose.metric_registry)
+
+
+def test_each_top_level_reads_as_a_table_of_contents() -> None:
+    for package in ("render", "assess"):
+        modules = sorted(p.name for p in (ROOT / package).glob("*.py"))
+        assert len(modules) <= TOP_LEVEL_AT_MOST, f"{package}/ holds {len(modules)} modules at its top: {modules}"
+
+
+def _stem(name: str) -> str:
+    return name.lstrip("_").removesuffix("s")
+
+
+def test_no_two_modules_are_near_twins() -> None:
+    """One name, one thing: no two modules (or a module and a package) whose names differ only by a plural or their
+    package, and no two side by side in one package where one is the other's name with a suffix (`verdict` and
+    `verdicts`, `retime` in two packages, `categories` beside `category_report` were such pairs)."""
+    named: dict[str, list[Path]] = {}
+    for path in project_modules().values():
+        name = path.parent.name if path.name == "__init__.py" else path.stem
+        top = path.parent == ROOT / path.relative_to(ROOT).parts[0]
+        if name in CONVENTIONAL or str(path.relative_to(ROOT)) in FAMILY_MODULES or (top and path.name.startswith("__")):
+            continue
+        named.setdefault(_stem(name), []).append(path)
+    twins = [sorted(str(p.relative_to(ROOT)) for p in paths) for paths in named.values() if len(paths) > 1]
+    for a, first in named.items():
+        for b, second in named.items():
+            twins += [[str(x.relative_to(ROOT)), str(y.relative_to(ROOT))] for x in first for y in second
+                      if b.startswith(a + "_") and x.parent == y.parent and x.name != "__init__.py"]
+    assert not twins, "near-twin module names:\n" + "\n".join(map(str, twins))
+
+
+def test_every_package_says_what_it_holds() -> None:
+    for path in project_modules().values():
+        if path.name == "__init__.py":
+            assert ast.get_docstring(ast.parse(path.read_text())), f"{path.relative_to(ROOT)} says nothing of what it holds"

@@ -1,4 +1,4 @@
-"""A mistyped option of a group or a mistyped key is answered in one line naming the real choice (render.mistakes):
+"""A mistyped option of a group or a mistyped key is answered in one line naming the real choice (render.compose.mistakes):
 from a single run, a sweep's cell and `assess climb --set` alike, the user's own options included; and the schemas
 are never among a group's options."""
 
@@ -11,9 +11,9 @@ import pytest
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import MissingConfigException
 
-from render.confpath import PACKAGE_CONF
-from render.help import group_options, groups
-from render.mistakes import answered, explain
+from render.compose.confpath import PACKAGE_CONF
+from render.compose.help import group_options, groups
+from render.compose.mistakes import answered, explain
 from tests.conftest import compose_cfg, run_render
 
 CACHES = "fastercache, fbcache, magcache, none, pab, seacache, taylorseer, textkv"

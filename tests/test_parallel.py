@@ -1,4 +1,4 @@
-"""The parallel axis (render.axes.parallel) and a parallel cell's ranks (render.ranks), on the tiny Flux twin:
+"""The parallel axis (render.axes.parallel) and a parallel cell's ranks (render.run.ranks), on the tiny Flux twin:
 context parallelism with Ulysses runs on the CPU as gloo processes, so the width-2 tests render for real."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from render.axes import AxisError
 from render.axes.base import Where
 from render.axes.parallel import check_parallel, ParallelConf, width_of
 from render.cell import build_job
-from render.preflight import check_job
+from render.run.preflight import check_job
 from tests.conftest import compose_cfg, run_render
 
 
@@ -73,7 +73,7 @@ def test_each_family_s_sequence_lengths_are_what_its_denoiser_is_handed(model: s
 
     from render.models.families import family
     from render.models.families._tokens import Shape
-    from render.pipeline import builtin_folder
+    from render.run.loader import builtin_folder
 
     cell = _cell(f"model={model}", f"height={size[0]}", f"width={size[1]}")
     folder = builtin_folder(cell.model.id)
@@ -138,9 +138,9 @@ def _run_dir(out_root: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["tiny", "tiny-wan"])  # an image, a clip (compared frame by frame)
 def test_a_width_2_ulysses_cell_renders_like_its_width_1_twin(model: str, tmp_path: Path, twin_cache: Path) -> None:
-    from assess.index import Index
-    from assess.parity import drifting
-    from assess.score import score
+    from assess.index.database import Index
+    from assess.statistics.parity import drifting
+    from assess.scoring.ingest import score
 
     out_root = tmp_path / "out"
     wide = run_render(f"model={model}", "device=cpu", "render_anchor=false", "prompts.limit=1", "parallel=ulysses",
@@ -198,8 +198,8 @@ def test_a_killed_rank_ends_the_cell_with_failed_json_naming_it_and_a_rerun_rend
 
 def test_a_parallel_cell_costs_its_width_in_gpu_seconds(tiny_cache: Path) -> None:
     from render.cell import single_device_job
-    from render.laws.budget import FIRST_LAUNCH_MARGIN, History, estimate_jobs
-    from render.preflight import measure_one_sample
+    from render.laws.admission import FIRST_LAUNCH_MARGIN, History, estimate_jobs
+    from render.run.preflight import measure_one_sample
     from render.rundir.records import SampleRecord
 
     wide = build_job(compose_cfg("model=tiny", "device=cpu", "parallel=ulysses"))
@@ -218,7 +218,7 @@ def test_a_parallel_cell_costs_its_width_in_gpu_seconds(tiny_cache: Path) -> Non
 
 def test_a_parallel_cell_renders_its_width_1_twin_alongside(tiny_cache: Path, tmp_path: Path) -> None:
     from render.cell import twin_dir, twin_job
-    from render.runner import twin_overrides
+    from render.run.runner import twin_overrides
 
     wide = build_job(compose_cfg("model=tiny", "device=cpu", "parallel=ulysses", out_root=tmp_path))
     one = build_job(compose_cfg("model=tiny", "device=cpu", out_root=tmp_path))

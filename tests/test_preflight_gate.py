@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from render import preflight
+from render.run import preflight
 from render.cell import build_job
-from render.preflight import PreflightCallback, PreflightError, preflight_config
+from render.run.preflight import PreflightCallback, PreflightError, preflight_config
 from tests.conftest import compose_cfg, run_render
 
 BIG = 2**63  # one past what sqlite's INTEGER (the index) holds

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from render.prompts import PromptError, load_prompts
+from render.compose.splits import PromptError, load_prompts
 from render.suites import read_suite
 from render.suites._base import content_id
 from tests.conftest import run_render

@@ -19,7 +19,7 @@ import pytest
 
 from render.cell import ConfigError, build_job
 from render.laws.holdout import shipped_holdouts
-from render.prompts import PACKAGE_PROMPTS, PromptError, load_prompts
+from render.compose.splits import PACKAGE_PROMPTS, PromptError, load_prompts
 from render.rundir import text_hash
 from render.suites import READERS, read_suite
 from render.suites.project import DEV_FILE, HOLDOUT_FILE, split_suite
@@ -170,7 +170,7 @@ class _Hub(BaseHTTPRequestHandler):
 
 def _load_in_a_process(cache: Path, endpoint: str) -> list[dict]:
     """load_prompts of the dataset file in a fresh process that sees the hub at `endpoint` ($HF_ENDPOINT)."""
-    code = ("import json, sys; from render.prompts import load_prompts; "
+    code = ("import json, sys; from render.compose.splits import load_prompts; "
             f"json.dump([p.__dict__ for p in load_prompts({FILE!r}, dataset={DATASET!r})], sys.stdout)")
     env = {**os.environ, "HF_ENDPOINT": endpoint, "HYPERGRID_CACHE": str(cache), "HF_HUB_OFFLINE": "0"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""Issue 42, item 5: quiet by default. Each filter of render.quiet drops its named noise and lets the same
+"""Issue 42, item 5: quiet by default. Each filter of render.run.quiet drops its named noise and lets the same
 library's other warnings through; `HYPERGRID_VERBOSE=1` installs none; a dropped torchao kernel warning is held
 for the error of a cell whose torchao quantization fails; the twin's save writes no progress bars."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from render import quiet
+from render.run import quiet
 from render.axes.quant import kernel_note
 
 TORCHAO = Path("/venv/lib/python3.11/site-packages/torchao")  # where torchao's import looks for its kernels
@@ -69,7 +69,7 @@ class _Caught(logging.Handler):
 
 def _logged(name: str, *messages: str) -> list[str]:
     """What a warning of `name` that passed its filters reaches (the logger's level held at WARNING for the call: a
-    test before may have left the library at ERROR, as render.pipeline.quiet_libraries does)."""
+    test before may have left the library at ERROR, as render.run.loader.quiet_libraries does)."""
     logger, caught = logging.getLogger(name), _Caught()
     level = logger.level
     logger.addHandler(caught)
@@ -203,7 +203,7 @@ def test_the_entry_points_keep_torchaos_import_noise_out_unless_verbose(entry: s
 
     shown = stderr("1")
     assert any(noise in shown for noise in NOISE), ("torchao and diffusers now import silently: the filters of "
-                                                    "render/quiet.py for this noise are stale, remove them")
+                                                    "render/run/quiet.py for this noise are stale, remove them")
     quiet_err = stderr("0")
     assert not any(noise in quiet_err for noise in NOISE), quiet_err
     assert "a real torchao warning" in quiet_err and "a real torchao warning" in shown

@@ -1,4 +1,4 @@
-"""render.registry: one name per item (a second is refused, naming both places), an unknown name lists the valid
+"""render.compose.registry: one name per item (a second is refused, naming both places), an unknown name lists the valid
 ones sorted, and a registry tied to a package finds its modules on first use, not at import."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from render.registry import Registry, RegistryError
+from render.compose.registry import Registry, RegistryError
 
 
 def test_a_name_taken_twice_is_refused_naming_both_places() -> None:
@@ -50,7 +50,7 @@ def test_a_package_tied_registry_imports_its_modules_on_first_use_only(tmp_path:
     package = tmp_path / "plugs"
     package.mkdir()
     (package / "__init__.py").write_text(textwrap.dedent('''
-        from render.registry import Registry
+        from render.compose.registry import Registry
         PLUGS = Registry("plug", "plug", lambda p: p["name"], package=__name__, attribute="PLUG")
     '''))
     (package / "b.py").write_text('PLUG = {"name": "b"}\n')

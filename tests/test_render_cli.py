@@ -134,7 +134,7 @@ REFUSE_IN_ONE_PROCESS = r'''
 import json, os, runpy, sys, traceback
 from pathlib import Path
 
-import render.preflight
+import render.run.preflight
 
 root = Path(sys.argv[1])
 codes = []
@@ -142,7 +142,7 @@ for i, args in enumerate(json.loads(sys.argv[2])):
     cwd = root / f"case-{i}"
     cwd.mkdir()
     os.chdir(cwd)
-    render.preflight._PASSED.clear()  # as in a fresh process: no preflight has passed yet
+    render.run.preflight._PASSED.clear()  # as in a fresh process: no preflight has passed yet
     sys.argv = ["render", *args]
     with open(root / f"case-{i}.stderr", "w") as stderr:
         sys.stdout.flush(), sys.stderr.flush()

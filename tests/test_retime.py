@@ -1,5 +1,5 @@
 """Speed-ups that replicate (docs/timing.md, issue 27): contenders timed side by side in one process on one device
-(render.retime, `assess retime`), speed-ups from paired rounds (assess.sidebyside), every tool showing the paired
+(render.timing.sessions, `assess retime`), speed-ups from paired rounds (assess.statistics.side_by_side), every tool showing the paired
 figure or saying "timed apart", the climb deciding on it, and byte-identical cells shown as one result.
 
 The machine is made noisy on purpose where a figure is checked: a device whose speed changes from one round to
@@ -19,16 +19,16 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.index import Index
+from assess.index.database import Index
 from assess.retime import Options, RetimeRefused, retime_runs
-from assess.sidebyside import (SIDE_BY_SIDE, TIMED_APART, latency_ratios, median_interval_ranks, round_speedup,
+from assess.statistics.side_by_side import (SIDE_BY_SIDE, TIMED_APART, latency_ratios, median_interval_ranks, round_speedup,
                                side_by_side)
-from render import retime as engine
+from render.run.measure import sessions as engine
 from render.app import PIPELINES
 from render.cell import build_job
 from render.rundir import SampleStore, load_run, read_samples
-from render.rundir.timings import TIMINGS, read_sessions
-from render.runner import run_job
+from render.rundir.session_log import TIMINGS, read_sessions
+from render.run.runner import run_job
 from tests.conftest import compose_cfg
 
 BASE = ("model=tiny", "device=cpu", "prompts.limit=2", "render_anchor=true")
@@ -144,9 +144,9 @@ def test_an_output_that_differs_from_its_judged_image_is_reported(sweep: Path, t
 @pytest.mark.slow
 def test_every_tool_shows_the_side_by_side_figure_once_timed_and_says_timed_apart_before(
         sweep: Path, tmp_path: Path) -> None:
-    from assess.export.runs import cell_metrics
-    from assess.report import sweep_cells, write_report
-    from assess.score import score
+    from assess.export.selection import cell_metrics
+    from assess.report.write import sweep_cells, write_report
+    from assess.scoring.ingest import score
 
     db = tmp_path / "index.db"
     score([sweep], db, metrics=["ssim"])
@@ -176,7 +176,7 @@ def test_every_tool_shows_the_side_by_side_figure_once_timed_and_says_timed_apar
 
 @pytest.mark.slow
 def test_a_rebuilt_index_finds_the_sessions_in_the_run_directories(sweep: Path, tmp_path: Path) -> None:
-    from assess.rebuild import rebuild_index
+    from assess.scoring.rebuild import rebuild_index
 
     db = tmp_path / "index.db"
     retime_runs([sweep], db, Options(rounds=6))
@@ -216,7 +216,7 @@ def test_a_cell_that_no_longer_composes_to_its_key_is_refused(sweep: Path, tmp_p
 
 @pytest.mark.slow
 def test_a_parallel_cell_is_timed_side_by_side_with_its_ranks(sweep: Path, tmp_path: Path) -> None:
-    """This process leads the cell's ranks for the session (render.ranks.team), as it rendered. Before, `assess
+    """This process leads the cell's ranks for the session (render.run.ranks.team), as it rendered. Before, `assess
     retime` refused a parallel cell (exit 2); before that, its load raised diffusers' RuntimeError "torch.distributed
     must be available and initialized" after the other contenders had been loaded and warmed."""
     wide = _render(sweep.parent, "steps=4", "parallel=ulysses")
@@ -282,7 +282,7 @@ def test_the_climb_ranks_two_cells_on_their_side_by_side_rounds(sweep: Path, tmp
     """Two cells within noise on their render-time figures: once timed side by side, the rounds decide (the
     drifting device makes the render-time figures useless; the paired rounds are exact)."""
     from assess.climb.plan import CellData
-    from assess.climb.speed import compare, outpaces
+    from assess.climb.speed_choice import compare, outpaces
     from tests.assess.test_climb_speed import PLAN  # the plan says how a latency ratio becomes the objective's
 
     monkeypatch.setattr(engine, "timed_call", Drifting(engine.timed_call))
@@ -301,8 +301,8 @@ def test_the_climb_ranks_two_cells_on_their_side_by_side_rounds(sweep: Path, tmp
 
 @pytest.mark.slow
 def test_a_cell_that_reproduces_another_byte_for_byte_is_one_result(tiny_cache: Path, tmp_path: Path) -> None:
-    from assess.report import sweep_cells, write_report
-    from assess.score import score
+    from assess.report.write import sweep_cells, write_report
+    from assess.scoring.ingest import score
 
     out = tmp_path / "outputs"
     plain = _render(out, "steps=2")

@@ -13,8 +13,8 @@ from assess.metrics.shapes import NotAShapesCaption, ShapesFitMetric, ShapesMetr
 from render.models.shapes.data import (
     COLOURS, POSITIONS, SHAPES, Spec, all_specs, draw, parse_caption, sample_batch, vocabulary,
 )
-from assess.metrics.shapes_eval import paired_difference
-from render.prompts import load_prompts
+from assess.metrics.tradeoff import paired_difference
+from render.compose.splits import load_prompts
 
 MANIFESTS = ["dev.jsonl", "holdout.jsonl", "smoke.jsonl"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from assess.metrics.shapes_eval import compose_job, load_shipped, paired_difference, render_job, verdicts
+from assess.metrics.tradeoff import compose_job, load_shipped, paired_difference, render_job, verdicts
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,10 @@ from assess.metrics.shapes import check
 from render.axes.caches import CACHES, caches_taken
 from render.axes.caches.fastercache import runs_branches_separately
 from render.models.shapes import WEIGHTS_DIR, shapes_model_dir
-from assess.metrics.shapes_eval import as_loaded, compose_job, load_shipped, render_job
+from assess.metrics.tradeoff import as_loaded, compose_job, load_shipped, render_job
 from render.models.shapes.pipeline import ShapesPipeline, patchify, unpatchify
-from render.pipeline import call_kwargs, configure
-from render.runner import render_sample
+from render.run.loader import call_kwargs, configure
+from render.run.runner import render_sample
 from render.models.families import family
 
 SMOKE = ["prompts=smoke", "seed=0"]
@@ -131,14 +131,14 @@ def test_fastercache_auto_mode_sees_separate_guidance_branches(loaded) -> None:
 
 @pytest.mark.parametrize("name", METHODS)
 def test_preflight_accepts_every_cache_for_the_shapes_model(name: str) -> None:
-    from render.preflight import check_job
+    from render.run.preflight import check_job
 
     check_job(compose_job(*SMOKE, f"cache={name}"))
 
 
 @pytest.mark.parametrize("name", REFUSED)
 def test_preflight_refuses_the_caches_it_cannot_take_naming_those_it_can(name: str) -> None:
-    from render.preflight import check_job
+    from render.run.preflight import check_job
 
     with pytest.raises(Exception, match=f"valid: {', '.join(['none', *METHODS])}"):
         check_job(compose_job(*SMOKE, f"cache={name}"))

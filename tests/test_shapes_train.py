@@ -14,7 +14,7 @@ from render.models.shapes.pipeline import ShapesArch, ShapesPipeline
 from render.models.shapes.train import (
     CHECKPOINT, TrainConfig, ema_pipeline, export, learning_rate, load_checkpoint, train, training_batch,
 )
-from render.introspect import pipeline_class
+from render.compose.introspect import pipeline_class
 
 TOY = TrainConfig(steps=4, batch=4, warmup=2, checkpoint_every=2,
                   arch=ShapesArch(num_layers=1, num_single_layers=1, num_heads=1, text_dim=16))

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from render.pipeline import PipelineCache
-from render.preflight import PreflightError, preflight_config
+from render.run.loader import PipelineCache
+from render.run.preflight import PreflightError, preflight_config
 from render.rundir import SampleStore
-from render.runner import run_job
+from render.run.runner import run_job
 from tests.conftest import compose_cfg, run_render
 
 SHAPES = ("device=cpu", "model=shapes", "prompts.limit=1", "steps=4", "render_anchor=false")

@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from render.prompts import load_prompts
+from render.compose.splits import load_prompts
 
 # `python -m render <argv>`, counting cells built (render.cell.build_job), cells composed (Hydra's
 # load_sweep_config), configs Hydra merged from scratch (its _compose_config_from_defaults_list: what
-# render.composition does not serve), images hashed, run directories' samples read by the sample store, fsyncs
+# render.compose.composition does not serve), images hashed, run directories' samples read by the sample store, fsyncs
 # of samples.jsonl and git calls (the provenance run.json records); the counts go to COUNTS.json.
 COUNTING = r'''
 import collections, json, os, runpy, subprocess, sys

@@ -11,7 +11,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from render.cell import build_job
-from render.prompts import PromptError, load_prompts
+from render.compose.splits import PromptError, load_prompts
 from render.suites.project import DEV_FILE
 from tests.conftest import compose_cfg
 

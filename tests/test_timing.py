@@ -1,4 +1,4 @@
-"""Speed figures that survive a noisy machine (render/timing.py, assess/noise.py, docs/timing.md): the reference
+"""Speed figures that survive a noisy machine (render/run/measure.py, assess/statistics/noise.py, docs/timing.md): the reference
 workload per cell, repeated warm calls, the noise figure and flag, speed-ups paired by the job's reference, and
 byte-identical cells never ranked apart. The noisy runs are made noisy on purpose: a pipeline that stalls on some
 calls, a reference workload that reads a slower device at a cell's end."""
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from assess.noise import NOISY_ABOVE, noise, normalised
-from assess.stats import paired_speedup, speed_order
-from render import timing
+from assess.statistics.noise import NOISY_ABOVE, noise, normalised
+from assess.statistics.compare import paired_speedup, speed_order
+from render.run.measure import reference as timing
 from render.app import PIPELINES
 from render.cell import build_job
 from render.rundir import SampleStore, read_samples
-from render.runner import run_job
+from render.run.runner import run_job
 from tests.conftest import compose_cfg, run_render
 
 
@@ -81,17 +81,17 @@ def _steady_reference(monkeypatch: pytest.MonkeyPatch, *values: float) -> None:
     readings = list(values)
     monkeypatch.setattr(timing, "reference_workload", lambda device: readings.pop(0) if len(readings) > 1 else readings[0])
     monkeypatch.setattr(timing, "CLOCK", timing.Clock())
-    monkeypatch.setattr("render.runner.CLOCK", timing.CLOCK)
+    monkeypatch.setattr("render.run.runner.CLOCK", timing.CLOCK)
 
 
 @pytest.mark.slow
 def test_a_noisy_job_is_flagged_in_status_index_and_report(tiny_cache: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from assess.index import Index
-    from assess.report import write_report
-    from assess.score import score
+    from assess.index.database import Index
+    from assess.report.write import write_report
+    from assess.scoring.ingest import score
     from assess.status import format_plain, status
-    from render.pipeline import PipelineCache
+    from render.run.loader import PipelineCache
 
     _steady_reference(monkeypatch, 0.01)  # the reference sees nothing: the stalls show in the calls' spread
     pipelines = PipelineCache()

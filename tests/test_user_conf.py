@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from render.confpath import PACKAGE_CONF, conf_dirs, group_options
-from render.preflight import PreflightError, preflight_config
+from render.compose.confpath import PACKAGE_CONF, conf_dirs, group_options
+from render.run.preflight import PreflightError, preflight_config
 from tests.conftest import compose_cfg
 
 ROOT = Path(__file__).resolve().parents[1]

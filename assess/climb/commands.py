@@ -20,7 +20,7 @@ from assess.climb.decide import Plan, Proposal, group_commands
 from assess.errors import AssessError
 from assess.experiment import Experiment
 from render.rundir.redact import redact
-from render.signals import forward_signals, send_to
+from render.run.signals import forward_signals, send_to
 
 Log = Callable[[str], None]
 
@@ -86,7 +86,7 @@ def run_and_score(commands: Sequence[Command], exp: Experiment, db: Path | None,
                   ) -> tuple[list[Path], RenderRefused | None]:
     """Run the commands in turn (until one is refused), then score the sweeps they made.
     Returns those sweeps and the refusal, if any."""
-    from assess.score import score
+    from assess.scoring.ingest import score
 
     sweeps: list[Path] = []
     failed = []

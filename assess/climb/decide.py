@@ -8,7 +8,7 @@
 2. The frontier: cells not out of band, Pareto-minimal in (median warm latency, quality loss).
 3. The incumbent: the fastest cell at parity ("confirmed" at the top rung, else "parity"); when
    none is, the fastest plausible one (undecided, mean delta inside the band, below the top rung:
-   "provisional"); else the start cell ("start"). Fastest means beyond noise (assess.climb.speed:
+   "provisional"); else the start cell ("start"). Fastest means beyond noise (assess.climb.speed_choice:
    a paired speed interval over the prompts, widened by the cells' noise figures); among the cells
    within noise of the fastest, the better quality (beyond its paired interval) wins, else the lower
    median latency, then grid order; a cell flagged noisy is never crowned on speed alone. The
@@ -49,11 +49,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from assess.categories import warning
+from assess.statistics.categories import warning
 from assess.climb.evaluate import Evaluation, correct, evaluate
 from assess.climb.plan import (BudgetState, CellData, Coords, Decision, Estimator, Family, IncumbentStatus,  # noqa: F401
                                Plan, Proposal, ProposalKind, _blocked, idle_rules_out, plausible, reached, scored_rungs)
-from assess.stats import Verdict, pareto_front
+from assess.statistics.compare import Verdict, pareto_front
 
 def evaluate_cells(plan: Plan, cells: Mapping[Coords, CellData]) -> dict[int, dict[Coords, Evaluation]]:
     by_rung: dict[int, dict[Coords, Evaluation]] = {}
@@ -85,8 +85,8 @@ def choose_incumbent(plan: Plan, current: Mapping[Coords, Evaluation], cells: Ma
                      ) -> tuple[Coords, IncumbentStatus, str, list[Coords]]:
     """(incumbent, status, the rule that chose it, the rivals within noise never timed side by side with it): among
     the cells at parity, else the plausible ones, the fastest beyond noise, or within noise the better quality
-    (assess.climb.speed)."""
-    from assess.climb.speed import choose, untimed_rivals
+    (assess.climb.speed_choice)."""
+    from assess.climb.speed_choice import choose, untimed_rivals
 
     eligible = {c: e for c, e in current.items() if not (c in cells and cells[c].drift)}  # parallel-drift: never crowned
     at_parity = [c for c, e in eligible.items() if e.verdict == Verdict.PARITY]

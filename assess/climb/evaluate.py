@@ -3,9 +3,9 @@
 Per cell and rung, from the paired per-prompt quality deltas d_p = cell - anchor (each prompt's
 seeds averaged first; for a reference metric such as SSIM the anchor's own value is the identity, 1):
 
-- the mean delta with a 95 % bootstrap interval (resampling prompts; assess.stats.mean_interval);
-- a two-sided Wilcoxon signed-rank test of "no difference" (assess.stats.wilcoxon_p);
-- parity under the experiment's test (assess.stats.parity_test): by default *non-inferiority*, one
+- the mean delta with a 95 % bootstrap interval (resampling prompts; assess.statistics.compare.mean_interval);
+- a two-sided Wilcoxon signed-rank test of "no difference" (assess.statistics.compare.wilcoxon_p);
+- parity under the experiment's test (assess.statistics.compare.parity_test): by default *non-inferiority*, one
   paired t-test of H0: mean <= -band (the delta turned so that higher is better), i.e. the lower end of
   the (1 - 2 alpha) interval above -band: a cell better than the anchor is at parity; or, with
   `quality.test: equivalence`, TOST with two one-sided paired t-tests, H0: mean <= -band or mean >= +band,
@@ -14,12 +14,12 @@ seeds averaged first; for a reference metric such as SSIM the anchor's own value
 - the objective's median over the same prompts: warm latency per image, or under experiment.objective=gpu_seconds
   latency x the cell's width (the caller passes the latencies so scaled: assess.climb.plan.Plan.per_image).
 
-Per category of the rung's prompts (assess.categories): the same mean delta and interval, and whether the
+Per category of the rung's prompts (assess.statistics.categories): the same mean delta and interval, and whether the
 category is out of band. A cell at parity that is out of band on a category with enough prompts carries a
 warning; with `experiment.quality.per_category: true` it is not at parity (out when that category's
 out-of-band test says so, else undecided).
 
-Across the cells evaluated at the same rung, the Wilcoxon p-values are Holm-adjusted (assess.stats.holm):
+Across the cells evaluated at the same rung, the Wilcoxon p-values are Holm-adjusted (assess.statistics.compare.holm):
 which cells differ from the anchor, the family-wise error controlled. A cell is at parity when its
 TOST p < alpha, out of band when its out-of-band p < alpha (it is then dropped from promotion),
 else undecided. The TOST is not adjusted: on dev it only steers the search (the incumbent is the
@@ -37,8 +37,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TypeVar
 
-from assess.categories import MIN_PROMPTS, CategoryAnswer, broken, category_answers
-from assess.stats import ParityTest, Verdict, holm, mean_interval, parity_test, parity_verdict, wilcoxon_p
+from assess.statistics.categories import MIN_PROMPTS, CategoryAnswer, broken, category_answers
+from assess.statistics.compare import ParityTest, Verdict, holm, mean_interval, parity_test, parity_verdict, wilcoxon_p
 
 
 K = TypeVar("K", bound=Hashable)  # what a rung's cells are keyed by (their coordinates)

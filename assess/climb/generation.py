@@ -1,7 +1,7 @@
 """`assess climb <experiment>`: read the index, decide one generation, record it, print (or run) it.
 
 `climb()` ties the pieces together: the experiment (assess.experiment), the cells' tables
-(observe), the recorded generations (records), the budget (render.laws.budget, from the files), the
+(observe), the recorded generations (records), the budget (render.laws.admission, from the files), the
 decision (decide) and the commands (commands). The decision logic lives in decide.py alone.
 """
 
@@ -16,10 +16,10 @@ from assess.climb.commands import Command, generation_commands, run_and_score
 from assess.climb.decide import BudgetState, Decision, Estimator, Plan, decide, history_entry, state_fingerprint
 from assess.climb.observe import Observed, observe, sync_run_experiments
 from assess.climb.plan import CellData
-from assess.climb.records import read_generations, sync_index, write_generation
+from assess.climb.archive import read_generations, sync_index, write_generation
 from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
-from assess.index import Index, now_iso
+from assess.index.database import Index, now_iso
 
 Log = Callable[[str], None]
 
@@ -57,7 +57,7 @@ def budget_state(exp: Experiment, observed: Observed | None = None) -> BudgetSta
     given, every run of the experiment the index knows elsewhere (a shared index: a colleague's renders) and every
     sample the climb uses as evidence, whoever rendered it (an anchor rendered outside the experiment): those are
     recorded in the spend log first, once each at their recorded cost."""
-    from render.laws.budget import History, evidence_costs, spent_gpu_seconds
+    from render.laws.admission import History, evidence_costs, spent_gpu_seconds
     from render.laws.spend import record_evidence
 
     ledger = exp.ledger
@@ -71,9 +71,9 @@ def budget_state(exp: Experiment, observed: Observed | None = None) -> BudgetSta
 
 
 def estimator(exp: Experiment, observed: Observed) -> Estimator | None:
-    """Device seconds from the experiment's history, as the renderer estimates them (render.laws.budget):
+    """Device seconds from the experiment's history, as the renderer estimates them (render.laws.admission):
     a cell's own median warm latency when it has one, else a fit over steps; None without history."""
-    from render.laws.budget import History, seconds_per_sample
+    from render.laws.admission import History, seconds_per_sample
 
     height, width, device_kind = observed.height, observed.width, observed.device_kind
     if device_kind is None or height is None or width is None:
@@ -180,7 +180,7 @@ def _observe(index: Index, exp: Experiment, db: Path | None, apply: bool, log: L
         if not apply:
             raise NeedsScoring(f"experiment {exp.name}: cells have samples without {exp.quality.metric} scores; "
                                f"run `assess score {paths} --metrics {exp.quality.metric}` (or climb with --apply)")
-        from assess.score import score
+        from assess.scoring.ingest import score
 
         log(f"scoring {paths}")
         score(list(observed.to_score), db, metrics=[exp.quality.metric])
@@ -223,7 +223,7 @@ def _same_outcome(decision: Decision, record: dict[str, Any], plan: Plan) -> boo
             and decision.stop == record["stop"])
 
 
-CLIMB_ROUNDS = 12  # side-by-side rounds of an incumbent and a rival within noise (assess.sidebyside: 95 % interval)
+CLIMB_ROUNDS = 12  # side-by-side rounds of an incumbent and a rival within noise (assess.statistics.side_by_side: 95 % interval)
 
 
 def side_by_side_cost(plan: Plan, cell: CellData, value: float | None) -> float:
@@ -243,7 +243,7 @@ def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observ
 
     timed = [c for c in [decision.incumbent, *decision.untimed] if observed.keys.get(c)]
     keys = [observed.keys[c] for c in timed]
-    if len(keys) < 2:  # a parallel cell is timed with its ranks (render.retime), one per session
+    if len(keys) < 2:  # a parallel cell is timed with its ranks (render.timing.sessions), one per session
         return False
     plan = Plan.from_experiment(exp)
     cost = sum(side_by_side_cost(plan, observed.cells[c], decision.current[c].latency) for c in timed)
@@ -291,7 +291,7 @@ def adopt_strangers(name: str, reason: str, db: Path | None = None, out_root: Pa
     """Record, with its reason, the adoption of the experiment's runs that compare with another anchor than its frozen
     one (render.laws.evidence): listed from then on, counted in the budget, never ranked. Returns what was adopted."""
     from render.errors import RenderError
-    from render.laws.budget import History
+    from render.laws.admission import History
     from render.laws.evidence import adopt, runs_naming, strangers
 
     exp = load_experiment(name, overrides, out_root, strict=False)

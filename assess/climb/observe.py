@@ -18,11 +18,11 @@ from typing import Any
 
 from assess.climb.decide import CellData, Coords
 from assess.experiment import Experiment
-from assess.index import Index, now_iso
-from assess.noise import noisy_reason
-from assess.parity import drifting
-from assess.stats import per_prompt_deltas, reference_drift
-from assess.width import cell_batch, cell_width
+from assess.index.database import Index, now_iso
+from assess.statistics.noise import noisy_reason
+from assess.statistics.parity import drifting
+from assess.statistics.compare import per_prompt_deltas, reference_drift
+from assess.statistics.width import cell_batch, cell_width
 from render.laws.anchor import frozen_anchor
 from render.rundir import Category, CellState, InvalidRunDirectory, experiment_of, read_run_record
 
@@ -158,11 +158,11 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
 
 def with_same_work(index: Index, exp: Experiment, cells: dict[Coords, CellData]) -> dict[Coords, CellData]:
     """The cells with the earlier cell (grid order) whose dev images each reproduces byte for byte, if any: the same
-    work, one result (assess.sidebyside.same_work: never a parallel cell), never ranked apart."""
+    work, one result (assess.statistics.side_by_side.same_work: never a parallel cell), never ranked apart."""
     from dataclasses import replace
 
     from assess.climb.plan import Plan
-    from assess.sidebyside import same_work
+    from assess.statistics.side_by_side import same_work
 
     order = sorted((c for c in cells if cells[c].cell_key and not cells[c].is_anchor),
                    key=Plan.from_experiment(exp).grid_index)
@@ -176,7 +176,7 @@ def with_side_by_side(index: Index, cells: dict[Coords, CellData]) -> dict[Coord
     the climb's own timing of a choice within noise): what decides between those two on speed."""
     from dataclasses import replace
 
-    from assess.sidebyside import latency_ratios
+    from assess.statistics.side_by_side import latency_ratios
 
     ratios = latency_ratios(index, [c.cell_key for c in cells.values() if c.cell_key])
     if not ratios:
@@ -229,7 +229,7 @@ def quality_deltas(index: Index, exp: Experiment, cell_key: str, anchor_key: str
 
 def idle_cache(index: Index, run: dict[str, Any], split: str) -> str | None:
     """The engagement line of a cache cell whose samples on the split never reused a step, else None."""
-    from assess.speed_notes import cache_engagement, engagement_note
+    from assess.report.speed_notes import cache_engagement, engagement_note
 
     samples = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (run["cell_key"], split))
     found = cache_engagement(samples)

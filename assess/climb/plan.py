@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from assess.categories import MIN_PROMPTS
+from assess.statistics.categories import MIN_PROMPTS
 from assess.climb.evaluate import Evaluation
-from assess.stats import Verdict
+from assess.statistics.compare import Verdict
 from render.laws.gpu_budget import Budget
 from render.laws.rule import SPEED_CONFIDENCE, Objective
 from render.rundir.states import Name
@@ -46,7 +46,7 @@ Estimator = Callable[["Coords | None", int, int], "float | None"]
 
 def split_categories(file: str) -> dict[str, str | None]:
     """prompt id -> category of a split's manifest (the suite's labels; None where it has none)."""
-    from render.prompts import load_prompts
+    from render.compose.splits import load_prompts
 
     return {p.id: p.category for p in load_prompts(file)}
 
@@ -71,7 +71,7 @@ class Plan:
     per_category: bool = False  # experiment.quality.per_category: parity needs every category in band
     category_min_prompts: int = MIN_PROMPTS  # experiment.quality.category_min_prompts
     speed_confidence: float = SPEED_CONFIDENCE  # experiment.speed.confidence: of "faster beyond noise"
-    test: str = "noninferiority"  # experiment.quality.test in the rule in force (assess.stats.ParityTest)
+    test: str = "noninferiority"  # experiment.quality.test in the rule in force (assess.statistics.compare.ParityTest)
     objective: Objective = Objective.latency  # experiment.objective in the rule in force: what "faster" means
 
     @classmethod
@@ -150,10 +150,10 @@ class CellData:
     noise: float | None = None  # relative noise figure of its timing (its job's reference drift; 0.08 = 8 %)
     noisy: str | None = None  # why its timing is too noisy to rank it (None: it is not): never crowned on speed
     # other cell key -> (latency of this cell / the other's, low, high, rounds) from the latest session that timed
-    # the two side by side (assess.sidebyside): what decides between them on speed, when there is one
+    # the two side by side (assess.statistics.side_by_side): what decides between them on speed, when there is one
     side_by_side: Mapping[str, tuple[float, float | None, float | None, int]] = field(default_factory=dict)
     same_work_as: Coords | None = None  # an earlier cell (grid order) whose images it reproduces byte for byte
-    drift: str | None = None  # a parallel cell outside the band against its width-1 twin (assess.parity): never crowned
+    drift: str | None = None  # a parallel cell outside the band against its width-1 twin (assess.statistics.parity): never crowned
     width: int = 1  # the GPUs the cell holds (its parallel value)
     batch: int = 1  # samples per call: the objective gpu_seconds ranks latency x width / batch (GPUs an image holds)
 

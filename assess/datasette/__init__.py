@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import AssessError, NotScored
-from render.signals import Forwarded, note_signals
+from render.run.signals import Forwarded, note_signals
 
 POLL_S = 0.1  # how often the wait for datasette looks for a noted stop signal
 METADATA_DB_NAME = "index"  # metadata.json describes a database file called index.db
@@ -53,7 +53,7 @@ GRACE_S = 1.5  # how long datasette may take to stop after a signal before it is
 def serve(db: Path, extra: list[str]) -> int:
     """Run datasette on `db` until it ends or this process gets SIGTERM / SIGINT (then datasette is stopped, killed
     after GRACE_S, and waited for); the metadata's temporary file is removed either way. Any number of signals, from
-    before datasette starts to after it ended, are only noted (render.signals.note_signals). Returns datasette's
+    before datasette starts to after it ended, are only noted (render.run.signals.note_signals). Returns datasette's
     exit status (128 + the signal when it was stopped)."""
     command, metadata = datasette_command(db, extra)
     try:

@@ -1,4 +1,4 @@
-"""`assess export mlflow`: the tracked runs (assess.export.runs) into an MLflow experiment, idempotently.
+"""`assess export mlflow`: the tracked runs (assess.export.selection) into an MLflow experiment, idempotently.
 
 A run is found again by its `hypergrid.key` tag: a second export updates it (new parameters, metrics whose
 value changed, artefacts whose content changed) and never creates a second one. Metrics are logged at step 0
@@ -15,7 +15,7 @@ from typing import Any
 
 from assess.export.env import environ
 from assess.export.errors import TrackerUnavailable
-from assess.export.runs import KEY_TAG, Exported, TrackedRun
+from assess.export.selection import KEY_TAG, Exported, TrackedRun
 
 ARTEFACTS_TAG = "hypergrid.artefacts"  # the digest of the artefacts last uploaded
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag (the UI draws children under their parent)

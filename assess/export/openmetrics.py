@@ -1,7 +1,7 @@
 """A sweep's live progress in the Prometheus text format (prometheus-client), from the run directories alone.
 
 Every scrape reads the files again through `assess.status` (states, samples, the watchdog's slow flags) and
-`render.laws.budget` (an experiment's GPU-seconds spent), so a served or written figure is never older than the
+`render.laws.admission` (an experiment's GPU-seconds spent), so a served or written figure is never older than the
 files. `assess status PATH --openmetrics` prints it once, `--serve` answers scrapes, `--textfile` writes it
 atomically for node_exporter's textfile collector. Every metric and label: docs/trackers.md.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.export.errors import TrackerUnavailable
-from render.signals import Forwarded, note_signals
+from render.run.signals import Forwarded, note_signals
 
 PREFIX = "hypergrid"
 NO_SWEEP = "(no sweep)"
@@ -103,10 +103,10 @@ def _cell_families(rows: list[Any], family: Callable[..., Any]) -> Iterator[Any]
 def _budget_families(experiments: dict[str, tuple[Path, dict[str, Any]]], family: Callable[..., Any]
                      ) -> Iterator[Any]:
     from render.laws import Ledger
-    from render.laws.budget import spent_gpu_seconds
+    from render.laws.admission import spent_gpu_seconds
     from render.laws.gpu_budget import Budget, BudgetError
 
-    spent = family("experiment_gpu_seconds_spent", "GPU-seconds the experiment's samples cost (render.laws.budget)",
+    spent = family("experiment_gpu_seconds_spent", "GPU-seconds the experiment's samples cost (render.laws.admission)",
                    ["experiment"])
     limit = family("experiment_gpu_seconds_budget", "the experiment's budget (experiment.budget.gpu_hours)",
                    ["experiment"])
@@ -181,7 +181,7 @@ def serve(path: Path | str, port: int, addr: str = "127.0.0.1", textfile: Path |
           interval_s: float = 15.0, log: Callable[[str], None] = print, stop: threading.Event | None = None) -> None:
     """Answer scrapes on addr:port (and rewrite the textfile every interval) until SIGTERM, Ctrl-C or `stop`;
     the textfile is written once more on the way out, so it holds the sweep's last state. Any number of signals
-    stop it within a second or so: they are only noted (render.signals.note_signals), from before the port opens to
+    stop it within a second or so: they are only noted (render.run.signals.note_signals), from before the port opens to
     after it is closed."""
     if not Path(path).is_dir():  # an empty folder is served (sweeps may start in it later); a missing one is a typo
         raise TrackerUnavailable(f"{path}: no such folder to serve the metrics of; give a sweep folder or an output "

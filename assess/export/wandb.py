@@ -1,4 +1,4 @@
-"""`assess export wandb`: the tracked runs (assess.export.runs) as W&B runs in offline mode.
+"""`assess export wandb`: the tracked runs (assess.export.selection) as W&B runs in offline mode.
 
 Each run is written under `<dir>/wandb/offline-run-<time>-<id>` with its id fixed by its key (`wandb sync`
 uploads them later, from a machine with access: a second offline run with the same id resumes, i.e. updates,
@@ -15,7 +15,7 @@ from typing import Any
 
 from assess.export.env import environ
 from assess.export.errors import TrackerUnavailable
-from assess.export.runs import KEY_TAG, Exported, TrackedRun
+from assess.export.selection import KEY_TAG, Exported, TrackedRun
 from render.rundir import atomic_write_json
 
 LEDGER = "hypergrid-export.json"

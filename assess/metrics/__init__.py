@@ -1,4 +1,4 @@
-"""The metrics: declared in registry.py (one `MetricSpec` each), computed by one module per family
+"""The metrics: declared in render.compose.metric_registry (one `MetricSpec` each), computed by one module per family
 (speed, fidelity, alignment, preference, distribution, shapes). `SPECS` is every metric's spec (sample
 and cell level), which is also what the index's `metrics` table holds; sample and set metrics are built
 from their spec's `compute` path, so a family's heavy imports wait until it is scored.
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from assess.errors import UnknownMetric
 from assess.metrics.base import Outcome, SampleInput, SampleMetric, SetMetric
-from render.metric_specs import SPECS, MetricSpec, scored_metric_names
+from render.compose.metric_registry import SPECS, MetricSpec, scored_metric_names
 
 
 def metric_class(spec: MetricSpec) -> type[SampleMetric] | type[SetMetric]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
 from assess.metrics.clipmodels import Loaded, MetricModel, config_of, hub_reachable, load_clip
-from render.metric_specs import CLIP_SCORE, scored_metric_names
+from render.compose.metric_registry import CLIP_SCORE, scored_metric_names
 
 DEFAULT_CLIP_MODEL = "openai/clip-vit-large-patch14"
 CLIP_MODEL_ENV = "HYPERGRID_CLIP_MODEL"

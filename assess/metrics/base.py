@@ -1,4 +1,4 @@
-"""What every metric computes: outcomes, and the sample metric's interface (specs: registry.py).
+"""What every metric computes: outcomes, and the sample metric's interface (specs: render.compose.metric_registry).
 
 An outcome is a finite value or an explicit "unavailable" with its reason; never 0, -1 or NaN
 as a stand-in (docs: STYLE.md, rule 7).
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from render.metric_specs import MetricSpec
+from render.compose.metric_registry import MetricSpec
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,7 +21,7 @@ class SetupProblem(str):
     """An unavailable reason that is this machine's setup, the same for every sample: a model not at hand offline,
     a package not installed. A str, stored and counted like any reason, that also says what is missing in a few
     words and the fix every metric it stops shares, so `assess score` names them all in one line
-    (assess.score.ScoreSummary); the reason itself, with its own fix, is what `assess score -v` prints."""
+    (assess.scoring.tally.ScoreSummary); the reason itself, with its own fix, is what `assess score -v` prints."""
 
     missing: str
     fix: str
@@ -71,7 +71,7 @@ class SampleInput:
     prompt: str | None
     reference: np.ndarray | None = None  # the anchor's image (same prompt, seed), when found
     reference_missing: str | None = None  # why there is no reference (what renders it)
-    previous: np.ndarray | None = None  # a clip's frame before this one (assess.clips), for temporal metrics
+    previous: np.ndarray | None = None  # a clip's frame before this one (assess.metrics.frames), for temporal metrics
 
 
 class SampleMetric(ABC):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.metrics.base import SetupProblem
-from render.hub import hub_reachable  # noqa: F401  (the one probe: proxy-aware, DNS timeout; re-exported)
+from render.run.online import hub_reachable  # noqa: F401  (the one probe: proxy-aware, DNS timeout; re-exported)
 
 # A loaded (model, processor) pair: transformers objects, used through their untyped call APIs.
 Loaded = tuple[Any, Any]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from assess.metrics.base import Outcome, SetMetric
 from assess.metrics.clipmodels import Loaded, MetricModel, config_of, load_clip
-from render.metric_specs import CMMD
+from render.compose.metric_registry import CMMD
 
 if TYPE_CHECKING:
     import numpy as np

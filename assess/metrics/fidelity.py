@@ -1,5 +1,5 @@
 """Fidelity to the anchor: PSNR (numpy), SSIM (torchmetrics) and LPIPS (torchmetrics), per sample (per frame of a
-clip: assess.clips); and a clip's temporal consistency, SSIM between its consecutive frames.
+clip: assess.metrics.frames); and a clip's temporal consistency, SSIM between its consecutive frames.
 
 PSNR of identical images is infinite. An index value must be finite (JSON, statistics), so an
 identical pair is recorded as 10*log10(2 * 255**2 * N) dB with detail "identical", N being the
@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric, SetupProblem
-from render.metric_specs import LPIPS, PSNR, SSIM, TEMPORAL_SSIM
+from render.compose.metric_registry import LPIPS, PSNR, SSIM, TEMPORAL_SSIM
 
 if TYPE_CHECKING:
     import numpy as np
@@ -163,7 +163,7 @@ class LPIPSMetric(SampleMetric):
 
 
 class TemporalSSIMMetric(SSIMMetric):
-    """SSIM of each clip frame against the frame before it (assess.clips averages them over the clip)."""
+    """SSIM of each clip frame against the frame before it (assess.metrics.frames averages them over the clip)."""
 
     spec = TEMPORAL_SSIM
     first_frame = 1

@@ -23,7 +23,7 @@ from typing import Any
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
 from assess.metrics.clipmodels import Loaded, MetricModel, config_of, how_to_load, is_local, not_at_hand
-from render.metric_specs import IMAGEREWARD
+from render.compose.metric_registry import IMAGEREWARD
 
 IMAGEREWARD_MODEL = MetricModel(IMAGEREWARD.name, "THUDM/ImageReward", "HYPERGRID_IMAGEREWARD_MODEL",
                                 files=("ImageReward.pt", "med_config.json"), model_type=None)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from assess.metrics.alignment import embeddings, prompt_batches
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
 from assess.metrics.clipmodels import MetricModel, config_of, has_processor, load_clip
-from render.metric_specs import PICKSCORE
+from render.compose.metric_registry import PICKSCORE
 
 PICKSCORE_MODEL = MetricModel(PICKSCORE.name, "yuvalkirstain/PickScore_v1", "HYPERGRID_PICKSCORE_MODEL")
 PICKSCORE_PROCESSOR = "laion/CLIP-ViT-H-14-laion2B-s32B-b79K"

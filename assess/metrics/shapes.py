@@ -7,8 +7,8 @@ Both are unavailable for prompts outside the shapes grammar (render/models/shape
 from __future__ import annotations
 
 from assess.metrics.base import Outcome, SampleInput, SampleMetric
-from render.metric_specs import SHAPES as SHAPES_METRIC
-from render.metric_specs import SHAPES_FIT
+from render.compose.metric_registry import SHAPES as SHAPES_METRIC
+from render.compose.metric_registry import SHAPES_FIT
 from render.models.shapes.checker import NotAShapesCaption, Verdict, check
 
 __all__ = ["NotAShapesCaption", "ShapesFitMetric", "ShapesMetric", "Verdict", "check"]

@@ -4,7 +4,7 @@ Warm latency excludes each process's first sample after (re)loading (`warmup: tr
 spent count only what a run rendered (every repeated call included): reused samples cost nothing.
 
 The median warm latency, images/s and s/step carry a 95 % bootstrap interval over the warm samples; the noise
-figure and the noisy flag are assess.noise's.
+figure and the noisy flag are assess.statistics.noise's.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from assess.metrics.base import Outcome
-from assess.noise import noise, normalised
-from render.metric_specs import (
+from assess.statistics.noise import noise, normalised
+from render.compose.metric_registry import (
     GPU_S, IMAGES_PER_S, LATENCY_MEDIAN, LATENCY_P90, LATENCY_REF, LOAD_S, PEAK_MEM, S_PER_STEP, SPEED_NOISE,
 )
 
@@ -47,11 +47,11 @@ def run_gpu_s(samples: Iterable[Any]) -> float:
 
 
 def median_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
-    """The median's 95 % percentile bootstrap interval: scipy.stats.bootstrap's (assess.stats.bootstrap), its steps
-    without its per-call checks (assess.resample: the same values to the last bit; a report computes two a cell)."""
-    from assess.interval_memo import remembered
-    from assess.resample import median_interval_percentile
-    from assess.stats import CONFIDENCE, N_RESAMPLES, SEED
+    """The median's 95 % percentile bootstrap interval: scipy.stats.bootstrap's (assess.statistics.compare.bootstrap), its steps
+    without its per-call checks (assess.statistics.resample: the same values to the last bit; a report computes two a cell)."""
+    from assess.statistics.memo import remembered
+    from assess.statistics.resample import median_interval_percentile
+    from assess.statistics.compare import CONFIDENCE, N_RESAMPLES, SEED
 
     if len(values) < 2:
         return None, None
@@ -90,7 +90,7 @@ def cell_speed(samples: Sequence[SampleRow], gpu_s: float, drifts: Iterable[floa
             out[LATENCY_REF.name] = Outcome.of(statistics.median(relative), detail, rel_low, rel_high)
         else:
             out[LATENCY_REF.name] = Outcome.unavailable("not every warm sample records its job's reference timing "
-                                                        "(rendered before render.timing, or timing.reference=false)")
+                                                        "(rendered before render.run.measure, or timing.reference=false)")
         figure = noise(warm, drifts)
         out[SPEED_NOISE.name] = (Outcome.of(figure.figure, figure.reason()) if figure.figure is not None
                                  else Outcome.unavailable(figure.reason()))

@@ -16,12 +16,12 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, setup_globals
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 from omegaconf import OmegaConf
 
-from hydra_plugins.hypergrid import sweep
-from hydra_plugins.hypergrid.batches import CellSpec, cell_spec, seconds_per_step, timeout_minutes
+from hydra_plugins.hypergrid import lifecycle as sweep
+from hydra_plugins.hypergrid.placement import CellSpec, cell_spec, seconds_per_step, timeout_minutes
 from hydra_plugins.hypergrid.oom import oom_kills
-from hydra_plugins.hypergrid.progress import watch
+from hydra_plugins.hypergrid.watch import watch
 from hydra_plugins.hypergrid.worker import CellBatch, collect
-from render.signals import Cancelled
+from render.run.signals import Cancelled
 
 log = logging.getLogger(__name__)
 Submitted = list[tuple[Any, list[CellSpec]]]
@@ -99,7 +99,7 @@ def record_jobs(sweep_dir: Path, submitted: Submitted) -> None:
 
 
 def detached(submitted: Submitted, sweep_dir: Path) -> list[JobReturn]:
-    from render.laws.budget import hold_for_jobs
+    from render.laws.admission import hold_for_jobs
 
     hold_for_jobs([str(job.job_id) for job, _ in submitted])  # an experiment's reservation outlives this process
     print(f"submitted {len(submitted)} job(s): {' '.join(str(job.job_id) for job, _ in submitted)}")

@@ -11,7 +11,7 @@ def visible_gpus(configured: list[int] | None) -> list[int]:
 
     count = torch.cuda.device_count()
     if count == 0:
-        from render.preflight import exit_with
+        from render.run.preflight import exit_with
 
         exit_with(RuntimeError("hydra/launcher=gpus found no CUDA GPU here; list them with hydra.launcher.gpus=[0,1], "
                                "or use the default in-process launcher"))

@@ -9,7 +9,7 @@ runs its share of the cells in one process.
 from __future__ import annotations
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
-from hydra_plugins.hypergrid.batches import CellSpec, place
+from hydra_plugins.hypergrid.placement import CellSpec, place
 from hydra_plugins.hypergrid.devices import visible_gpus
 
 
@@ -20,7 +20,7 @@ class GpusLauncher(BatchLauncher):
         jobs = place(cells, visible_gpus(self.params["gpus"]))
         timeout = self.timeout_min([batch for _, batch in jobs])
         submitted: Submitted = []
-        for gpus, batch in jobs:  # a parallel cell's ranks run on its slot's GPUs (render.ranks)
+        for gpus, batch in jobs:  # a parallel cell's ranks run on its slot's GPUs (render.run.ranks)
             executor = submitit.LocalExecutor(folder=self.params["submitit_folder"], max_num_timeout=self.params["max_num_timeout"])
             executor.update_parameters(visible_gpus=gpus, gpus_per_node=len(gpus), timeout_min=timeout,
                                        signal_delay_s=self.params["signal_delay_s"])

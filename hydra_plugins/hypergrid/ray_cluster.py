@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
-from hydra_plugins.hypergrid.batches import CellSpec, place
+from hydra_plugins.hypergrid.placement import CellSpec, place
 from hydra_plugins.hypergrid.ray_connect import cluster_gpus
 from hydra_plugins.hypergrid.worker import JOB_ID_ENV
 
@@ -123,7 +123,7 @@ class RayLauncher(BatchLauncher):
         a Ray job on the cluster (into this sweep's folder) and this process returns."""
         from hydra_plugins.hypergrid.batch_launcher import submitted_returns
 
-        from render.laws.budget import hold_for_jobs
+        from render.laws.admission import hold_for_jobs
 
         argv = [a for a in sys.argv[1:] if not a.startswith(("hydra.launcher.wait=", "hydra.sweep.dir="))]
         dashboard = job_server(self.params["address"])

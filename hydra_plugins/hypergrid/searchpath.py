@@ -11,7 +11,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 class UserConfSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from render.confpath import PACKAGE_CONF, user_conf_dir
+        from render.compose.confpath import PACKAGE_CONF, user_conf_dir
 
         package = str(PACKAGE_CONF.resolve())
         if not any(e.path and e.path.rstrip("/").endswith(package) for e in search_path.get_path()):

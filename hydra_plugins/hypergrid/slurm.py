@@ -1,6 +1,6 @@
 """hydra/launcher=slurm: submitit on SLURM, one GPU per job, a job array with `gpus` jobs at most running.
 
-A parallel cell's job requests its width in GPUs (one task: its rank 0 starts the others, render.ranks), and
+A parallel cell's job requests its width in GPUs (one task: its rank 0 starts the others, render.run.ranks), and
 `gpus` caps GPUs, not jobs: cells of each width are an array of their own, requesting that width, with the cap
 shared out between the arrays (batches.allot) so that they run side by side; when the widths do not fit beside
 each other under the cap, the arrays run one after another, widest first, each with the whole cap.
@@ -16,7 +16,7 @@ import re
 import subprocess
 
 from hydra_plugins.hypergrid.batch_launcher import BatchLauncher, Submitted
-from hydra_plugins.hypergrid.batches import CellSpec, allot, by_width, chunk_batches, plan_batches
+from hydra_plugins.hypergrid.placement import CellSpec, allot, by_width, chunk_batches, plan_batches
 
 SBATCH_KEYS = ("partition", "account", "qos", "constraint", "exclude")
 
@@ -66,7 +66,7 @@ class SlurmLauncher(BatchLauncher):
         p = self.params
         executor = submitit.AutoExecutor(folder=p["submitit_folder"], cluster="slurm", slurm_max_num_timeout=p["max_num_timeout"])
         executor.update_parameters(
-            # one task per job: a parallel cell's rank 0 starts its other ranks itself (render.ranks) on the job's GPUs
+            # one task per job: a parallel cell's rank 0 starts its other ranks itself (render.run.ranks) on the job's GPUs
             name=p["name"], timeout_min=self.timeout_min(batches), gpus_per_node=width,
             tasks_per_node=1, nodes=1,
             cpus_per_task=p["cpus_per_task"], mem_gb=p["mem_gb"], slurm_array_parallelism=running,

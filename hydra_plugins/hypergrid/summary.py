@@ -66,7 +66,7 @@ def summarise(returns: Sequence[JobReturn], sweep_dir: Path, notes: Sequence[str
     if out.done:
         print(f"next: assess score {sweep_dir} && assess report {sweep_dir}")
     if problems:
-        from render.preflight import exit_with
+        from render.run.preflight import exit_with
 
         anchors = f" and {len(out.anchors_failed)} anchor run(s)" if out.anchors_failed else ""
         exit_with(RuntimeError(f"{len(out.failed)} of {out.cells} cells{anchors} failed:\n" + "\n".join(problems)), code=1)

@@ -11,9 +11,10 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from hydra_plugins.hypergrid import resume, summary, sweep
-from render.metrics import MetricsUnavailable, start_exporter, stop_exporter
-from render.preflight import exit_with
+from hydra_plugins.hypergrid import resume, summary
+from hydra_plugins.hypergrid import lifecycle as sweep
+from render.run.live_metrics import MetricsUnavailable, start_exporter, stop_exporter
+from render.run.preflight import exit_with
 from render.rundir import MULTIRUN_YAML
 
 
@@ -56,7 +57,7 @@ class HypergridSweeper(BasicSweeper):
                 initial_job_idx += len(batch)
         finally:
             stop_exporter(exporter)
-        from render.timing_round import time_sweep
+        from render.timing.sweep_round import time_sweep
 
         elapsed = time.perf_counter() - started
         from render.rundir import cell_label

@@ -17,10 +17,10 @@ from hydra.core.utils import JobReturn, JobStatus, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
-from hydra_plugins.hypergrid.batches import CellSpec
+from hydra_plugins.hypergrid.placement import CellSpec
 from hydra_plugins.hypergrid.oom import oom_note
 from render.rundir import Category
-from render.signals import Cancelled, cancel_on_signals
+from render.run.signals import Cancelled, cancel_on_signals
 
 log = logging.getLogger(__name__)
 JOB_ID_ENV = "HYPERGRID_JOB_ID"  # set by a launcher whose jobs are not submitit's (hydra_plugins.hypergrid.ray_cluster)
@@ -36,9 +36,9 @@ class CellBatch:
     def __call__(self) -> list[JobReturn]:
         import submitit
 
-        from render.quiet import filter_third_party_warnings
+        from render.run.quiet import filter_third_party_warnings
 
-        filter_third_party_warnings()  # a submitit worker is an entry point of its own (render.quiet)
+        filter_third_party_warnings()  # a submitit worker is an entry point of its own (render.run.quiet)
         Singleton.set_state(self.singleton_state)
         setup_globals()
         job_id = os.environ.get(JOB_ID_ENV) or submitit.JobEnvironment().job_id  # a Ray task's, else submitit's

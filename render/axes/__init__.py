@@ -2,9 +2,9 @@
 
 Each axis is one module here (its schema, key, checks, apply and undo: render.axes.base.Axis) plus,
 for a config group, one YAML per option under `render/conf/<group>/`. Everything else is derived
-from the list: the top-level schema's fields (render.schema), a cell's axis values and its
-`describe()` (render.cell), `--help`'s groups (render.help), the pipeline cache's load-time key and
-`from_pretrained` arguments (render.pipeline), the reset/apply loop of `configure` and preflight's
+from the list: the top-level schema's fields (render.compose.schema), a cell's axis values and its
+`describe()` (render.cell), `--help`'s groups (render.compose.help), the pipeline cache's load-time key and
+`from_pretrained` arguments (render.run.loader), the reset/apply loop of `configure` and preflight's
 checks. The order is the order of application (scheduler before the cache, which MagCache's
 calibration renders with; the cache hooks before compile, which traces them); undo runs backwards.
 
@@ -20,7 +20,7 @@ from typing import Any, Dict
 from render.axes import attention, caches, compile, offload, parallel, quant, scheduler, toggles
 from render.axes.base import SCHEMA_GROUP, Axis, Record, Target, Where
 from render.axes.errors import AxisError
-from render.spec import Cell
+from render.compose.spec import Cell
 
 AXES: tuple[Axis, ...] = (
     parallel.AXIS,  # at load: enable_parallelism shards the denoiser for good

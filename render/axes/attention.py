@@ -13,7 +13,7 @@ from omegaconf import MISSING
 
 from render.axes.base import NamedAxis, Record, Target, Where
 from render.errors import RenderError
-from render.spec import Cell
+from render.compose.spec import Cell
 
 
 class BackendUnavailable(RenderError, RuntimeError):

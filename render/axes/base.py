@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Dict, Optional
 
 from omegaconf import MISSING
 
-from render.spec import Cell
+from render.compose.spec import Cell
 
 Record = Dict[str, Any]  # what an apply derived (JSON-able): recorded in the cell's run.json as `<axis>_record`
 
@@ -44,8 +44,8 @@ class Where:
 
     @functools.cached_property
     def pipeline(self) -> Any:
-        """render.introspect.PipelineInfo of the cell's pipeline class (PipelineUnavailable when it has none)."""
-        from render.introspect import pipeline_info, quiet_libraries
+        """render.compose.introspect.PipelineInfo of the cell's pipeline class (PipelineUnavailable when it has none)."""
+        from render.compose.introspect import pipeline_info, quiet_libraries
 
         quiet_libraries()  # inspecting imports the pipeline's module: keep transformers' import chatter out
         return pipeline_info(self.pipeline_name)
@@ -76,7 +76,7 @@ class Axis:
         return self.schema is not None
 
     def field(self) -> tuple[Any, Any]:
-        """(type, default) of the axis' field in the top-level schema (render.schema.RenderConf)."""
+        """(type, default) of the axis' field in the top-level schema (render.compose.schema.RenderConf)."""
         return (Any, MISSING) if self.is_group else (bool, self.default)
 
     def schemas(self) -> Dict[str, type]:

@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional
 
 from render.axes.base import OptionAxis, Record, Target, Where
 from render.axes.errors import AxisError
-from render.spec import Cell
+from render.compose.spec import Cell
 
 COMPILE_NAMES = ("none", "regional", "full")
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune")

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from render.axes.base import OptionAxis, Record, Target, Where
 from render.axes.errors import AxisError
-from render.spec import Cell
+from render.compose.spec import Cell
 
 OFFLOAD_NAMES = ("none", "model", "group", "layerwise")
 OFFLOAD_TYPES = ("block_level", "leaf_level")

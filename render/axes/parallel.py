@@ -9,7 +9,7 @@
 
 The *width* of a cell (the devices it holds) is derived from the degrees. `enable_parallelism` cannot be
 undone, so the option is a load-time value (it keys the pipeline cache); the ranks that run it are started
-by render.ranks. `none` is the default and is not part of the cell key (every key from before the axis
+by render.run.ranks. `none` is the default and is not part of the cell key (every key from before the axis
 stays as it was). What was verified where: docs/parallel.md.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from render.axes.base import OptionAxis, Where
 from render.axes.errors import AxisError
-from render.spec import Cell
+from render.compose.spec import Cell
 from render.models.families import family
 from render.models.families._tokens import Shape
 
@@ -77,7 +77,7 @@ def diffusers_config(value: dict[str, Any]) -> Any:
 
 
 def enable(denoiser: Any, value: dict[str, Any]) -> None:
-    """At load, in every rank (the process group is up: render.ranks): shard the denoiser."""
+    """At load, in every rank (the process group is up: render.run.ranks): shard the denoiser."""
     import torch
 
     if torch.accelerator.device_count() == 0:
@@ -103,7 +103,7 @@ def _local_config(folder: Path, component: str) -> Optional[dict[str, Any]]:
 
 def check_divides(cell: Cell, folder: Path) -> None:
     """Ulysses splits the heads and the sequence; ring the sequence; tensor the heads. Read from the model's
-    folder (render.preflight passes it; a hub model not downloaded yet is checked by diffusers at load)."""
+    folder (render.run.preflight passes it; a hub model not downloaded yet is checked by diffusers at load)."""
     if cell.axes["parallel"] is None:
         return
     conf = ParallelConf(**cell.axes["parallel"])

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 from render.axes.base import OptionAxis, Where
 from render.axes.errors import AxisError
-from render.spec import Cell
+from render.compose.spec import Cell
 
 EXTRA_BY_PACKAGE = {"torchao": "quant", "optimum.quanto": "quant", "bitsandbytes": "bnb"}
 
@@ -151,11 +151,11 @@ def quantize_in_place(module: Any, name: str) -> None:
 
 def kernel_note(value: Any) -> str:
     """For a cell that failed: the torchao kernels this process could not load when its quantization is torchao's
-    (the entry points drop those warnings, render.quiet, and hold them for this), else ""."""
+    (the entry points drop those warnings, render.run.quiet, and hold them for this), else ""."""
     name = value.get("name", "none") if isinstance(value, dict) else "none"
     if name not in QUANT_METHODS or QUANT_METHODS[name].backend != "torchao":
         return ""
-    from render.quiet import held
+    from render.run.quiet import held
 
     failed = held("torchao", "torchao.kernel.intmm")
     return f"; torchao could not load its kernels at import: {' | '.join(failed)}" if failed else ""

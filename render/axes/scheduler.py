@@ -17,7 +17,7 @@ from omegaconf import MISSING
 from render.axes.base import NamedAxis, Record, Target, Where
 from render.errors import RenderError
 from render.models.families import family as model_family
-from render.spec import Cell
+from render.compose.spec import Cell
 
 
 class SchedulerUnavailable(RenderError, ValueError):

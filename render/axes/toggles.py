@@ -18,7 +18,7 @@ from typing import Any
 
 from render.axes.base import Axis, Record, Target, Where
 from render.axes.errors import AxisError
-from render.spec import Cell
+from render.compose.spec import Cell
 
 CONV_COMPONENTS = ("vae", "unet")  # the components channels_last is applied to
 

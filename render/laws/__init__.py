@@ -21,7 +21,7 @@ from render.laws.holdout import (HoldoutLocked, check_holdout, content_hash, hol
                                  option_prompts, register_holdout, reserved, token_spent)
 from render.laws.ledger import Ledger, all_ledgers, experiment_dir, user_state_dir
 from render.laws.rule import RuleChanged, amend_rule, canon, check_rule, freeze_rule, rule_in_force, rule_of
-from render.confpath import shadowed_message, shadowing
+from render.compose.confpath import shadowed_message, shadowing
 from render.rundir import check_name, shared_texts
 from render.suites._base import shown
 

@@ -286,7 +286,7 @@ def _equal(a: Any, b: Any) -> bool:
 @dataclass(frozen=True)
 class Gathered:
     """What decides whether a run or a sample is the experiment's evidence: the heads its ledger's chain has had,
-    and when the chain began. A run's run.json (render.runner.run_record) and each sample record name the head in
+    and when the chain began. A run's run.json (render.run.runner.run_record) and each sample record name the head in
     force at their launch; a sample record that names none inherits its run's."""
 
     heads: frozenset[str]

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from render.errors import RenderError
 from render.laws.ledger import Kind, Ledger
-from render.prompts import Prompt
+from render.compose.splits import Prompt
 
 
 class FinalAlreadyClaimed(RenderError, RuntimeError):

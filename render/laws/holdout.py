@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from render.errors import RenderError
 from render.laws.ledger import Kind, Ledger, all_ledgers
-from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
+from render.compose.splits import PACKAGE_PROMPTS, Prompt, load_prompts
 from render.rundir import holdout_identity, scan_runs, text_hash
 
 
@@ -36,9 +36,9 @@ def shipped_holdouts() -> list[Path]:
 
 def option_prompts(option: str) -> tuple[str, list[Prompt]]:
     """(file, prompts) of a prompts option, from the file the option points to (not its name), as Hydra composes
-    the option (render.confpath.compose_option: an option that extends another through its defaults list too)."""
-    import render.schema  # noqa: F401  (registers schema/prompts, which every prompts option names)
-    from render.confpath import compose_option, conf_dirs
+    the option (render.compose.confpath.compose_option: an option that extends another through its defaults list too)."""
+    import render.compose.schema  # noqa: F401  (registers schema/prompts, which every prompts option names)
+    from render.compose.confpath import compose_option, conf_dirs
 
     node = compose_option("prompts", option)
     if node is None:

@@ -32,7 +32,7 @@ class BadRule(RenderError, ValueError):
     """A value of the decision rule is out of its range; nothing was launched."""
 
 
-TESTS = ("noninferiority", "equivalence")  # experiment.quality.test (assess.stats.ParityTest); a new experiment's default first
+TESTS = ("noninferiority", "equivalence")  # experiment.quality.test (assess.statistics.compare.ParityTest); a new experiment's default first
 LEGACY_TEST = "equivalence"  # the test of a rule frozen before quality.test existed: it keeps its TOST
 
 
@@ -91,8 +91,8 @@ def check_search(exp: dict[str, Any]) -> None:
 
 
 def check_quality_metric(metric: str) -> None:
-    """The climb's quality metric: one whose parity band is defined (render.metric_specs: a climbable metric)."""
-    from render.metric_specs import SPECS, climb_metric_names
+    """The climb's quality metric: one whose parity band is defined (render.compose.metric_registry: a climbable metric)."""
+    from render.compose.metric_registry import SPECS, climb_metric_names
 
     valid = climb_metric_names()
     if metric not in valid:
@@ -101,7 +101,7 @@ def check_quality_metric(metric: str) -> None:
         raise BadRule(f"experiment.quality.metric={metric}: {why}valid metrics are {', '.join(valid)}")
 
 
-SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/schema.py SpeedConf); also the rule's absence
+SPEED_CONFIDENCE = 0.95  # experiment.speed.confidence by default (render/compose/schema.py SpeedConf); also the rule's absence
 
 
 def speed_confidence(experiment: Any) -> float:

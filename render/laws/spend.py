@@ -42,7 +42,7 @@ class Purpose:
     CALIBRATE = "calibrate"  # a cache's calibration render (MagCache)
     LOAD = "load"  # a model load
     FAILED = "failed"  # a call that raised (out of memory, non-finite output, cancelled, ...)
-    RETIME = "retime"  # a side-by-side timing session of the experiment's cells (render.retime): loads, warm-ups, rounds
+    RETIME = "retime"  # a side-by-side timing session of the experiment's cells (render.timing.sessions): loads, warm-ups, rounds
     EVIDENCE = "evidence"  # a sample the experiment uses as evidence that no line named: rendered by another run
     # (outside the experiment, another ledger, before the log), at the cost its rendering record states
 

@@ -1,1 +1,1 @@
-"""Models the project builds itself, offline (see render.pipeline.builtin_models)."""
+"""Models the project builds itself, offline (see render.run.loader.builtin_models)."""

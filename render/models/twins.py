@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from render.quiet import saving
+from render.run.quiet import saving
 
 
 def default_cache_root() -> Path:
@@ -51,7 +51,7 @@ def ensure_built(final: Path, build: Callable[[], Any]) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
     try:
-        with saving():  # no shard-writing bars (render.quiet)
+        with saving():  # no shard-writing bars (render.run.quiet)
             build().save_pretrained(tmp)
         _fsync_tree(tmp)
         try:

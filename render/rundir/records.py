@@ -52,7 +52,7 @@ class SampleRecord:
     weights_bytes: int | None = None  # the pipeline's weights footprint as loaded (after quantization)
     category: str | None = None  # the prompt's category in its suite (DrawBench Category, GenEval tag, ...)
     challenge: str | None = None  # the prompt's challenge level (PartiPrompts Challenge)
-    ref_s: float | None = None  # the job's reference workload at the start of this sample's cell (render.timing)
+    ref_s: float | None = None  # the job's reference workload at the start of this sample's cell (render.run.measure)
     latency_calls: tuple[float, ...] | None = None  # every call's latency when timing.repeats > 1 (latency_s: their median)
     # What the cache computed and reused in this call (render/axes/caches/_engagement.py); None: no cache
     steps_computed: int | None = None  # denoiser calls that computed every hooked unit
@@ -66,7 +66,7 @@ class SampleRecord:
     # the image; its share of the device time is latency_s / batch (device_s, the budget's and throughput's)
     batch: int | None = None  # samples in the pipeline call that rendered it; None: one
     share_s: float | None = None  # latency_s / batch: device seconds per image of the call
-    # A clip sample (a clip family's model: render.clips); None for an image. The clip is one sample: latency_s is its
+    # A clip sample (a clip family's model: render.run.apng); None for an image. The clip is one sample: latency_s is its
     # whole call, s_per_frame that over its frames
     frames: int | None = None  # frames in the clip file (the reader checks it)
     fps: int | None = None  # its playback rate
@@ -220,7 +220,7 @@ class RunDir:
 
     @property
     def twin_key(self) -> str | None:
-        """The cell key of a parallel cell's width-1 twin (assess.parity); None for a width-1 cell."""
+        """The cell key of a parallel cell's width-1 twin (assess.statistics.parity); None for a width-1 cell."""
         return twin_key(self.cell)
 
     @property

@@ -3,7 +3,7 @@
 One leaf module, used wherever a string may carry a URL on its way to a record or a screen: run.json (the
 config, the overrides), the renderer's log, the index's `runs` rows, the HTML reports (every value the
 templates print), the exports and the CLI's messages. Environment variables are recorded only by name in
-RECORDED_ENV (render.provenance).
+RECORDED_ENV (render.run.provenance).
 """
 
 from __future__ import annotations

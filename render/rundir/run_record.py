@@ -64,7 +64,7 @@ class RunRecord:
     git: dict[str, Any] = field(default_factory=dict)
     host: str | None = None
     pid: int | None = None
-    job: dict[str, Any] = field(default_factory=dict)  # launcher, SLURM job id, array index (render.provenance)
+    job: dict[str, Any] = field(default_factory=dict)  # launcher, SLURM job id, array index (render.run.provenance)
     estimate: dict[str, Any] = field(default_factory=dict)  # what preflight expected of it (render.rundir.watchdog)
     started_at: str | None = None
     # the experiment's ledger in force at launch (render.laws.ledger.ledger_stamp): its name, the digest of its

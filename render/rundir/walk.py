@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 from render.rundir.errors import InvalidRunDirectory, NoRunsFound, NotARunDirectory, RunDirError
 from render.rundir.files import DONE, FAILED, IMAGES, RUN_JSON, SAMPLES, STATE_DIR, append_record, now_iso
 from render.rundir.records import RunDir, is_sweep_folder, load_run
-from render.rundir.timings import TIMINGS
+from render.rundir.session_log import TIMINGS
 
 log = logging.getLogger("render")
 REGISTRY = "runs.jsonl"
@@ -45,7 +45,7 @@ def content_stamp(run_dir: Path) -> str:
     """The identity of what a run folder holds, from stat(2) alone (no file is read): a digest of each contract
     file's size, inode, mtime and ctime, or its absence. Any write, append, replacement or removal changes it, even
     one whose mtime was set back (no user call sets a file's ctime), so an unchanged stamp means the folder is as it
-    was when it was last indexed (assess.score skips it without reading its samples). A copy of the folder has
+    was when it was last indexed (assess.scoring.ingest skips it without reading its samples). A copy of the folder has
     another stamp (and is read again): the stamp errs towards reading."""
     parts = []
     for name in STAMPED:
@@ -176,7 +176,7 @@ def load_runs(paths: Sequence[Path | str], with_anchors: bool = False, problems:
 
     with_anchors: also the anchor runs that the runs' run.json name (anchor.dir under out_root),
     when that folder exists: the renderer keeps them outside the sweep; and a parallel run's width-1 twin
-    (`twin_dirs`), its reference for parity (assess.parity).
+    (`twin_dirs`), its reference for parity (assess.statistics.parity).
     problems: when given, a run directory that cannot be read is named there ("<path>: <problem>") and
     skipped, so one bad run does not hide the others; without it, it raises.
     """

@@ -1,7 +1,7 @@
 """Prompt suites: one reader per format (one module each, exporting `READER`, one shape: `_base.Reader`),
 the hub-dataset fetch (`hub`), and the project's own suite and its split rule (`project`).
 
-Adding a reader is adding its module here: the `READERS` registry (render.registry) finds every module of
+Adding a reader is adding its module here: the `READERS` registry (render.compose.registry) finds every module of
 this package that exports `READER`, and `prompts.format` takes its name.
 
 `read_suite(path, format)` turns any supported file into prompts with stable ids; `format="auto"` picks
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from render.registry import Registry
+from render.compose.registry import Registry
 from render.suites._base import Entry, Prompt, PromptError, Reader, content_id, to_prompts
 
 READERS: Registry[Reader] = Registry("prompt reader", "prompts.format", lambda r: r.format, package=__name__,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from render.hub import hub_reachable
+from render.run.online import hub_reachable
 from render.suites._base import PromptError
 
 

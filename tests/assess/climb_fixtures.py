@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from render import rundir
-from render.prompts import load_prompts
+from render.compose.splits import load_prompts
 from tests.assess.conftest import Perturb, anchor_image, cell_key_of, identity
 
 TEXTS = {p.id: p.text for p in load_prompts("dev.jsonl") + load_prompts("holdout.jsonl")}
@@ -90,7 +90,7 @@ class DemoRuns:
             latency: float = 0.1, split: str = "dev", final: bool = False, is_anchor: bool = False,
             failed: str | None = None, name: str | None = None, ref_s: float | None = None,
             drift: float | None = None, anchor_cell: dict[str, Any] | None = None) -> Path:
-        """`ref_s`: the reference workload its job timed (render.timing); `drift`: that reference's drift over it;
+        """`ref_s`: the reference workload its job timed (render.run.measure); `drift`: that reference's drift over it;
         `anchor_cell`: the anchor this run compares with (the demo's by default)."""
         key = cell_key_of(cell)
         anchor_cell = anchor_cell or ANCHOR_CELL

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.index import Index
-from assess.score import score
+from assess.index.database import Index
+from assess.scoring.ingest import score
 from tests.assess.conftest import RunFactory, make_cell
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from render.laws.gpu_budget import Budget
-from assess.categories import MIN_PROMPTS, category_answers, warning
+from assess.statistics.categories import MIN_PROMPTS, category_answers, warning
 from assess.climb.decide import BudgetState, CellData, Plan, decide
 from assess.climb.evaluate import correct, evaluate
 
@@ -74,7 +74,7 @@ SUITE_CATEGORIES = {p: p.split("-")[1] for p in SUITE}
 
 
 def _degraded_text_sweep(outputs, db):
-    from assess.score import score
+    from assess.scoring.ingest import score
     from tests.assess.conftest import make_cell, noise
 
     sweep = outputs.sweep()
@@ -92,7 +92,7 @@ def _degraded_text_sweep(outputs, db):
 
 @pytest.mark.slow
 def test_the_report_flags_a_cell_at_parity_that_breaks_on_a_category(outputs, db, tmp_path) -> None:
-    from assess.report import write_report
+    from assess.report.write import write_report
 
     sweep = _degraded_text_sweep(outputs, db)
     html = write_report([sweep], db, out=tmp_path / "report", quality_metric="ssim", band=0.3).read_text()

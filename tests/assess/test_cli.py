@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.index import Index
-from render.metric_specs import quality_metric_names
+from assess.index.database import Index
+from render.compose.metric_registry import quality_metric_names
 from tests.assess.conftest import RunFactory, make_cell
 
 ROOT = Path(__file__).resolve().parents[2]

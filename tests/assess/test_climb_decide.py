@@ -18,7 +18,7 @@ from assess.climb.decide import (
     neighbours,
     reached,
 )
-from assess.stats import holm, mean_interval, tost
+from assess.statistics.compare import holm, mean_interval, tost
 
 IDS = tuple(f"dev-{i:03d}" for i in range(16))
 PLAN = Plan(axes={"steps": ("2", "4", "8", "16"), "cache": ("none", "fbcache", "taylorseer")}, start=("8", "none"),

@@ -8,7 +8,7 @@ import pytest
 
 from assess.climb.commands import Command, RenderRefused, final_command, generation_commands, run_and_score
 from assess.climb.decide import Plan, Proposal
-from assess.climb.final import control_overrides
+from assess.climb.run_final import control_overrides
 from assess.experiment import ExperimentError, Split, canon, cell_value, check_disjoint, load_experiment
 from tests.assess.climb_fixtures import hydra_state_kept, restore_hydra  # noqa: F401  (the fixture)
 
@@ -109,7 +109,7 @@ def test_overrides_and_another_out_root_travel_with_the_commands(tmp_path: Path)
 
 def test_a_refused_command_stops_the_rest_and_what_was_rendered_is_scored(demo, monkeypatch, tmp_path) -> None:
     import assess.climb.commands as commands
-    import assess.score
+    import assess.scoring.ingest
 
     made = tmp_path / "sweep-1"
     calls: list[str] = []
@@ -122,7 +122,7 @@ def test_a_refused_command_stops_the_rest_and_what_was_rendered_is_scored(demo, 
 
     scored: list[list[Path]] = []
     monkeypatch.setattr(commands, "run_command", fake_run)
-    monkeypatch.setattr(assess.score, "score", lambda paths, db, metrics: scored.append(paths) or _Summary())
+    monkeypatch.setattr(assess.scoring.ingest, "score", lambda paths, db, metrics: scored.append(paths) or _Summary())
     sweeps, refused = run_and_score([Command(("first",)), Command(("second",)), Command(("third",))], demo,
                                     tmp_path / "i.db", lambda line: None)
     assert calls == ["first", "second"] and sweeps == [made] and scored == [[made]]

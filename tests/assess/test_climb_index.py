@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from assess.cli import cli
 from assess.climb.observe import observe, sync_run_experiments
 from assess.experiment import load_experiment
-from assess.index import Index
-from assess.score import score
+from assess.index.database import Index
+from assess.scoring.ingest import score
 from render.rundir import cell_key_of
 from tests.assess.climb_fixtures import (
     ANCHOR_KEY,
@@ -232,7 +232,7 @@ def test_generations_are_rebuilt_into_a_new_index_from_the_files(runs: DemoRuns,
 @pytest.mark.slow
 @pytest.mark.parametrize("removed", [(), ("ledger",), ("ledger", "index"), ("ledger", "index", "result")])
 def test_a_finished_final_is_shown_never_run_again(workdir: Path, db: Path, removed: tuple[str, ...]) -> None:
-    from assess.climb.final import RESULT, FinalResult
+    from assess.climb.run_final import RESULT, FinalResult
     from render.laws import Ledger, claim_final, complete_final, final_record
 
     ledger = Ledger("tiny-demo", Path("outputs"))
@@ -312,7 +312,7 @@ def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db:
     with Index.open(db) as index:
         assert index.query("SELECT experiment FROM finals") == [{"experiment": "tiny-demo"}]
     # the band edited after the claim: the verdict stays the one under the rule at the claim
-    from assess.climb.report import write_experiment_report
+    from assess.climb.experiment_report import write_experiment_report
 
     edited = write_experiment_report("tiny-demo", db, overrides=("experiment.quality.band=0.00001",)).read_text()
     assert re.search(r"parity \(±0.002, α = 0.05, the rule at the claim\) on the holdout: <b>parity</b>", edited)
@@ -321,7 +321,7 @@ def test_the_experiment_report_names_the_winner_of_the_final(runs: DemoRuns, db:
 def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:
     import sqlite3
 
-    from assess.index import MIGRATIONS, SCHEMA_VERSION, _split_statements
+    from assess.index.database import MIGRATIONS, SCHEMA_VERSION, _split_statements
 
     conn = sqlite3.connect(db)
     for script in MIGRATIONS[0][1]:
@@ -349,7 +349,7 @@ def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:
 def test_the_report_replays_the_decision_the_climb_printed(runs: DemoRuns, db: Path, workdir: Path) -> None:
     """The report decides with the climb's own replay (its cost estimator included): a stop that only the final's
     estimated cost explains is the report's stop too."""
-    from assess.climb.report import write_experiment_report
+    from assess.climb.experiment_report import write_experiment_report
 
     first_generation(runs, db)
     budget = ("experiment.budget.gpu_hours=0.0031", "experiment.budget.reserve_gpu_hours=0.003")

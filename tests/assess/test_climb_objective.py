@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from assess.climb.decide import decide
-from assess.climb.speed import compare
+from assess.climb.speed_choice import compare
 from assess.experiment import load_experiment
-from assess.score import score
+from assess.scoring.ingest import score
 from render.laws.rule import Objective, freeze_rule
 from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids, restore_hydra  # noqa: F401  (the fixture)
 from tests.assess.conftest import shift
@@ -76,7 +76,7 @@ def test_a_width_2_cell_wins_on_latency_and_loses_on_gpu_seconds(tmp_path: Path,
         f"incumbent (parity at rung 4): steps=8 cache=none scheduler=default {ONE}, chosen on speed: faster beyond "
         f"noise than steps=8 cache=none scheduler=default {TWO} (speed ratio 0.75 [0.75, 0.75] over 3 shared prompt(s))")
     assert "GPU-s/image" in throughput.split("cells on dev")[1].splitlines()[1]  # the table's column: the objective's unit
-    from assess.climb.records import read_generations
+    from assess.climb.archive import read_generations
 
     records = read_generations(exp.out_root, "tiny-demo")  # each record names its objective and its figure so
     assert [r["rule"]["objective"] for r in records][-1] == "gpu_seconds"
@@ -137,8 +137,8 @@ def test_a_side_by_side_sessions_cost_is_gpu_seconds_under_either_objective() ->
 
 def test_an_old_generation_records_latency_key_reads_as_its_objective_value() -> None:
     """Records written before the key was named kept the objective's figure (GPU-s under gpu_seconds) as `latency`."""
-    from assess.climb.records import objective_value
-    from assess.export.runs import _generation_run
+    from assess.climb.archive import objective_value
+    from assess.export.selection import _generation_run
 
     old = {"generation": 1, "note": "", "record": "g0001.json", "rule": {"digest": "d"},
            "incumbent": {"status": "parity", "overrides": ["steps=8"], "latency": 0.4, "delta": 0.01}}
@@ -154,11 +154,11 @@ def test_an_old_generation_records_latency_key_reads_as_its_objective_value() ->
 
 def test_a_parallel_cell_within_noise_is_timed_side_by_side_with_the_others(tmp_path: Path, db: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """A session leads a parallel cell's ranks (render.retime), so the climb hands it over with its rivals. Before,
+    """A session leads a parallel cell's ranks (render.timing.sessions), so the climb hands it over with its rivals. Before,
     the climb left it out and kept its render-time latency (timed apart)."""
     import assess.retime
     from assess.climb.generation import _observe, replay, time_rivals
-    from assess.index import Index
+    from assess.index.database import Index
 
     one_and_two_gpus(tmp_path, db, monkeypatch, 0.30)
     exp = load_experiment("tiny-demo", [AXIS])

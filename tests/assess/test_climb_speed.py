@@ -90,7 +90,7 @@ def test_the_reasons_and_the_history_entry_say_which_rule_decided() -> None:
 
 
 def test_the_speed_ratio_is_paired_by_prompt() -> None:
-    from assess.stats import speed_ratio
+    from assess.statistics.compare import speed_ratio
 
     difficulty = np.array([0.1, 1.0, 3.0, 0.5, 2.0, 0.2])  # prompts that differ 30x in cost
     a = {f"p{i}": [0.8 * x * (1.01 if i % 2 else 0.99)] for i, x in enumerate(difficulty)}

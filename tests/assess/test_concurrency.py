@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from assess.index import Index
-from assess.score import score
+from assess.index.database import Index
+from assess.scoring.ingest import score
 from tests.assess.conftest import RunFactory, make_cell, noise, shift
 
 ROOT = Path(__file__).resolve().parents[2]

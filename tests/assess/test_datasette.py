@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from assess.datasette import metadata_for
-from assess.index import Index
-from assess.score import score
+from assess.index.database import Index
+from assess.scoring.ingest import score
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("datasette") is None,
                                 reason="needs datasette (pip install 'hypergrid[ui]')")

@@ -88,7 +88,7 @@ def _children(pid: int) -> list[int]:
 def test_assess_ui_stops_on_sigterm_and_leaves_no_child_nor_temporary_file(outputs: RunFactory, db: Path,
                                                                            tmp_path: Path) -> None:
     pytest.importorskip("datasette")
-    from assess.score import score
+    from assess.scoring.ingest import score
     from tests.trackers.conftest import free_port
 
     sweep = outputs.sweep()
@@ -198,7 +198,7 @@ def test_status_serve_stops_within_2_s_of_a_burst_of_signals(outputs: RunFactory
 def test_assess_ui_stops_within_2_s_of_a_burst_of_signals(outputs: RunFactory, db: Path, tmp_path: Path,
                                                            signum: int) -> None:
     pytest.importorskip("datasette")
-    from assess.score import score
+    from assess.scoring.ingest import score
     from tests.trackers.conftest import free_port
 
     sweep = outputs.sweep()

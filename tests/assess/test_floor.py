@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.floor import lossless_difference
-from assess.report import write_report
-from assess.score import score
+from assess.statistics.floor import lossless_difference
+from assess.report.write import write_report
+from assess.scoring.ingest import score
 from tests.conftest import run_render
 
 pytestmark = pytest.mark.slow  # a real render of the tiny model

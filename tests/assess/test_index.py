@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from assess.errors import IndexSchemaError, NotScored
-from assess.index import MIGRATIONS, PIVOT_METRICS, SCHEMA_VERSION, Index, default_index_path
+from assess.index.database import MIGRATIONS, PIVOT_METRICS, SCHEMA_VERSION, Index, default_index_path
 from assess.metrics import SPECS
-from assess.score import score
+from assess.scoring.ingest import score
 
 
 def test_a_new_index_has_the_schema(db: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.index import Index
+from assess.index.database import Index
 from render import rundir
 from tests.assess.conftest import RunFactory, make_cell
 

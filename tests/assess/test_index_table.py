@@ -1,4 +1,4 @@
-"""assess/index_table.py: what the index's table hands sqlite3 is the library's own statement and parameters, chunk by
+"""assess/index/writer.py: what the index's table hands sqlite3 is the library's own statement and parameters, chunk by
 chunk, whether its cache answers or the library; and tables written through it equal tables written through
 sqlite-utils alone."""
 
@@ -14,7 +14,7 @@ import sqlite_utils
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assess.index_table import IndexTable
+from assess.index.writer import IndexTable
 
 COLUMNS = ["k", "a", "b"]
 
@@ -103,7 +103,7 @@ def test_the_same_chunk_in_every_mode_gets_each_modes_statement() -> None:
 
 def test_a_release_that_builds_differently_gets_its_own_build(monkeypatch) -> None:
     """If sqlite-utils changes build_insert_queries_and_params, the cache stands aside: writes stay the library's."""
-    import assess.index_table as index_table
+    import assess.index.writer as index_table
 
     library, ours = tables()
     monkeypatch.setattr(index_table, "KNOWN_SIGNATURE", False)

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from assess.index import Index, ScoreRow
+from assess.index.database import Index, ScoreRow
 from assess.metrics import SPECS, Outcome
 from tests.conftest import load_benchmark
 

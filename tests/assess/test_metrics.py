@@ -11,7 +11,7 @@ import pytest
 from assess.errors import UnknownMetric
 from render import rundir
 from assess.metrics import SPECS, Outcome, SampleInput, build_sample_metrics
-from render.metric_specs import scored_metric_names
+from render.compose.metric_registry import scored_metric_names
 from assess.metrics.alignment import CLIPScoreMetric
 from assess.metrics.fidelity import LPIPSMetric, PSNRMetric, SSIMMetric, psnr_identical
 from assess.metrics.speed import cell_speed, percentile, run_gpu_s

@@ -13,7 +13,7 @@ from scipy import stats
 from render.laws.gpu_budget import Budget
 from assess.climb.decide import BudgetState, CellData, Plan, decide
 from assess.experiment import ExperimentError, load_experiment
-from assess.stats import Verdict, noninferiority, parity_test, parity_verdict
+from assess.statistics.compare import Verdict, noninferiority, parity_test, parity_verdict
 from render.laws import Ledger, freeze_rule
 from tests.assess.climb_fixtures import hydra_state_kept, restore_hydra  # noqa: F401  (the fixture)
 

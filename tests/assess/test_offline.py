@@ -10,7 +10,7 @@ import pytest
 from assess.metrics import alignment, clipmodels
 from assess.metrics.alignment import DEFAULT_CLIP_MODEL, CLIPScoreMetric, hub_reachable
 from assess.metrics.fidelity import LPIPSMetric, torchvision_install_line
-from assess.score import score
+from assess.scoring.ingest import score
 from tests.assess.conftest import RunFactory, make_cell, shift
 
 

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.export.runs import sweep_runs
-from assess.index import Index
-from assess.report import sweep_cells
-from assess.score import score
+from assess.export.selection import sweep_runs
+from assess.index.database import Index
+from assess.report.write import sweep_cells
+from assess.scoring.ingest import score
 from tests.conftest import run_render
 
 pytestmark = pytest.mark.slow  # two real renders of the tiny model

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.climb.final import Arm, FinalResult
-from assess.score import score
+from assess.climb.run_final import Arm, FinalResult
+from assess.scoring.ingest import score
 from render.laws import Ledger, claim_final, complete_final
 from render.rundir import cell_key_of
 from tests.assess.climb_fixtures import (DemoRuns, demo_cell, dev_ids, holdout_ids,
@@ -97,7 +97,7 @@ def test_the_experiment_report_labels_a_command_line_band_as_a_what_if(tmp_path:
 
 
 def test_a_sweep_export_tags_each_cell_with_its_recorded_verdict(final: tuple[Path, Path], tmp_path: Path) -> None:
-    from assess.export.runs import sweep_runs
+    from assess.export.selection import sweep_runs
 
     sweep, db = final
     cells = {r.tags.get("hypergrid.cell_key"): r for r in sweep_runs(sweep, db, tmp_path / "work")}
@@ -109,7 +109,7 @@ def test_a_sweep_export_tags_each_cell_with_its_recorded_verdict(final: tuple[Pa
 @pytest.mark.slow
 def test_an_experiment_export_carries_the_finals_recorded_result(final: tuple[Path, Path], tmp_path: Path) -> None:
     """The final is exported as its ledger recorded it (under the rule at its claim), not recomputed."""
-    from assess.export.runs import experiment_runs
+    from assess.export.selection import experiment_runs
 
     _, db = final
     head = experiment_runs("tiny-demo", db, None, tmp_path / "work")[0]

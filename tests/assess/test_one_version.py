@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from assess.index import Index
-from assess.score import score
-from assess.stats import compare_cell
+from assess.index.database import Index
+from assess.scoring.ingest import score
+from assess.statistics.compare import compare_cell
 from tests.assess.conftest import ANCHOR_KEY, RunFactory, cell_key_of, make_cell, shift
 
 CELL = cell_key_of(make_cell(steps=8))

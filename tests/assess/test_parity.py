@@ -1,4 +1,4 @@
-"""Parity against one GPU (assess.parity): a parallel cell's samples against its width-1 twin's, in the index,
+"""Parity against one GPU (assess.statistics.parity): a parallel cell's samples against its width-1 twin's, in the index,
 and the `parallel-drift` flag that keeps the climb from crowning it."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from assess.index import Index
-from assess.parity import MAX_LEVELS, drift, drifting, outside_band, twin_key
-from assess.score import score
+from assess.index.database import Index
+from assess.statistics.parity import MAX_LEVELS, drift, drifting, outside_band, twin_key
+from assess.scoring.ingest import score
 from tests.assess.conftest import RunFactory, anchor_image, cell_key_of, make_cell, shift
 
 ULYSSES = {"name": "ulysses", "ulysses_degree": 2, "ring_degree": 1, "tp_degree": 1}
@@ -47,8 +47,8 @@ def test_a_clip_is_compared_frame_by_frame_and_its_worst_frame_counts(tmp_path: 
 
     import numpy as np
 
-    from assess.parity import clip_drift
-    from render.clips import CHUNK, clip_bytes
+    from assess.statistics.parity import clip_drift
+    from render.run.apng import CHUNK, clip_bytes
 
     frames = np.stack([anchor_image("p1", i) for i in range(CHUNK + 2)])  # two chunks
     bad = frames.copy()
@@ -64,7 +64,7 @@ def test_a_clip_is_compared_frame_by_frame_and_its_worst_frame_counts(tmp_path: 
 
 
 def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory, db: Path, tmp_path: Path) -> None:
-    from assess.report import write_report
+    from assess.report.write import write_report
 
     sweep = outputs.sweep()
     outputs.anchor(sweep, "0_anchor")
@@ -122,14 +122,14 @@ def test_scoring_twice_keeps_one_row_per_sample(outputs: RunFactory, db: Path) -
 def test_a_drift_already_indexed_is_not_computed_again_unless_forced(outputs: RunFactory, db: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, every `assess score` of a parallel cell read each sample and its twin's again."""
-    import assess.parity
+    import assess.statistics.parity
 
     sweep = outputs.sweep()
     outputs.run(outputs.root / "twins" / "tiny" / "k", "stamp", make_cell(attention="sdpa"))
     outputs.run(sweep, "1_ulysses", _parallel(ULYSSES), overrides=["parallel=ulysses"])
     calls: list[int] = []
-    real = assess.parity.drift
-    monkeypatch.setattr(assess.parity, "drift", lambda *a: calls.append(1) or real(*a))
+    real = assess.statistics.parity.drift
+    monkeypatch.setattr(assess.statistics.parity, "drift", lambda *a: calls.append(1) or real(*a))
     for force, computed in ((False, 8), (False, 0), (True, 8)):
         calls.clear()
         score([outputs.root], db, metrics=["psnr"], force=force)
@@ -143,8 +143,8 @@ def test_a_parallel_cell_is_never_merged_with_its_twin_as_the_same_work(outputs:
     """Its images are its twin's, byte for byte, by design; its work is not (other GPUs, another latency). Before,
     the report merged it into its twin's row ("same images as ..."), so its verdict, speed-up and per-GPU figures
     never showed; only the climb had been taught otherwise."""
-    from assess.report import write_report
-    from assess.sidebyside import same_work
+    from assess.report.write import write_report
+    from assess.statistics.side_by_side import same_work
 
     sweep = outputs.sweep()
     outputs.anchor(sweep, "0_anchor")

@@ -16,7 +16,7 @@ from assess.metrics.distribution import CMMDMetric, mmd
 from assess.metrics.model_identity import metric_model_identity
 from render.rundir import folder_digest
 from assess.metrics.preference import PICKSCORE_PROCESSOR, PickScoreMetric
-from assess.score import score
+from assess.scoring.ingest import score
 from tests.assess.conftest import RunFactory, anchor_image, make_cell, noise, shift
 
 

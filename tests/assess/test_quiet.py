@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from assess.cli import cli
 from assess.metrics import clipmodels
 from assess.metrics.base import SetupProblem
-from assess.score import ScoreSummary, score
-from render.progress import LineProgress, progress
+from assess.scoring.ingest import score
+from assess.scoring.tally import ScoreSummary
+from render.run.progress import LineProgress, progress
 from tests.assess.conftest import RunFactory, make_cell, shift
 
 
@@ -138,7 +139,7 @@ def test_assess_score_names_models_not_at_hand_offline_in_one_line_and_v_gives_e
         outputs: RunFactory, db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real loading path, offline: two hub ids that are not cached share the line (a folder of the user's that
     holds no model is refused before anything is scored, exit 2: issue 45, tests/assess/test_cli.py)."""
-    from render.quiet import VERBOSE_ENV
+    from render.run.quiet import VERBOSE_ENV
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv(VERBOSE_ENV, raising=False)  # -v sets it for the processes it starts: undone after the test

@@ -10,13 +10,13 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from assess.experiment import ExperimentError, load_experiment
-from assess.index import Index
+from assess.index.database import Index
 from assess.metrics import build_metrics, build_sample_metrics
-from render.metric_specs import (
+from render.compose.metric_registry import (
     SPECS, climb_metric_names, leaderboard_specs, quality_metric_names, sample_metric_names, scored_metric_names,
 )
-from assess.report import leaderboard_columns, write_report
-from assess.score import score
+from assess.report.write import leaderboard_columns, write_report
+from assess.scoring.ingest import score
 from tests.assess.climb_fixtures import hydra_state_kept, restore_hydra  # noqa: F401  (the fixture)
 from tests.assess.conftest import RunFactory, make_cell, shift
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from assess.report import write_report
-from assess.score import score
+from assess.report.write import write_report
+from assess.scoring.ingest import score
 from assess.status import status
 from render import rundir
 from tests.conftest import run_render

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from assess.errors import NotScored
-from assess.report import write_report
-from assess.stats import pareto_front
-from assess.score import score
+from assess.report.write import write_report
+from assess.statistics.compare import pareto_front
+from assess.scoring.ingest import score
 from tests.assess.conftest import ANCHOR_KEY, RunFactory, make_cell, noise, shift
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from assess.report import CellView, pareto_figure, render_line
+from assess.report.write import CellView, pareto_figure, render_line
 
 
 def _view(i: int, speed: float, ssim: float, anchor: bool = False) -> CellView:
@@ -33,7 +33,7 @@ def test_pareto_labels_do_not_overlap_when_cells_sit_close_together() -> None:
 def test_a_plot_of_thousands_of_cells_marks_its_frontier_and_anchor_only() -> None:
     """Past MAX_LABELLED points every label would merge into one that hides the plot (and placing them grew with the
     square of the points): the frontier and the anchor are marked, the legend still maps every mark."""
-    from assess import report
+    from assess.report.write import write as report
 
     views = [_view(0, 10.0, 1.0, anchor=True)]
     views += [_view(i, 20.0 + (i * 7919 % 1000) / 100, 0.9 + (i * 104729 % 1000) / 10_000)
@@ -52,12 +52,12 @@ def test_every_row_has_the_line_that_renders_its_samples() -> None:
 
 
 def test_the_report_and_the_climb_draw_speed_on_one_axis() -> None:
-    """The two speed-vs-quality plots once disagreed (images/s against s/image): both take assess.speed_axis."""
+    """The two speed-vs-quality plots once disagreed (images/s against s/image): both take assess.statistics.speed_axis."""
     import inspect
 
-    import assess.climb.report as climb_report
-    import assess.report as report
-    from assess import speed_axis
+    import assess.climb.experiment_report as climb_report
+    import assess.report.write as report
+    from assess.statistics import speed_axis
 
     fig, _ = pareto_figure([_view(0, 10.0, 1.0, anchor=True), _view(1, 20.0, 0.98)], "ssim")
     assert fig.axes[0].get_xlabel() == speed_axis.LABEL

@@ -1,4 +1,4 @@
-"""assess.resample does scipy's bootstrap and quantile arithmetic without scipy's per-call checks (issue 45: 5,000
+"""assess.statistics.resample does scipy's bootstrap and quantile arithmetic without scipy's per-call checks (issue 45: 5,000
 cells spent 6 s in scipy.stats.bootstrap and 4 s in scipy.stats.quantile): its values are scipy's, to the last bit."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from assess.resample import linear_quantiles, mean_interval_bca, resampled_medians
-from assess.stats import CONFIDENCE, N_RESAMPLES, SEED, bootstrap
+from assess.statistics.resample import linear_quantiles, mean_interval_bca, resampled_medians
+from assess.statistics.compare import CONFIDENCE, N_RESAMPLES, SEED, bootstrap
 
 
 def _samples() -> list[np.ndarray]:
@@ -48,7 +48,7 @@ def test_linear_quantiles_are_scipys(size: int) -> None:
 
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 19, 20, 199, 200])
 def test_resampled_medians_are_numpys(size: int) -> None:
-    """assess.resample.resampled_medians (the speed-up's resampled medians, one partition a row) equals np.median."""
+    """assess.statistics.resample.resampled_medians (the speed-up's resampled medians, one partition a row) equals np.median."""
     rng = np.random.default_rng(size)
     indices = rng.integers(0, max(size, 1), (N_RESAMPLES, size), dtype="int64")
     for data in (rng.lognormal(size=size), rng.integers(1, 4, size=size).astype(float),  # ties
@@ -79,9 +79,9 @@ def test_linear_quantiles_of_signed_zeros_are_scipys(size: int) -> None:
 
 @pytest.mark.parametrize("data", _samples(), ids=lambda d: f"n{d.size}")
 def test_the_median_s_percentile_interval_is_scipys(data: np.ndarray) -> None:
-    """assess.resample.median_interval_percentile (each cell's latency interval, assess.metrics.speed) is
+    """assess.statistics.resample.median_interval_percentile (each cell's latency interval, assess.metrics.speed) is
     scipy.stats.bootstrap's percentile interval of the median, to the last bit."""
-    from assess.resample import median_interval_percentile
+    from assess.statistics.resample import median_interval_percentile
 
     expected = bootstrap((data,), np.median, method="percentile", seed=SEED)
     found = median_interval_percentile(data, CONFIDENCE, N_RESAMPLES, SEED)

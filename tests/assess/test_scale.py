@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from assess import index as index_module
+from assess.index.database import database as index_module
 from assess.cli import cli
-from assess.index import Index
-from assess.score import score
+from assess.index.database import Index
+from assess.scoring.ingest import score
 from render import rundir
 from tests.conftest import load_benchmark
 
@@ -165,7 +165,7 @@ def report_reads(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[str
 
 def test_a_report_asks_the_index_as_many_questions_whatever_its_number_of_cells(
         report_reads: dict[int, list[str]]) -> None:
-    """A report reads each table's rows of all its cells at once (assess.report_index), never once per cell: 5,000
+    """A report reads each table's rows of all its cells at once (assess.report.reads), never once per cell: 5,000
     cells sent 86,000 queries (5 s)."""
     import re
     from collections import Counter
@@ -181,11 +181,11 @@ def test_a_report_asks_the_index_as_many_questions_whatever_its_number_of_cells(
 
 def test_a_report_pauses_the_cyclic_collector_and_leaves_it_as_it_was(scored: tuple[Path, Path], tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """assess.heap.collector_paused: the report builds its heap with the collector off (its full collections were
+    """assess.report.write.collector_paused: the report builds its heap with the collector off (its full collections were
     2 s of a 5,000-cell report), and the collector is as it was after, on or off."""
     import gc
 
-    from assess import report
+    from assess.report.write import write as report
 
     root, db = scored
     seen: list[bool] = []
@@ -203,13 +203,14 @@ def test_a_report_pauses_the_cyclic_collector_and_leaves_it_as_it_was(scored: tu
 
 def test_a_second_report_computes_no_interval_and_shows_the_same(scored: tuple[Path, Path], tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """assess.interval_memo: the bootstrap intervals of a report are kept beside the index under a digest of their
+    """assess.statistics.memo: the bootstrap intervals of a report are kept beside the index under a digest of their
     inputs and code; the next report of the same cells computes none and writes the same page, and a cell whose
     values changed is computed again (and only it)."""
     import re
 
-    from assess import report, resample
-    from assess.interval_memo import memo_path
+    from assess.report.write import write as report
+    from assess.statistics import resample
+    from assess.statistics.memo import memo_path
 
     root, db = scored
     computed: list[str] = []

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from assess.index import Index
-from assess.report import _fmt, write_report
-from assess.score import score
+from assess.index.database import Index
+from assess.report.write import _fmt, write_report
+from assess.scoring.ingest import score
 from assess.status import format_plain, status
 from tests.conftest import run_render
 

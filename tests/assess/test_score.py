@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from assess.errors import NoRunsFound, NotARunDirectory
-from assess.index import Index
+from assess.index.database import Index
 from assess.metrics import fidelity
 from assess.metrics.fidelity import psnr_identical
 from render import rundir
 from render.rundir import load_run
-from assess.score import render_command, score
+from assess.scoring.ingest import render_command, score
 from tests.assess.conftest import ANCHOR_KEY, PROMPTS, RunFactory, cell_key_of, expected_psnr_shift, make_cell, shift
 
 FAST = ["psnr", "ssim"]
@@ -250,7 +250,7 @@ def test_changing_the_clip_model_rescores(sweep_with_anchor: Path, db: Path, tin
 
 
 def test_an_unavailable_outcome_never_replaces_a_value_unless_forced(sweep_with_anchor: Path, db: Path) -> None:
-    from assess.index import ScoreRow
+    from assess.index.database import ScoreRow
     from assess.metrics import Outcome
 
     score([sweep_with_anchor], db, metrics=["psnr"])
@@ -269,7 +269,7 @@ def test_an_unavailable_outcome_never_replaces_a_value_unless_forced(sweep_with_
 
 def test_chunks_and_a_small_image_cache_give_the_same_scores(sweep_with_anchor: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from assess import score as score_module
+    from assess.scoring import ingest as score_module
 
     whole = tmp_path / "whole.db"
     score([sweep_with_anchor], whole, metrics=FAST)

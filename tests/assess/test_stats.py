@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assess.index import Index
-from assess.score import score
-from assess.stats import compare_cell, mean_interval, paired_delta, per_prompt, speedup, wilcoxon_p
+from assess.index.database import Index
+from assess.scoring.ingest import score
+from assess.statistics.compare import compare_cell, mean_interval, paired_delta, per_prompt, speedup, wilcoxon_p
 from tests.assess.conftest import ANCHOR_KEY, cell_key_of, expected_psnr_shift, make_cell
 
 
@@ -68,13 +68,13 @@ def test_speedup_interval() -> None:
 
 
 def test_the_speedup_interval_is_scipys_two_sample_bootstrap_with_the_anchor_drawn_once() -> None:
-    """assess.stats.median_ratio_interval keeps the anchor's resampled medians across cells (issue 45: a report of
+    """assess.statistics.compare.median_ratio_interval keeps the anchor's resampled medians across cells (issue 45: a report of
     5,000 cells drew them 5,000 times); its intervals are scipy.stats.bootstrap's, to the last bit."""
     import warnings
 
     from scipy import stats as scipy_stats
 
-    from assess.stats import CONFIDENCE, N_RESAMPLES, SEED, median_ratio_interval
+    from assess.statistics.compare import CONFIDENCE, N_RESAMPLES, SEED, median_ratio_interval
 
     def ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.median(x, axis=axis) / np.median(y, axis=axis)

@@ -30,7 +30,7 @@ def by_name(rows: list) -> dict:
 
 
 def test_states_of_a_sweep(outputs: RunFactory) -> None:
-    sweep = outputs.sweep(cells=[  # SWEEP.json as hydra_plugins/hypergrid/sweep.py writes it
+    sweep = outputs.sweep(cells=[  # SWEEP.json as hydra_plugins/hypergrid/lifecycle.py writes it
         {"num": n, "overrides": [f"steps={steps}"], "subdir": f"{n}_steps={steps}", "cell_key": "k",
          "describe": "tiny", "expected_samples": 8}
         for n, steps in enumerate((28, 8, 4, 2, 1))

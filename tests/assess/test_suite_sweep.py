@@ -12,9 +12,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from assess.cli import cli
-from render.metric_specs import SPECS, scored_metric_names
+from render.compose.metric_registry import SPECS, scored_metric_names
 from render import rundir
-from render.prompts import load_prompts
+from render.compose.splits import load_prompts
 from tests.conftest import run_render
 
 LIMIT = 4

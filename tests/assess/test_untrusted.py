@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.index import Index
+from assess.index.database import Index
 from assess.metrics.preference import PICKSCORE_PROCESSOR
-from assess.outdir import MARKER, ForeignFolder
-from assess.report import write_report
-from assess.score import score
+from assess.report.outdir import MARKER, ForeignFolder
+from assess.report.write import write_report
+from assess.scoring.ingest import score
 from render import rundir
 from tests.assess.conftest import RunFactory, make_cell, shift
 
@@ -286,7 +286,7 @@ def test_a_hub_endpoint_with_credentials_is_in_no_output(outputs: RunFactory, db
     assert configs == {f"model=http://***@127.0.0.1:9/models/PickScore processor={PICKSCORE_PROCESSOR}"}
     assert [p for p in _files(report) if SECRET.encode() in p.read_bytes()] == []
 
-    from assess.export.runs import sweep_runs
+    from assess.export.selection import sweep_runs
 
     tracked = sweep_runs(sweep, db, tmp_path / "export")
     assert SECRET not in json.dumps([[r.name, r.params, r.tags] for r in tracked])
@@ -312,7 +312,7 @@ def test_redaction_keeps_what_is_not_a_secret() -> None:
 
 
 def test_environment_variables_are_recorded_only_by_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    from render import provenance
+    from render.run import provenance
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setenv("HF_TOKEN", SECRET)
@@ -323,10 +323,10 @@ def test_environment_variables_are_recorded_only_by_allow_list(monkeypatch: pyte
 
 
 def test_every_write_to_the_index_is_redacted_the_climbs_records_and_updates_too(tmp_path: Path) -> None:
-    """Issue 45 item 2, the principle: one edge for the index's rows (assess.index_table). The climb's generation
+    """Issue 45 item 2, the principle: one edge for the index's rows (assess.index.writer). The climb's generation
     records (commands, notes, cells, the final's claim), written by the climb's own route, and an update in place keep
     no credential; a folder's own path is written as it is."""
-    from assess.climb.records import sync_index
+    from assess.climb.archive import sync_index
 
     url = f"http://user:{SECRET}@hub.example"
     generation = {"generation": 1, "created_at": "2026-12-05T00:00:00Z", "state": "decided",

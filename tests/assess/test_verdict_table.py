@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from assess.index import Index
-from assess.report import pareto_figure, sweep_cells, write_report
-from assess.score import score
-from assess.stats import compare_cell
+from assess.index.database import Index
+from assess.report.write import pareto_figure, sweep_cells, write_report
+from assess.scoring.ingest import score
+from assess.statistics.compare import compare_cell
 from tests.assess.climb_fixtures import DemoRuns, restore_hydra  # noqa: F401  (the fixture)
 from tests.assess.conftest import RunFactory, make_cell, noise, shift
 
@@ -172,7 +172,7 @@ def test_the_browser_check_catches_a_table_too_wide(report: Path, tmp_path: Path
 @pytest.mark.usefixtures("restore_hydra")
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install -y chromium)")
 def test_the_experiment_reports_verdict_table_fits_1280x800(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from assess.climb.report import write_experiment_report
+    from assess.climb.experiment_report import write_experiment_report
     from tests.assess.test_climb_index import first_generation
 
     monkeypatch.chdir(tmp_path)
@@ -189,7 +189,7 @@ def test_the_experiment_reports_verdict_table_fits_1280x800(tmp_path: Path, monk
 @pytest.mark.usefixtures("restore_hydra")
 def test_the_frontier_plot_has_interval_bars_and_no_label_over_another(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from assess.climb.report import _current_decision, frontier_figure
+    from assess.climb.experiment_report import _current_decision, frontier_figure
     from assess.experiment import load_experiment
     from tests.assess.test_climb_index import first_generation
 
@@ -211,9 +211,9 @@ def test_a_parallel_cell_shows_its_speedup_per_gpu_and_its_scaling_efficiency() 
     """Issue 33 item 4: the width is read from the indexed cell; the per-GPU figure is the speed-up over the width."""
     import json
 
-    from assess.stats import Estimate
-    from assess.width import cell_width, twin_of
-    from assess.verdict import Speed
+    from assess.statistics.compare import Estimate
+    from assess.statistics.width import cell_width, twin_of
+    from assess.verdicts.table import Speed
     from render.rundir import cell_key_of
 
     class OneRun:

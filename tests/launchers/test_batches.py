@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hydra_plugins.hypergrid.batches import CellSpec, chunk_batches, plan_batches
+from hydra_plugins.hypergrid.placement import CellSpec, chunk_batches, plan_batches
 
 
 def cell(num: int, model: str = "tiny", steps: int = 8, samples: int = 4, gpus: int = 1) -> CellSpec:
@@ -70,7 +70,7 @@ def test_chunks_keep_the_order_and_the_size_limit() -> None:
 
 
 def test_slots_are_disjoint_and_as_wide_as_the_widest_cell() -> None:
-    from hydra_plugins.hypergrid.batches import slots
+    from hydra_plugins.hypergrid.placement import slots
 
     assert slots([0, 1, 2, 3, 4], 2) == [(0, 1), (2, 3)]  # GPU 4 alone cannot hold a width-2 cell
     assert slots([3, 5], 1) == [(3,), (5,)]
@@ -81,7 +81,7 @@ def test_slots_are_disjoint_and_as_wide_as_the_widest_cell() -> None:
 def test_a_cell_spec_knows_its_parallel_width(tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
-    from hydra_plugins.hypergrid.batches import cell_spec
+    from hydra_plugins.hypergrid.placement import cell_spec
 
     def spec(parallel: dict | None) -> CellSpec:
         config = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path), "subdir": "0"}, "job": {"num": 0}},
@@ -95,7 +95,7 @@ def test_a_cell_spec_knows_its_parallel_width(tmp_path: Path) -> None:
 def test_cells_of_each_width_run_side_by_side_in_slots_of_their_width() -> None:
     """Before, every slot was as wide as the widest cell: on 3 GPUs a width-1 and a width-2 cell shared one slot of
     (0, 1) one after the other, and GPU 2 stayed idle."""
-    from hydra_plugins.hypergrid.batches import allot, place
+    from hydra_plugins.hypergrid.placement import allot, place
 
     one, two = cell(0), cell(1, gpus=2)
     assert allot([one, two], 3) == {2: 1, 1: 1}
@@ -132,7 +132,7 @@ def test_a_cell_wider_than_the_slurm_cap_is_refused_before_anything_is_written(c
 
     from omegaconf import OmegaConf
 
-    from hydra_plugins.hypergrid.sweep import preflight_widths
+    from hydra_plugins.hypergrid.lifecycle import preflight_widths
 
     config = OmegaConf.create({"hydra": {"launcher": {"_target_": "hydra_plugins.hypergrid.slurm.SlurmLauncher",
                                                       "gpus": 1}}})

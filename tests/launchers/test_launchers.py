@@ -72,8 +72,8 @@ def the_width_2_cell_and_its_parity(sweep: Path, db: Path, launcher: str, wide_g
     """Issue 33's promises on a finished sweep `parallel=none,ulysses`: the Ulysses cell held two GPUs (`wide_gpus`,
     where a launcher gave it GPUs of its own; its ranks run as gloo processes on the CPU), its width-1 twin is the
     sweep's own `none` cell, and scoring records the pixel drift between them. Returns the cells by their override."""
-    from assess.index import Index
-    from assess.parity import drifting
+    from assess.index.database import Index
+    from assess.statistics.parity import drifting
 
     runs = {next(o for o in json.loads((c / "run.json").read_text())["overrides"] if o.startswith("parallel=")): c
             for c in cells(sweep)}

@@ -10,7 +10,7 @@ import pytest
 from submitit.core.utils import UncompletedJobError
 
 from hydra_plugins.hypergrid import oom
-from hydra_plugins.hypergrid.batches import CellSpec
+from hydra_plugins.hypergrid.placement import CellSpec
 from hydra_plugins.hypergrid.worker import collect
 
 

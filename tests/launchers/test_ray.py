@@ -31,7 +31,7 @@ def rendered(root: Path) -> dict[str, list[tuple[str, int, str]]]:
 
 
 def index_rows(root: Path) -> list[tuple]:
-    from assess.index import Index
+    from assess.index.database import Index
 
     scored = subprocess.run([sys.executable, "-m", "assess", "score", "outputs", "--metrics", "psnr", "-q"], cwd=root,
                             capture_output=True, text=True, timeout=300)
@@ -115,7 +115,7 @@ def test_ctrl_c_cancels_the_tasks_and_their_cells_record_it(tiny_cache: Path, tm
 def _reservations(root: Path) -> tuple[list, list[dict]]:
     """The experiment's reservations and its spend log's sample lines."""
     from render.laws import Ledger
-    from render.laws.budget import reservations
+    from render.laws.admission import reservations
     from render.laws.spend import spend_lines
 
     ledger = Ledger("tiny-demo", root / "outputs")

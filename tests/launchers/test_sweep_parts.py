@@ -13,9 +13,9 @@ from render import rundir
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-from hydra_plugins.hypergrid.batches import CellSpec
+from hydra_plugins.hypergrid.placement import CellSpec
 from hydra_plugins.hypergrid.config import BatchQueueConf, GpusLauncherConf, SlurmLauncherConf
-from hydra_plugins.hypergrid.progress import count_cells, watch
+from hydra_plugins.hypergrid.watch import count_cells, watch
 from hydra_plugins.hypergrid.summary import outcome, summarise
 
 

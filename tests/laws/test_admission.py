@@ -12,7 +12,7 @@ from render import rundir
 from render.cell import anchor_job, build_job
 from render.laws import Ledger
 from render.laws.spend import Purpose, record_spend
-from render.preflight import PreflightError, preflight_budget
+from render.run.preflight import PreflightError, preflight_budget
 from tests.conftest import compose_cfg
 
 PER_SAMPLE_S = 10.0  # each of the cell and its anchor has one pending sample, estimated from history at 10 s

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from assess.experiment import load_experiment
-from assess.score import score
+from assess.scoring.ingest import score
 from render.laws import Ledger, experiment_rule, freeze_rule
 from tests.assess.climb_fixtures import (DemoRuns, demo_cell, dev_ids,
                                          restore_hydra)  # noqa: F401  (the fixture)

@@ -15,7 +15,7 @@ import pytest
 
 from render import rundir
 from render.laws import Ledger, check_rule, experiment_rule, freeze_rule, rule_in_force
-from render.laws.budget import reservations, spent_gpu_seconds
+from render.laws.admission import reservations, spent_gpu_seconds
 from render.laws.evidence import check_evidence
 from render.laws.ledger import entry_digest, genesis
 from render.laws.spend import Purpose, record_spend
@@ -169,7 +169,7 @@ def _run(root: Path, name: str, seconds: float, experiment_name: str = "tiny-dem
 
 def test_a_deleted_ledger_with_runs_that_name_the_experiment_refuses_the_launch(tmp_path: Path) -> None:
     from render.laws import ExperimentGuard
-    from render.laws.budget import History
+    from render.laws.admission import History
 
     ledger = Ledger("tiny-demo", tmp_path)
     freeze_rule(ledger, experiment_rule(experiment()))
@@ -241,7 +241,7 @@ def test_a_budget_refused_first_launch_records_its_preflight_measurements(tmp_pa
 def test_a_reservation_lives_while_any_process_of_its_launch_runs(tmp_path: Path) -> None:
     """The launcher ends while a worker that inherited its reservation still renders: the reservation stays live
     (it is not released by the launcher), and the last process to end releases it."""
-    from render.laws.budget import outstanding_seconds
+    from render.laws.admission import outstanding_seconds
 
     ledger = Ledger("tiny-demo", tmp_path)
     ledger.sync()
@@ -251,7 +251,7 @@ import os, sys, time
 os.environ["HYPERGRID_STATE"] = {state!r}
 from pathlib import Path
 from render.laws import Ledger
-from render.laws.budget import reserve
+from render.laws.admission import reserve
 ledger = Ledger("tiny-demo", Path({str(tmp_path)!r}))
 with ledger.lock():
     reserve(ledger, 100.0)
@@ -260,7 +260,7 @@ worker = subprocess.Popen([sys.executable, "-c", '''
 import os, sys, time
 from types import SimpleNamespace
 from pathlib import Path
-from render.laws.budget import guard_for
+from render.laws.admission import guard_for
 from render.rundir import RunExperiment
 job = SimpleNamespace(experiment=RunExperiment("tiny-demo", False, {{"gpu_hours": 1.0}}), out_root=Path({str(tmp_path)!r}))
 guard_for(job)
@@ -409,8 +409,8 @@ def test_an_index_of_folded_text_identities_is_migrated_to_exact_ones(tmp_path: 
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """An index written before issue 28 keyed samples and scores by the folded text: migration 0007 recomputes both
     from the text (migration 0008 since side-by-side timing took 0007), so a rescore replaces rows instead of adding a second row for the same sample."""
-    from assess import index as schema
-    from assess.index import Index
+    from assess.index.database import database as schema
+    from assess.index.database import Index
 
     db = tmp_path / "index.db"
     with monkeypatch.context() as old:  # an index of schema 7, as an assess of then made it
@@ -435,7 +435,7 @@ def test_an_index_of_folded_text_identities_is_migrated_to_exact_ones(tmp_path: 
 
 
 def test_the_recorded_verdict_is_found_from_a_run_and_a_band_is_a_labelled_what_if(tmp_path: Path) -> None:
-    from assess.verdicts import label_what_if, recorded_verdicts
+    from assess.verdicts.recorded import label_what_if, recorded_verdicts
     from render.laws import claim_final, complete_final
 
     out = tmp_path / "outputs"

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from assess.cli import cli
 from assess.climb.generation import StrangerRuns, _observe, budget_state
 from assess.experiment import load_experiment
-from assess.index import Index
-from assess.score import score
+from assess.index.database import Index
+from assess.scoring.ingest import score
 from render.laws import Ledger, claim_final, experiment_rule, freeze_rule, option_prompts, register_holdout
-from render.laws.budget import History, spent_gpu_seconds
+from render.laws.admission import History, spent_gpu_seconds
 from render.laws.evidence import adopt, check_evidence, strangers
 from render.laws.final import FinalAlreadyClaimed
 from render.laws.holdout import content_hash, spent_elsewhere

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from render import rundir
 from render.laws import HoldoutLocked, check_holdout
-from render.prompts import PACKAGE_PROMPTS, Prompt, load_prompts
+from render.compose.splits import PACKAGE_PROMPTS, Prompt, load_prompts
 from render.rundir import folder_digest, text_hash, text_identity
 
 HOLDOUT = load_prompts(str(PACKAGE_PROMPTS / "holdout.jsonl"))
@@ -252,8 +252,8 @@ def test_a_tweaked_manifest_that_keeps_its_ids_is_compared_with_the_anchor_of_it
     """dev-000 had text A; the manifest now gives dev-000 text B. The anchor has both samples (two runs): the cell's
     sample of text B must be compared with the anchor's sample of text B (identical images: SSIM 1), never with the
     anchor's dev-000 of text A (shifted images) — whichever was indexed last."""
-    from assess.index import Index
-    from assess.score import score
+    from assess.index.database import Index
+    from assess.scoring.ingest import score
     from tests.assess.conftest import RunFactory, make_cell, shift
 
     outputs = RunFactory(tmp_path / "outputs")

@@ -13,7 +13,7 @@ from render import rundir
 from render.laws import (HoldoutLocked, Ledger, RuleChanged, amend_rule, check_holdout, check_rule, claim_final,
                          complete_final, content_hash, experiment_rule, final_result, freeze_rule, option_prompts,
                          rule_in_force)
-from render.laws.budget import (BudgetGuard, BudgetStop, Estimate, FIRST_LAUNCH_MARGIN, estimate_jobs,
+from render.laws.admission import (BudgetGuard, BudgetStop, Estimate, FIRST_LAUNCH_MARGIN, estimate_jobs,
                                 outstanding_seconds, reservations, spent_gpu_seconds)
 from tests.conftest import compose_cfg, run_render
 
@@ -115,7 +115,7 @@ def test_assess_refuses_a_changed_rule_and_amend_takes_it(tmp_path: Path) -> Non
     assert loose.quality.band == 0.002 and "quality.band" in (loose.rule_problem or "")  # the rule in force, and why
     amended = load_experiment("tiny-demo", ["experiment.quality.band=0.005"], out_root, amend="wider band")
     assert amended.quality.band == 0.005 and amended.amendments[-1]["reason"] == "wider band"
-    from assess.climb.text import amendment_lines
+    from assess.climb.printout import amendment_lines
 
     assert "quality.band: 0.002 -> 0.005" in amendment_lines(amended)[0]
 
@@ -132,7 +132,7 @@ def test_a_render_with_a_changed_rule_is_refused_before_anything_is_written(tmp_
 
 @pytest.mark.slow
 def test_the_finals_verdict_is_the_one_under_the_rule_at_its_claim(tmp_path: Path) -> None:
-    from assess.climb.final import claim_quality
+    from assess.climb.run_final import claim_quality
     from assess.experiment import load_experiment
 
     out_root = tmp_path / "outputs"
@@ -196,7 +196,7 @@ def test_the_spend_is_the_experiments_across_every_out_root(tmp_path: Path) -> N
 
 def test_a_detached_submission_keeps_its_reservation_until_its_jobs_end(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from render.laws import budget
+    from render.laws import admission as budget
 
     ledger = Ledger("tiny-demo", tmp_path)
     gone = {"host": "nowhere", "pid": 999_999_999, "started_at": rundir.now_iso()}
@@ -254,7 +254,7 @@ def test_a_detached_ray_sweep_keeps_its_reservation_while_its_ray_job_runs(tmp_p
 
 
 def test_a_first_launch_is_estimated_with_its_model_load_and_a_margin() -> None:
-    from render.laws.budget import History
+    from render.laws.admission import History
 
     job = SimpleNamespace(cell=SimpleNamespace(key="k", model=SimpleNamespace(name="tiny"), height=32, width=32,
                                                device_kind="cpu", steps=4, describe=lambda: "k"), gpus=1)
@@ -263,7 +263,7 @@ def test_a_first_launch_is_estimated_with_its_model_load_and_a_margin() -> None:
 
 
 def test_the_guard_stops_a_sweep_at_the_navigable_ceiling(tmp_path: Path) -> None:
-    from render.laws.budget import reserve
+    from render.laws.admission import reserve
 
     ledger = Ledger("tiny-demo", tmp_path)
     ledger.sync()

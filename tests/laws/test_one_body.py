@@ -58,9 +58,9 @@ def launch(out_root: Path, *overrides: str) -> Ledger:
 
 
 def generation(ledger: Ledger, band: float, number: int = 1, *, stamped: bool = True, decided: bool = True) -> Path:
-    """A generation record as the climb writes it (assess.climb.records), with what these laws read of it: the ledger
+    """A generation record as the climb writes it (assess.climb.archive), with what these laws read of it: the ledger
     it was decided under (assess.climb.generation.make_record) and its rule's quality."""
-    from assess.climb.records import write_generation
+    from assess.climb.archive import write_generation
     from render.laws.ledger import ledger_stamp
 
     record = {"generation": number, "experiment": ledger.name,
@@ -280,10 +280,10 @@ def test_a_holdout_preview_in_the_shared_index_blocks_the_final(workdir: Path, m
     """Bob (another state folder, his own out_root) rendered holdout samples and scored them into the shared index:
     before, Alice's final was still claimed and rendered on the same holdout (her out_roots hold none of them). The
     final's evidence reads the index's samples too, by holdout identity: no final can be claimed."""
-    from assess.climb.final import holdout_evidence
+    from assess.climb.run_final import holdout_evidence
     from assess.experiment import load_experiment
-    from assess.index import Index
-    from assess.score import score
+    from assess.index.database import Index
+    from assess.scoring.ingest import score
     from tests.assess.climb_fixtures import DemoRuns, demo_cell, holdout_ids
 
     db = workdir / "index.db"
@@ -303,7 +303,7 @@ def test_a_holdout_preview_in_the_shared_index_blocks_the_final(workdir: Path, m
 def _observed(db: Path):
     from assess.climb.observe import observe, sync_run_experiments
     from assess.experiment import load_experiment
-    from assess.index import Index
+    from assess.index.database import Index
 
     exp = load_experiment("tiny-demo")
     with Index.open(db) as index:
@@ -318,7 +318,7 @@ def test_another_state_folders_runs_are_kept_apart_not_navigated_on(workdir: Pat
     her budget counted only her own spend log. Now his run is kept apart: listed as such, never ranked, not in her
     budget."""
     from assess.climb.generation import budget_state
-    from assess.score import score
+    from assess.scoring.ingest import score
     from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
 
     db = workdir / "index.db"
@@ -353,8 +353,8 @@ def test_anchor_samples_rendered_outside_the_experiment_are_spent_by_it(workdir:
     whoever rendered them, once each at their recorded cost, and written to the spend log: the renderer's
     admission reads the same spend as the climb."""
     from assess.climb.generation import budget_state
-    from assess.score import score
-    from render.laws.budget import History, spent_gpu_seconds
+    from assess.scoring.ingest import score
+    from render.laws.admission import History, spent_gpu_seconds
     from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
 
     db = workdir / "index.db"
@@ -381,7 +381,7 @@ def test_a_launch_names_its_experiment_and_ledger_head_in_run_json_and_spend(tmp
     head its chain never had apart (test_another_state_folders_runs_are_kept_apart_not_navigated_on)."""
     from render.cell import build_job
     from render.laws.spend import Purpose, record_spend, spend_lines
-    from render.runner import run_record
+    from render.run.runner import run_record
 
     out = tmp_path / "outputs"
     ledger = launch(out)
@@ -398,7 +398,7 @@ def test_a_launch_names_its_experiment_and_ledger_head_in_run_json_and_spend(tmp
 def test_index_rows_naming_the_experiment_are_evidence_of_its_ledger(workdir: Path) -> None:
     """The experiment's runs that only the shared index knows (rendered into another out_root) name the ledger they
     were launched under: with every copy of it deleted, the climb refuses instead of starting over on them."""
-    from assess.score import score
+    from assess.scoring.ingest import score
     from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
 
     db = workdir / "index.db"
@@ -444,7 +444,7 @@ def test_a_run_naming_no_head_launched_after_the_ledger_began_is_kept_apart(work
     """A stated limit: a run that names no ledger head was taken as the experiment's, so a run written by hand (or by
     a renderer that did not name the ledger) counted. Now one launched after the chain began is kept apart; one
     launched before it (an older version's run) is still taken, on its anchor."""
-    from assess.score import score
+    from assess.scoring.ingest import score
     from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
 
     db = workdir / "index.db"
@@ -470,8 +470,8 @@ def test_a_kept_apart_runs_samples_are_not_read_through_a_shared_cell_key(workdi
     hold under its ledger are read: Alice's cell has her 2 prompts, and Bob's 2 others are neither navigated on nor
     spent, on the climb's side or the renderer's."""
     from assess.climb.generation import budget_state
-    from assess.score import score
-    from render.laws.budget import History, spent_gpu_seconds
+    from assess.scoring.ingest import score
+    from render.laws.admission import History, spent_gpu_seconds
     from render.rundir import sample_text_hash
     from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
 
@@ -498,8 +498,8 @@ def test_a_sample_record_names_its_own_ledger_head_and_a_resumed_runs_foreign_sa
     """A stated limit: sample records had no stamp of their own, so a run resumed by a launch under another ledger
     (its run.json naming this one's head) passed its foreign samples off as this ledger's. Now a record's own head
     decides for it: the foreign ones are not read, nor spent here."""
-    from assess.score import score
-    from render.laws.budget import History, spent_gpu_seconds
+    from assess.scoring.ingest import score
+    from render.laws.admission import History, spent_gpu_seconds
     from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids
 
     db = workdir / "index.db"
@@ -556,10 +556,10 @@ def test_a_final_in_the_index_blocks_another_names_final_on_the_same_holdout(wor
     """A stated limit: the index's `finals` were matched by experiment name, so a final recorded there (its ledger
     copies and lock lines gone) did not stop another name's final on the same holdout texts. Now the index keeps a
     final's holdout by text identity, and any experiment whose holdout shares one of them finds it spent."""
-    from assess.climb.final import holdout_evidence
-    from assess.climb.records import sync_index
+    from assess.climb.run_final import holdout_evidence
+    from assess.climb.archive import sync_index
     from assess.experiment import load_experiment
-    from assess.index import Index
+    from assess.index.database import Index
     from render.rundir import holdout_identity
 
     launch(workdir / "outputs")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from render.cell import build_job
-from render.preflight import PreflightError, preflight_all
+from render.run.preflight import PreflightError, preflight_all
 from tests.conftest import compose_cfg, run_render
 
 
@@ -92,6 +92,6 @@ def test_a_hub_model_in_the_local_cache_passes(tmp_path: Path, monkeypatch: pyte
     refs.mkdir()
     (refs / "main").write_text("abc")
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
-    from render.environment import check_hub_model
+    from render.run.environment import check_hub_model
 
     check_hub_model(build_job(compose_cfg("model=flux-dev", "device=cpu")).cell.model)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from render.cell import build_job
-from render.runner import run_json
+from render.run.runner import run_json
 from render.rundir import InvalidRunDirectory, RunRecord
 from tests.conftest import compose_cfg
 

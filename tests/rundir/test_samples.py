@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from assess.status import status
-from render import runner, rundir
+from render import rundir
+from render.run import runner
 from render.cell import build_job
-from render.pipeline import PipelineCache
+from render.run.loader import PipelineCache
 from tests.conftest import compose_cfg
 
 PIPELINES = PipelineCache()  # one tiny model load for the whole module

@@ -53,7 +53,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def scored_sweep(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(sweep folder, index): two cells and their anchor rendered by `python -m render` on the tiny model, scored."""
-    from assess.score import score
+    from assess.scoring.ingest import score
 
     root = tmp_path_factory.mktemp("tracked")
     result = run_render("-m", "model=tiny", "steps=2,4", "prompts.limit=2", "seed=[0,1]", cwd=root,

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from assess.export.runs import cell_metrics, metric_versions, param_name
-from assess.index import Index
-from assess.report import _interval_text, sweep_cells
-from assess.stats import Estimate
+from assess.export.selection import cell_metrics, metric_versions, param_name
+from assess.index.database import Index
+from assess.report.write import _interval_text, sweep_cells
+from assess.statistics.compare import Estimate
 
 
 def report_views(sweep: Path, db: Path) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def expected_metrics(view: Any) -> dict[str, float]:
 
 
 def interval_text(metrics: dict[str, float], name: str) -> str:
-    """The report's text of a tracked estimate (assess.report._interval_text), e.g. `1.9 [1.2, 2.3]`."""
+    """The report's text of a tracked estimate (assess.report.write._interval_text), e.g. `1.9 [1.2, 2.3]`."""
     return _interval_text(Estimate(metrics[name], metrics.get(f"{name}/low"), metrics.get(f"{name}/high"),
                                    int(metrics[f"{name}/n"])))
 

@@ -141,10 +141,10 @@ def test_a_target_that_is_neither_a_sweep_nor_an_experiment_is_exit_2(tmp_path: 
 def test_a_climb_s_final_is_on_the_experiment_run(climbed: tuple[Path, Path], mlflow_server: str) -> None:
     """A claimed final with its holdout renders (written through the contract module, scored for real): the
     experiment run holds its holdout speed-up and quality delta, as `assess climb --final` computes them."""
-    from assess.climb.final import final_result
+    from assess.climb.run_final import final_result
     from assess.experiment import load_experiment
-    from assess.index import Index
-    from assess.score import score
+    from assess.index.database import Index
+    from assess.scoring.ingest import score
     from render.laws import Ledger, claim_final, final_record
     from tests.assess.climb_fixtures import ANCHOR_OVERRIDES, DemoRuns, demo_cell, holdout_ids
     from tests.assess.conftest import shift

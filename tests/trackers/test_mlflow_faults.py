@@ -29,7 +29,7 @@ def _client(uri: str):
 @pytest.mark.slow
 def test_a_run_left_running_by_a_killed_export_is_finished_by_the_next(scored_sweep: tuple[Path, Path],
                                                                         mlflow_server: str, tmp_path: Path) -> None:
-    from assess.export.runs import KEY_TAG, sweep_runs
+    from assess.export.selection import KEY_TAG, sweep_runs
 
     sweep, db = scored_sweep
     tracked = sweep_runs(sweep, db, tmp_path)

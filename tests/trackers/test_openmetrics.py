@@ -88,7 +88,7 @@ def test_openmetrics_says_what_status_says(mixed_sweep: Path) -> None:
     assert value(parsed, "hypergrid_cell_state", **labels, state="running") == 1
     assert value(parsed, "hypergrid_cell_state", **labels, state="done") == 0
     from render.laws import Ledger
-    from render.laws.budget import spent_gpu_seconds
+    from render.laws.admission import spent_gpu_seconds
 
     spent = spent_gpu_seconds(Ledger("budgeted", mixed_sweep.parents[2]))
     assert spent > 0

@@ -66,7 +66,7 @@ def test_prometheus_scrapes_a_running_sweep_and_answers_its_done_cells(tiny_cach
         assert seen and seen[-1] == 3, seen
         assert seen[0] < 3  # scraped while the sweep ran, not only after
         # the three cells ran together: the sweep renders them in rounds interleaved with their anchor
-        # (render.interleave), so all three were open at once
+        # (render.timing.interleave), so all three were open at once
         assert instant(f'max_over_time(hypergrid_cells{{state="running",sweep="{sweep}"}}[15m])') == 3
         assert instant(f'max_over_time(hypergrid_samples_done{{sweep="{sweep}"}}[15m])') == 3 * 24
         status = subprocess.run([sys.executable, "-m", "assess", "status", str(sweep), "--json"], env=env,

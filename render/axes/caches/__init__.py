@@ -4,7 +4,7 @@ A method module (e.g. `fbcache.py`) holds its schema (a `CacheSchema` dataclass 
 the names of the diffusers config it maps onto, defaults included, validated in `__post_init__`),
 its `apply(pipe, conf, context) -> record`, the names of the diffusers hooks it registers, and
 `METHOD = CacheMethod(schema, apply)`. Every public module of this package that exports `METHOD` is a method
-(render.registry; the module's name is the method's): adding one
+(render.compose.registry; the module's name is the method's): adding one
 means adding its module and its option file `render/conf/cache/<name>.yaml`
 (`defaults: [/schema/cache/<name>@_here_, _self_]`; the defaults live in the dataclass only).
 
@@ -26,15 +26,15 @@ from render.axes.base import SCHEMA_GROUP, Axis, Record, Target, Where
 from render.axes.caches._base import ApplyContext, CacheConfigError, CacheMethod, CacheSchema
 from render.axes.caches._engagement import Engagement, counting
 from render.axes.caches._support import check_denoiser, check_pipeline_drives, leftover_hooks
-from render.registry import Registry
-from render.spec import Cell
+from render.compose.registry import Registry
+from render.compose.spec import Cell
 
 __all__ = ["AXIS", "CACHES", "CacheConfigError", "Engagement", "NoCacheConf", "apply_cache", "cache_key_params",
            "cache_name", "check_cache_supported", "count_engagement", "reset_cache", "typed"]
 
 
 def _methods() -> Registry[CacheMethod]:
-    """Every method module of this package (render.registry). Found at import, not on first use: `NoCacheConf`
+    """Every method module of this package (render.compose.registry). Found at import, not on first use: `NoCacheConf`
     takes every method's fields, and Hydra's config store needs it when the axes are set up."""
     methods: Registry[CacheMethod] = Registry("cache method", "cache", lambda m: m.schema.name, package=__name__,
                                               attribute="METHOD", error=CacheConfigError)
@@ -188,7 +188,7 @@ def check_cache_supported(pipeline: str, conf: Any) -> None:
     The values are checked when the cell key is made; this checks that the pipeline's denoiser is a
     diffusers transformer that takes cache hooks (a UNet pipeline such as StableDiffusionXLPipeline does not).
     """
-    from render.introspect import pipeline_info
+    from render.compose.introspect import pipeline_info
 
     name = cache_name(conf)
     if name != "none":
@@ -208,7 +208,7 @@ def _check_family_takes(name: str, family_name: str) -> None:
 def check_family_takes(name: str, pipeline: str, family_name: str) -> None:
     """CacheConfigError, saying why and naming the caches it does take, when a cell of this pipeline class and
     family cannot run cache `name`: its family refuses it, or diffusers' classes cannot run it (_check_pipeline)."""
-    from render.introspect import pipeline_info
+    from render.compose.introspect import pipeline_info
 
     if name == "none":
         return
@@ -221,7 +221,7 @@ def check_family_takes(name: str, pipeline: str, family_name: str) -> None:
 
 def caches_taken(pipeline: str, family_name: str) -> list[str]:
     """The cache options a cell of this pipeline class and family passes preflight with (docs/models.md's table)."""
-    from render.introspect import pipeline_info
+    from render.compose.introspect import pipeline_info
 
     taken = []
     for name in options():
@@ -236,7 +236,7 @@ def caches_taken(pipeline: str, family_name: str) -> list[str]:
 
 
 def _check_pipeline(name: str, info: Any) -> None:
-    from render.introspect import UNKNOWN
+    from render.compose.introspect import UNKNOWN
 
     check_pipeline_drives(CACHES[name].schema, info.cls)
     if info.transformer is not UNKNOWN:  # a union or an unresolvable name is checked on the loaded one, in apply_cache

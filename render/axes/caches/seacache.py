@@ -52,7 +52,7 @@ class SeaCacheConf(CacheSchema):
 
     @classmethod
     def pipeline_problem(cls, pipeline_cls: type) -> Optional[str]:
-        from render.introspect import cache_context_fields
+        from render.compose.introspect import cache_context_fields
 
         fields = cache_context_fields(pipeline_cls)
         if fields is None or LOOP_FIELDS <= fields:  # a pipeline whose source cannot be read is checked by its engagement

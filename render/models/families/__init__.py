@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Mapping, Optional
 from render.errors import RenderError
 from render.models.families._tokens import Shape, packed_image
 from render.models.twins import Twin
-from render.registry import Registry
+from render.compose.registry import Registry
 
 
 class FamilyUnavailable(RenderError, ValueError):
@@ -41,7 +41,7 @@ class Family:
     pipelines: tuple[str, ...]  # diffusers pipeline classes of the family (render.models.families.check_pipeline)
     schedulers: Mapping[str, SchedulerSpec]  # scheduler option name -> class and settings ("default" is implicit)
     guidance: Callable[[float], Dict[str, Any]] = guidance_scale  # the guidance knob -> pipeline call arguments
-    clips: bool = False  # the pipeline returns clips (`.frames`), not images: each sample is a clip (render.clips)
+    clips: bool = False  # the pipeline returns clips (`.frames`), not images: each sample is a clip (render.run.apng)
     frame_step: int = 1  # a clip's frame count is k * frame_step + 1 (Wan: its VAE compresses time 4x after frame 1)
     # cache methods diffusers can hook into the family's transformer but its pipeline cannot run, each with why
     refused_caches: Mapping[str, str] = field(default_factory=dict)
@@ -50,7 +50,7 @@ class Family:
     split_sequences: Callable[[Shape], Dict[str, Optional[int]]] = packed_image
 
 
-# Every family, by name: each module of this package that exports `FAMILY` (render.registry: found on first use).
+# Every family, by name: each module of this package that exports `FAMILY` (render.compose.registry: found on first use).
 FAMILIES: Registry[Family] = Registry("model family", "model.family", lambda f: f.name, package=__name__,
                                       attribute="FAMILY", error=FamilyUnavailable)
 
@@ -73,7 +73,7 @@ def twins() -> Dict[str, Twin]:
 def check_pipeline(family_name: str, pipeline: str) -> None:
     """The family must exist, and a pipeline class another family declares is refused: its schedulers would be the
     wrong ones. A class no family declares (a dotted path to your own, a name diffusers may lack) is left to the
-    pipeline's own check (render.introspect), which imports it."""
+    pipeline's own check (render.compose.introspect), which imports it."""
     known = family(family_name)
     owner = next((f.name for f in families().values() if pipeline in f.pipelines), None)
     if owner is not None and owner != known.name:

@@ -1,7 +1,7 @@
 """Wan 2.1 text-to-video: WanPipeline, a 3D DiT over a UMT5 text encoder and a causal video autoencoder.
 
 Its samples are clips (`frames`): `model.num_frames` (k*4+1: the VAE keeps frame 1 and compresses the rest 4x in
-time) at `model.fps`, written as one animated PNG (render.clips) and scored frame by frame (assess.clips).
+time) at `model.fps`, written as one animated PNG (render.run.apng) and scored frame by frame (assess.metrics.frames).
 """
 
 from __future__ import annotations

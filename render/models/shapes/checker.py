@@ -19,7 +19,7 @@ image holds no object.
 
 It lives with the model (numpy and scipy only, no assess import: render never imports assess); the
 `shapes` and `shapes_fit` metrics (assess/metrics/shapes.py) and the trade-off evaluation
-(assess/metrics/shapes_eval.py) read its verdicts.
+(assess/metrics/tradeoff.py) read its verdicts.
 """
 
 from __future__ import annotations

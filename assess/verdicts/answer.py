@@ -1,0 +1,118 @@
+"""The one sentence a sweep's verdict table comes to: the fastest cell at parity, or why there is none yet, and the
+one next command. The report puts it above its table; `assess score` and `assess status` end with it.
+
+It reads the verdict table's rows (assess.verdicts.table.row): each cell's verdict under the rule, its speed-up with its
+interval and how it was timed, and how many prompts decided it. An undecided cell says how many prompts would decide
+it at this band, from its own deltas (a one-sided t power calculation at 80 % power: a planning figure, not a
+promise), and the command that renders them (skip-if-done renders only the new prompts).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from assess.statistics.side_by_side import TIMED_APART
+
+POWER_Z = 0.8416  # z of 80 % power
+# what renders more prompts of a split, for the prompts override a sweep was rendered with
+LARGER = {"smoke": "prompts=dev", "dev": "seed=[0,1]", "suite-dev": "seed=[0,1]"}
+
+
+def prompts_to_decide(deltas: Sequence[float], band: float, higher_is_better: bool, alpha: float) -> int | None:
+    """About how many prompts make a non-inferiority test at `band` decide parity, at the deltas' mean and spread
+    (None: their mean is already past the band, or they have no spread to plan with)."""
+    from scipy.stats import norm
+
+    if len(deltas) < 2:
+        return None
+    mean = statistics.fmean(deltas) * (1 if higher_is_better else -1)
+    sd = statistics.stdev(deltas)
+    margin = mean + band
+    if margin <= 0 or sd == 0:
+        return None
+    return max(len(deltas) + 1, math.ceil(((norm.ppf(1 - alpha) + POWER_Z) * sd / margin) ** 2))
+
+
+def _undecided(rows: Sequence[dict[str, Any]], what: str) -> str:
+    n = max(r.get("n_prompts", 0) for r in rows)
+    needed = [r["needed"] for r in rows if r.get("needed")]
+    about = f"; about {max(needed)} prompts would decide them at this band" if needed else ""
+    return f"{len(rows)} {what} undecided on {n} prompts{about}"
+
+
+def _speed(row: dict[str, Any]) -> str:
+    timed = str(row.get("timed", ""))
+    if timed.startswith(TIMED_APART):
+        return f"{row['speedup']} ({timed}: `assess retime` times it side by side)"
+    return f"{row['speedup']} ({timed})"
+
+
+def _cheapest(parity: Sequence[dict[str, Any]], fastest: dict[str, Any]) -> str:
+    """With batched cells at parity, the throughput answer beside the latency one: the cell with the fewest GPU-seconds
+    per image (the most images per GPU-hour), when it is not the fastest."""
+    costed = [r for r in parity if r.get("gpu_s_image") is not None]
+    if not any(r.get("batch", 1) > 1 for r in costed):
+        return ""
+    cheapest = min(costed, key=lambda r: r["gpu_s_image"])
+    if cheapest is fastest:
+        return ""
+    return (f" Most images per GPU-hour at parity: {cheapest['label']}, {cheapest['cost']} per 1,000 images "
+            f"({fastest['cost']} for the fastest).")
+
+
+def next_render(rows: Sequence[dict[str, Any]], prompts: str) -> str:
+    """The command that renders more prompts for these rows' cells."""
+    parsed: dict[str, list[str]] = {}
+    for r in rows:
+        for part in str(r["label"]).split():
+            key, sep, value = part.partition("=")
+            if sep and value not in parsed.setdefault(key, []):
+                parsed[key].append(value)
+    axes = " ".join(f"{k}={','.join(v)}" for k, v in parsed.items())
+    larger = LARGER.get(prompts, "seed=[0,1]")
+    return f"python -m render -m {axes} {larger}".replace("  ", " ").strip()
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str  # the sentence
+    next: str  # the one next command
+
+    def __str__(self) -> str:
+        return f"{self.text} Next: `{self.next}`"
+
+
+def sentence(table: dict[str, Any], prompts: str = "smoke", sweep: str = "<sweep>") -> Answer:
+    """The answer of a verdict table (assess.verdicts.table.context) in one sentence, with the one next command."""
+    rows = [r for r in table["rows"] if not r["is_anchor"]]
+    band = table.get("band")
+    report = f"assess report {sweep}"
+    if not rows:
+        return Answer("No cell to judge yet.", f"assess score {sweep}")
+    if band is None:
+        return Answer(f"No verdict: no parity band ({table['rule']}).", f"{report} --band B")
+    parity = [r for r in rows if r["verdict"] == "parity"]
+    metric = table["metrics"][0]
+    if parity:
+        best = max(parity, key=lambda r: (not str(r.get("timed", "")).startswith(TIMED_APART),
+                                          r.get("speed_value") or 0.0))
+        text = (f"Fastest at parity: {best['label']}, {_speed(best)} faster than the anchor, {metric} within "
+                f"{band:g} of it on {best.get('n_prompts', 0)} prompts.") + _cheapest(parity, best)
+        faster = [r for r in rows if r["verdict"] == "undecided" and (r.get("speed_value") or 0.0)
+                  > (best.get("speed_value") or 0.0)]
+        if faster:  # a faster cell may still be at parity: more prompts tell
+            return Answer(f"{text} {_undecided(faster, 'faster cell(s)')}.", next_render(faster, prompts))
+        return Answer(text, report)
+    undecided = [r for r in rows if r["verdict"] == "undecided"]
+    if undecided:
+        return Answer(f"No cell at parity yet: {_undecided(undecided, 'cell(s)')} ({metric}, band {band:g}).",
+                      next_render(undecided, prompts))
+    if all(r["verdict"] == "out" for r in rows):
+        return Answer(f"No cell of this sweep is at parity: every one is out at band {band:g} on {metric}; try "
+                      "gentler settings (more steps, a lower cache threshold), or a band of your own.",
+                      f"{report} --band B")
+    return Answer(f"No verdict yet: the cells have no {metric} deltas to the anchor.", f"assess score {sweep}")
