@@ -45,12 +45,13 @@ class IntervalMemo:
     """The intervals of one file, read at once; what a report adds is written when it ends."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.new = path, {}
+        self.path = path
+        self.new: dict[str, Interval] = {}
         self.known: dict[str, Interval] = {}
         if path.is_file():
             try:
                 with sqlite3.connect(path) as db:
-                    self.known = {k: tuple(json.loads(v)) for k, v in db.execute("SELECT key, value FROM intervals")}  # type: ignore[misc]
+                    self.known = {k: tuple(json.loads(v)) for k, v in db.execute("SELECT key, value FROM intervals")}
             except (sqlite3.Error, ValueError) as error:  # a damaged memo is only a slower report
                 log.warning("%s could not be read (%s): every interval is computed", path, error)
 
