@@ -185,7 +185,7 @@ def test_on_a_gpu_cells_are_interleaved_only_while_their_weights_fit_together(ti
 
     import torch
 
-    from render.run.measure import interleave as module
+    from render.timing import interleave as module
 
     job = dataclasses.replace(build_job(compose_cfg(*BASE, "steps=2", f"out_root={tmp_path}")), device="cuda:0")
     weights = module._weights_on_disk(module.model_source(job.cell.model))

@@ -23,7 +23,7 @@ from assess.index.database import Index
 from assess.retime import Options, RetimeRefused, retime_runs
 from assess.statistics.side_by_side import (SIDE_BY_SIDE, TIMED_APART, latency_ratios, median_interval_ranks, round_speedup,
                                side_by_side)
-from render.run.measure import sessions as engine
+from render.timing import sessions as engine
 from render.app import PIPELINES
 from render.cell import build_job
 from render.rundir import SampleStore, load_run, read_samples

@@ -13,7 +13,7 @@ import pytest
 
 from assess.statistics.noise import NOISY_ABOVE, noise, normalised
 from assess.statistics.compare import paired_speedup, speed_order
-from render.run.measure import reference as timing
+from render.run import measure as timing
 from render.app import PIPELINES
 from render.cell import build_job
 from render.rundir import SampleStore, read_samples

@@ -33,7 +33,7 @@ def test_pareto_labels_do_not_overlap_when_cells_sit_close_together() -> None:
 def test_a_plot_of_thousands_of_cells_marks_its_frontier_and_anchor_only() -> None:
     """Past MAX_LABELLED points every label would merge into one that hides the plot (and placing them grew with the
     square of the points): the frontier and the anchor are marked, the legend still maps every mark."""
-    from assess.report.write import write as report
+    from assess.report import write as report
 
     views = [_view(0, 10.0, 1.0, anchor=True)]
     views += [_view(i, 20.0 + (i * 7919 % 1000) / 100, 0.9 + (i * 104729 % 1000) / 10_000)

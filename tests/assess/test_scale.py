@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from assess.index.database import database as index_module
+from assess.index import database as index_module
 from assess.cli import cli
 from assess.index.database import Index
 from assess.scoring.ingest import score
@@ -185,7 +185,7 @@ def test_a_report_pauses_the_cyclic_collector_and_leaves_it_as_it_was(scored: tu
     2 s of a 5,000-cell report), and the collector is as it was after, on or off."""
     import gc
 
-    from assess.report.write import write as report
+    from assess.report import write as report
 
     root, db = scored
     seen: list[bool] = []
@@ -208,7 +208,7 @@ def test_a_second_report_computes_no_interval_and_shows_the_same(scored: tuple[P
     values changed is computed again (and only it)."""
     import re
 
-    from assess.report.write import write as report
+    from assess.report import write as report
     from assess.statistics import resample
     from assess.statistics.memo import memo_path
 

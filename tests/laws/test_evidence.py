@@ -409,7 +409,7 @@ def test_an_index_of_folded_text_identities_is_migrated_to_exact_ones(tmp_path: 
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """An index written before issue 28 keyed samples and scores by the folded text: migration 0007 recomputes both
     from the text (migration 0008 since side-by-side timing took 0007), so a rescore replaces rows instead of adding a second row for the same sample."""
-    from assess.index.database import database as schema
+    from assess.index import database as schema
     from assess.index.database import Index
 
     db = tmp_path / "index.db"
