@@ -92,6 +92,48 @@ def test_a_killed_worker_is_retried_and_resumes_sample_by_sample(tiny_cache: Pat
     assert (run / "render.log").read_text().count("loaded model") >= 2, "the task was never run again"
 
 
+def _raylet_of(pid: int, nodes: list) -> object:
+    """The node whose raylet started the worker process `pid` (its ancestor)."""
+    import psutil
+
+    raylets = {process.pid: node for node in nodes for name, process in node.live_processes() if name == "raylet"}
+    for ancestor in psutil.Process(pid).parents():
+        if ancestor.pid in raylets:
+            return raylets[ancestor.pid]
+    raise AssertionError(f"worker {pid} belongs to no node of the cluster {sorted(raylets)}")
+
+
+@pytest.mark.long("a cluster of its own (a head and two one-GPU nodes), then a cell slow enough to lose its node")
+def test_a_task_whose_node_dies_is_retried_on_another_and_resumes(tiny_cache: Path, tmp_path: Path) -> None:
+    """The node running a task is killed (every process of it, as a lost machine): Ray runs the task again on the
+    cluster's other node, where the cell resumes where it stopped; no sample is rendered twice. A cluster of its
+    own (ray.cluster_utils, other ports than the CI's head): a node of that one cannot be killed alone."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False})
+    try:
+        nodes = [cluster.add_node(num_cpus=1, num_gpus=1) for _ in range(2)]
+        command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=300", "prompts=dev", "prompts.limit=8",
+                   "render_anchor=false", "hydra/launcher=ray", f"hydra.launcher.address={cluster.address}"]
+        process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not list(tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")):
+            time.sleep(0.2)
+        (samples,) = tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")
+        _wait_for(samples, 2, process)
+        worker = json.loads((samples.parent / "run.json").read_text())["pid"]
+        cluster.remove_node(_raylet_of(worker, nodes), allow_graceful=False)
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+    finally:
+        cluster.shutdown()
+    run = samples.parent
+    assert len(no_sample_rendered_twice(run)) == 8 and (run / "DONE.json").exists()
+    assert (run / "render.log").read_text().count("loaded model") >= 2, "the task was never run again"
+    assert json.loads((run / "run.json").read_text())["pid"] != worker
+
+
 @pytest.mark.long("two tasks' worker processes started and rendering before the signal")
 def test_ctrl_c_cancels_the_tasks_and_their_cells_record_it(tiny_cache: Path, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=300,301", "prompts=dev", "prompts.limit=8",
