@@ -1,6 +1,6 @@
 """`assess score`, `status` and `report` of an output root with many run folders (issue 45 item 1: 5,000 runs /
 100,000 samples scored from nothing in at most 60 s on the 2-core machine, rescored with nothing new in at most 5 s,
-status and report in at most 10 s each; docs/quality.md has the figures).
+status and report in at most 10 s each; docs/scale.md has the figures).
 
     python benchmarks/scale.py [--runs 5000] [--samples 20] [--anchor-samples 200] [--no-report] [--keep DIR]
     python benchmarks/scale.py --report-of DIR/outputs [--repeat 3] [--baseline CHECKOUT]
@@ -9,7 +9,7 @@ Builds an output root through the contract module (render.rundir): one anchor wi
 `runs - 1` cells in sweeps of 100, each cell `samples` finished 16x16 samples of some of the anchor's prompts. Then
 times, each in its own process as a user runs them, with its peak memory: `assess score <root> --metrics psnr -q`
 from nothing, again with nothing new, again after 1 % new run folders were added (a sweep of their own), then
-`assess status <root>` and `assess report <root>`. Prints one line per figure and a row for docs/quality.md's table.
+`assess status <root>` and `assess report <root>`. Prints one line per figure and a row for docs/scale.md's table.
 
 `--report-of` times only `assess report` of a root built and scored before (`--keep`), `--repeat` times; with
 `--baseline`, each time alternately with the code of another checkout (e.g. a `git worktree` of an earlier commit)

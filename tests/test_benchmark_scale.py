@@ -1,4 +1,4 @@
-"""benchmarks/scale.py runs end to end at a small size: every figure of docs/quality.md's scale table, each command
+"""benchmarks/scale.py runs end to end at a small size: every figure of docs/scale.md's table, each command
 exiting 0, the rescores counting what is current and the 1 % new scored."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import pytest
 from tests.conftest import load_benchmark
 
 
-@pytest.mark.slow  # ~20 s: five `python -m assess` processes, each paying the imports a user's does
+@pytest.mark.slow  # ~20 s: six `python -m assess` processes, each paying the imports a user's does
 def test_a_small_run_prints_every_figure(capsys: pytest.CaptureFixture) -> None:
     load_benchmark("scale").main(["--runs", "30", "--samples", "2", "--anchor-samples", "20"])
     out = capsys.readouterr().out
-    for label in ("score (first)", "score (nothing new)", "score (1 % new)", "status", "report"):
+    for label in ("score (first)", "score (nothing new)", "score (1 % new)", "status", "report", "report (again)"):
         assert f"assess {label} of 30 run folders" in out, out
-    assert out.count("(exit 0)") == 5, out
+    assert out.count("(exit 0)") == 6, out
     assert "0 score(s) written, 58 already current" in out  # nothing new: nothing computed
     assert "2 score(s) written, 58 already current" in out  # 1 % of 30: one new run of 2 samples
     assert out.rstrip().splitlines()[-1].startswith("| 30 | 78 | ")

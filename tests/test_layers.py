@@ -182,7 +182,12 @@ def test_each_top_level_reads_as_a_table_of_contents() -> None:
 
 
 def _stem(name: str) -> str:
-    return name.lstrip("_").removesuffix("s")
+    """A module's name in the singular (`categories` -> `category`, `batches` -> `batch`, `verdicts` -> `verdict`)."""
+    name = name.lstrip("_")
+    for plural, singular in (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("s", "")):
+        if name.endswith(plural):
+            return name[: -len(plural)] + singular
+    return name
 
 
 def test_no_two_modules_are_near_twins() -> None:
