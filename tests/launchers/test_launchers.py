@@ -205,7 +205,9 @@ def test_a_job_past_its_time_limit_is_requeued_and_finishes(launcher: str, limit
     done = json.loads((run / "DONE.json").read_text())
     expected = 2 * ((n + 1) // 2)
     assert len(no_sample_rendered_twice(run)) == expected and done["n_samples"] == expected
-    assert (run / "render.log").read_text().count("loaded model") >= 2, "the job was never requeued"
+    # each attempt starts with the cell's line (what it will render); its model load may not come before the signal:
+    # SLURM's can land while a loaded machine is still importing (then the first attempt never loaded the model)
+    assert (run / "render.log").read_text().count(" to render") >= 2, "the job was never requeued"
 
 
 @pytest.mark.slurm
