@@ -70,12 +70,11 @@ def _wait_for(path: Path, lines: int, process: subprocess.Popen, seconds: float 
     raise AssertionError(f"{path} never reached {lines} line(s) (the sweep {'ended' if process.poll() is not None else 'hung'})")
 
 
-@pytest.mark.long("a cell slow enough to be killed mid-way, then Ray's retry in a fresh worker process")
-def test_a_killed_worker_is_retried_and_resumes_sample_by_sample(tiny_cache: Path, tmp_path: Path) -> None:
-    """The worker process of a running task is killed (SIGKILL, as the OOM killer or a lost node does): Ray runs the
-    task again, which resumes the cell where it stopped; no sample is rendered twice."""
+def _a_slow_cell_two_samples_in(tmp_path: Path, launcher: list[str]) -> tuple[subprocess.Popen, Path, int]:
+    """A one-cell sweep slow enough to be hit mid-way (300 steps, 8 prompts), once its task has rendered 2 samples:
+    the sweep's process, the cell's samples.jsonl and the pid of the worker rendering it."""
     command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=300", "prompts=dev", "prompts.limit=8",
-               "render_anchor=false", *LAUNCHERS["ray"]]
+               "render_anchor=false", *launcher]
     process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
@@ -83,7 +82,14 @@ def test_a_killed_worker_is_retried_and_resumes_sample_by_sample(tiny_cache: Pat
         time.sleep(0.2)
     (samples,) = tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")
     _wait_for(samples, 2, process)
-    worker = json.loads((samples.parent / "run.json").read_text())["pid"]
+    return process, samples, json.loads((samples.parent / "run.json").read_text())["pid"]
+
+
+@pytest.mark.long("a cell slow enough to be killed mid-way, then Ray's retry in a fresh worker process")
+def test_a_killed_worker_is_retried_and_resumes_sample_by_sample(tiny_cache: Path, tmp_path: Path) -> None:
+    """The worker process of a running task is killed (SIGKILL, as the OOM killer or a lost node does): Ray runs the
+    task again, which resumes the cell where it stopped; no sample is rendered twice."""
+    process, samples, worker = _a_slow_cell_two_samples_in(tmp_path, LAUNCHERS["ray"])
     os.kill(worker, signal.SIGKILL)
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-3000:]
@@ -113,16 +119,8 @@ def test_a_task_whose_node_dies_is_retried_on_another_and_resumes(tiny_cache: Pa
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False})
     try:
         nodes = [cluster.add_node(num_cpus=1, num_gpus=1) for _ in range(2)]
-        command = [sys.executable, "-m", "render", "-m", "model=tiny", "steps=300", "prompts=dev", "prompts.limit=8",
-                   "render_anchor=false", "hydra/launcher=ray", f"hydra.launcher.address={cluster.address}"]
-        process = subprocess.Popen(command, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not list(tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")):
-            time.sleep(0.2)
-        (samples,) = tmp_path.glob("outputs/multirun/*/*/*/samples.jsonl")
-        _wait_for(samples, 2, process)
-        worker = json.loads((samples.parent / "run.json").read_text())["pid"]
+        process, samples, worker = _a_slow_cell_two_samples_in(
+            tmp_path, ["hydra/launcher=ray", f"hydra.launcher.address={cluster.address}"])
         cluster.remove_node(_raylet_of(worker, nodes), allow_graceful=False)
         _, stderr = process.communicate(timeout=600)
         assert process.returncode == 0, stderr[-3000:]
