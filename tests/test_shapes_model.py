@@ -1,7 +1,8 @@
 """The shipped shapes model's quality and its speed/quality trade-off, measured with the checker (slow).
 
-120 dev samples (60 prompts x 2 seeds) per cell, rendered through the runner's code: every dev prompt, and about two
-minutes on one core in all (docs/shapes.md's table takes 5 seeds; 300 samples a cell cost the slow tier 5 minutes).
+60 dev samples (every dev prompt, seed 0) per cell, rendered through the runner's code: about a minute on one core in
+all (docs/shapes.md's table takes 5 seeds; 300 samples a cell cost the slow tier 5 minutes, two seeds 150 s). The
+renders are deterministic, so the paired intervals below are the same numbers on every run, not a coin toss.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from assess.metrics.tradeoff import compose_job, load_shipped, paired_difference
 
 pytestmark = pytest.mark.slow
 
-DEV = ["prompts=dev", "seed=[0,1]"]
+DEV = ["prompts=dev", "seed=0"]
 # The most aggressive cache setting of the trade-off table (docs/shapes.md), at the anchor's steps:
 # first-block cache skipping the remaining blocks while the first block's residual moved by under 60%.
 AGGRESSIVE_CACHE = ["cache=fbcache", "cache.threshold=0.6"]
@@ -37,7 +38,7 @@ def anchor(loaded, anchor_job) -> list:
 
 
 def test_the_anchor_scores_at_least_80_percent_on_dev(anchor) -> None:
-    assert len(anchor) == 120
+    assert len(anchor) == 60
     overall = np.mean([v.correct for v in anchor])
     per_attribute = {a: np.mean([getattr(v, a) for v in anchor]) for a in ("colour", "shape", "position")}
     assert overall >= 0.80, (overall, per_attribute)

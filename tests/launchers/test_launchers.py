@@ -159,9 +159,9 @@ def samples_for(seconds: float, steps: int, cwd: Path) -> int:
 # start and model load included), later on a loaded machine: 75 s of work never fits one attempt, and once SLURM
 # has requeued the job the test widens the requeued job's limit to 5 minutes, so the second attempt always
 # finishes (without that, a second signal landing 5 s in made a third attempt in one run of two). submitit's local
-# controller signals on time, so a 1-minute limit with the signal 30 s before it leaves each attempt 30 s, and 45 s
-# of work needs a second attempt.
-REQUEUE = [pytest.param("gpus", 1, 30, 45, marks=[pytest.mark.slow, pytest.mark.long("a real time limit twice")]),
+# controller signals on time, so a 1-minute limit with the signal 40 s before it leaves each attempt 20 s: 20 s of
+# work never fits one (its start and model load come first), and what the first attempt leaves fits the second.
+REQUEUE = [pytest.param("gpus", 1, 40, 20, marks=[pytest.mark.slow, pytest.mark.long("a real time limit twice")]),
            pytest.param("slurm", 1, 55, 75, marks=[*SLURM.marks, pytest.mark.long("SLURM's real time limit, requeue "
                                                                                      "and its 10 s eligibility delay")])]
 REQUEUE_STEPS = 300  # about a second a sample on a quiet 2-core machine: the work is never capped below one attempt
