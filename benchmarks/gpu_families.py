@@ -8,6 +8,7 @@ encoders and the VAE are outside a step.
     python benchmarks/gpu_families.py                      # CUDA: about 8 minutes on an H200 (the deadline stops it at 9)
     python benchmarks/gpu_families.py --models wan --blocks 10 --deadline 300
     python benchmarks/gpu_families.py --scale tiny         # the same code path on the CPU, tiny sizes (the tests)
+    python benchmarks/gpu_families.py --json               # one JSON line per measurement (benchmarks/gpu.py reads them)
 
 --blocks N keeps at most N blocks of each repeated stack (the output says so): the per-step figures are then
 those of a shallower model, for when memory or time cannot hold the published depth. Without CUDA, and
@@ -17,6 +18,7 @@ without --scale tiny, it exits 2. fp8 needs compute capability >= 8.9 (else fp8 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -141,13 +143,15 @@ def measure(name: str, args: argparse.Namespace, deadline: float) -> Dict[str, f
     model = build(name, args.scale, args.blocks, device, dtype)
     inputs = SPECS[name].inputs(model.config, args.scale, device, dtype)
     params = sum(p.numel() for p in model.parameters()) / 1e9
-    print(f"{name}: {SPECS[name].cls} {params:.2f}B params, one step = one forward over {SPECS[name].shape[args.scale]}"
-          + (f", depth cut to {args.blocks} blocks per stack (--blocks)" if args.blocks else ""), flush=True)
+    _say(args, {"model": name, "params_b": params, "blocks": args.blocks},
+         f"{name}: {SPECS[name].cls} {params:.2f}B params, one step = one forward over {SPECS[name].shape[args.scale]}"
+         + (f", depth cut to {args.blocks} blocks per stack (--blocks)" if args.blocks else ""))
     rows: Dict[str, float] = {}
     phases = [("eager", "none", "none"), ("regional compile", "regional", "none"), (f"{args.fp8} + regional compile", "regional", args.fp8)]
     for label, compile_name, quant in phases:
         if time.monotonic() > deadline:
-            print(f"  {label:>28}: skipped (the {args.deadline} s deadline has passed)", flush=True)
+            _say(args, {"model": name, "phase": label, "status": "skipped", "error": f"the {args.deadline} s deadline has passed"},
+                 f"  {label:>28}: skipped (the {args.deadline} s deadline has passed)")
             continue
         try:
             reset_compile(model)
@@ -157,12 +161,16 @@ def measure(name: str, args: argparse.Namespace, deadline: float) -> Dict[str, f
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
             first, warm = time_step(model, inputs, args.repeats, device)
-            peak = f"  peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB" if device.type == "cuda" else ""
+            peak_gib = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None
             rows[label] = warm
-            print(f"  {label:>28}: {warm * 1000:.1f} ms/step  first call {first:.1f} s{peak}", flush=True)
+            _say(args, {"model": name, "phase": label, "status": "ok", "ms_per_step": warm * 1000, "first_call_s": first,
+                        "peak_gib": peak_gib, "vs_eager": rows["eager"] / warm if "eager" in rows else None},
+                 f"  {label:>28}: {warm * 1000:.1f} ms/step  first call {first:.1f} s"
+                 + (f"  peak {peak_gib:.1f} GiB" if peak_gib is not None else ""))
         except Exception as error:  # noqa: BLE001 - report and go on to the next phase
-            print(f"  {label:>28}: FAILED {type(error).__name__}: {str(error)[:300]}", flush=True)
-    if "eager" in rows:
+            _say(args, {"model": name, "phase": label, "status": "failed", "error": f"{type(error).__name__}: {str(error)[:300]}"},
+                 f"  {label:>28}: FAILED {type(error).__name__}: {str(error)[:300]}")
+    if "eager" in rows and not args.json:
         print("  " + ", ".join(f"{label} {rows['eager'] / latency:.2f}x" for label, latency in rows.items() if label != "eager")
               + " vs eager", flush=True)
     reset_compile(model)
@@ -170,6 +178,11 @@ def measure(name: str, args: argparse.Namespace, deadline: float) -> Dict[str, f
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return rows
+
+
+def _say(args: argparse.Namespace, row: Dict[str, Any], text: str) -> None:
+    """One measurement as it is known: a JSON line (--json, what benchmarks/gpu.py reads) or its text line."""
+    print(json.dumps({**row, "line": text.strip()}) if args.json else text, flush=True)
 
 
 def parse(argv: Optional[list[str]]) -> argparse.Namespace:
@@ -180,6 +193,7 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="warm steps timed per phase (the median is shown)")
     parser.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds after which no new phase starts")
     parser.add_argument("--backend", default="inductor", help="torch.compile backend (the tests use eager)")
+    parser.add_argument("--json", action="store_true", help="one JSON line per measurement (benchmarks/gpu.py reads them)")
     args = parser.parse_args(argv)
     unknown = [m for m in args.models.split(",") if m not in SPECS]
     if unknown:
@@ -202,8 +216,8 @@ def main(argv: Optional[list[str]] = None) -> Dict[str, Dict[str, float]]:
     args.fp8 = "fp8dq" if fp8dq else "fp8wo"
     deadline = time.monotonic() + args.deadline
     where = torch.cuda.get_device_name() if args.device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
-    print(f"device={where} dtype={args.dtype} scale={args.scale} fp8={args.fp8} compile backend={args.backend} "
-          f"deadline {args.deadline:.0f} s", flush=True)
+    _say(args, {"device": where}, f"device={where} dtype={args.dtype} scale={args.scale} fp8={args.fp8} "
+         f"compile backend={args.backend} deadline {args.deadline:.0f} s")
     return {name: measure(name, args, deadline) for name in args.models.split(",")}
 
 
