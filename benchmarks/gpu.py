@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # this checkout's render and assess, installed or not (the lent GPU machine: not)
+    sys.path.insert(0, str(ROOT))
 CONF = ROOT / "render" / "conf"
 PARTS = ("render", "stacked", "families")
 SHARES = {"render": 0.35, "stacked": 0.45, "families": 0.2}  # of the time left when the part starts

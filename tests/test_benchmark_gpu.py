@@ -4,6 +4,7 @@ typo), a crash, a hang or a refusal costs one option or one part only, and bad a
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,25 @@ def test_an_out_folder_that_cannot_be_written_exits_2(tmp_path: Path, capsys: py
     with pytest.raises(SystemExit) as exited:
         _benchmark().main(["--out", str(tmp_path / "a-file" / "out"), "--device", "cpu", "--scale", "tiny"])
     assert exited.value.code == 2 and f"--out {tmp_path / 'a-file' / 'out'}: cannot be written" in capsys.readouterr().err
+
+
+def test_the_script_finds_its_checkout_where_hypergrid_is_not_installed(tmp_path: Path) -> None:
+    """The lent GPU machine has the repository but no `pip install -e .`: gpu.py imports render and assess itself
+    (reading a sweep, a part's failure), so it puts its checkout on the path (found by a CPU run of
+    benchmarks/gpu_device.sh's rehearsal: every part failed with `No module named 'render'`)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.py"
+    # this venv's editable install (a finder on sys.meta_path) and the test's own paths removed: as on that machine
+    uninstalled = ("import sys, runpy\n"
+                   "sys.meta_path = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]\n"
+                   "sys.path = [p for p in sys.path if 'editable' not in p and p not in ('', '.')]\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    control = subprocess.run([sys.executable, "-c", uninstalled + "import render"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True)
+    assert control.returncode == 1 and "No module named 'render'" in control.stderr, "the control must not find render"
+    found = subprocess.run([sys.executable, "-c", uninstalled + f"runpy.run_path({str(script)!r})\n"
+                            "import render.rundir, assess.statistics.side_by_side"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr[-2000:]
