@@ -336,7 +336,7 @@ class RenderPart:
             if terminal is not None and terminal.category is None:
                 self.done[option] = run_dir  # type: ignore[assignment]
                 if cell is not None and cell.cell_key:
-                    self.keys[cell.cell_key] = option.label
+                    self.keys.setdefault(cell.cell_key, option.label)  # the default cell is also attention=native's: its name kept
                 self.record(option, "ok", f"rendered ({cell.n_expected if cell else '?'} sample(s))", run_dir=str(run_dir))
             elif terminal is not None:
                 message = str(terminal.data.get("message", "")).strip().splitlines()

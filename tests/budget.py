@@ -8,8 +8,9 @@ $HYPERGRID_TEST_BUDGET_SCALE (CI runs both cores at once, where a test reads up 
 machine); HYPERGRID_TEST_BUDGET_SCALE=0 turns the guard off (a profiler, a debugger). The run ends with the slowest
 tests, shared fixtures and modules, so each run says where its time went (docs/testing.md).
 
-Order: under `--dist loadfile` a module is one unit of work on one worker, handed out in collection order, so a long
-module collected last is a tail the other worker waits through. Modules run longest first, by the seconds recorded
+Order: under `--dist loadfile` a module is one unit of work on one worker, handed out in collection order (this
+plugin turns off xdist's own reorder, which hands out the modules with most tests first), so a long module collected
+last is a tail the other worker waits through. Modules run longest first, by the seconds recorded
 in tests/durations.json for the tier (a module it does not know yet goes first: it may be long); a run with
 HYPERGRID_TEST_DURATIONS=write records its modules' seconds there for its tier.
 """
@@ -82,6 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "long(reason): a test allowed past its tier's time budget (tests/budget.py), "
                                        "with the reason it must take that long")
     config.pluginmanager.register(Budget(), "hypergrid-budget")
+    # xdist hands out a --dist loadfile run's modules by their number of tests, most first, unless told not to: the
+    # climb demo (one test, the longest module) then ran last, a tail of minutes with the other worker idle
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 class Budget:

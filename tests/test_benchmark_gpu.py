@@ -21,9 +21,9 @@ def _rows(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
-# Slow: it runs the real processes of every part (two render sweeps, assess score and retime, gpu_check.py --stacked,
-# gpu_families.py), each paying its imports: about 50 s on one core.
 @pytest.mark.slow
+@pytest.mark.long("the real processes of every part (two render sweeps, assess score and retime, gpu_check.py "
+                  "--stacked, gpu_families.py), each paying its imports: about 50 s on one quiet core")
 def test_the_cpu_rehearsal_runs_every_part_and_gives_every_option_a_line(tiny_cache: Path, tmp_path: Path) -> None:
     module = _benchmark()
     out = tmp_path / "rehearsal"

@@ -61,3 +61,10 @@ def test_modules_run_longest_first_and_unknown_ones_before_every_known_one() -> 
     items = [SimpleNamespace(nodeid=i) for i in ids]
     longest_first(items, {"a.py": 5.0, "b.py": 90.0, "c.py": 20.0})  # type: ignore[arg-type]
     assert [i.nodeid for i in items] == ["new.py::t1", "b.py::t1", "b.py::t2", "c.py::t1", "a.py::t1", "a.py::t2"]
+
+
+def test_xdist_hands_out_the_modules_in_that_order(pytester: pytest.Pytester) -> None:
+    """xdist reorders a --dist loadfile run's modules by their number of tests, most first, unless told not to: the
+    longest module of the slow tier (the climb demo, one test) ran last, minutes with one worker idle."""
+    config = pytester.parseconfigure("-p", "tests.budget", "-n", "2", "--dist", "loadfile")
+    assert config.option.loadscopereorder is False

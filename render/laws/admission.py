@@ -5,10 +5,12 @@ launches share one budget, and the guard that stops a running sweep before it sp
 Admission (render.run.preflight) runs under the ledger's lock: spent + what live reservations have not used
 yet + this estimate must fit under the navigable ceiling (the budget less the reserve; a final's token
 opens the reserve). The estimate is then reserved in the ledger. A reservation lives while any process
-of its launch runs (the launcher, or a worker that inherited it), or, for a detached SLURM submission, while its jobs are queued or running. Each
-piece of device work is added to the spend log under its reservation (render.laws.spend); when a sample would pass the
-reservation, the guard extends it under the lock if the budget has room, and otherwise stops the
-remaining samples: the cell is recorded `cancelled` with a `budget:` message.
+of its launch runs (the launcher, or a worker that inherited it), or, for a detached launch, while its
+cluster's work lives: a SLURM submission's jobs queued or running, a Ray job (hydra.launcher.wait=false)
+pending or running on its job server; the detached work adopts the reservation instead of reserving again.
+Each piece of device work is added to the spend log under its reservation (render.laws.spend); when a sample
+would pass the reservation, the guard extends it under the lock if the budget has room, and otherwise stops
+the remaining samples: the cell is recorded `cancelled` with a `budget:` message.
 """
 
 from __future__ import annotations
