@@ -77,7 +77,8 @@ def fidelity(images: list, reference: list) -> tuple[float, float]:
     if torch.equal(a, b):
         return float("inf"), 1.0
     psnr = peak_signal_noise_ratio(a, b, data_range=255.0, reduction="none", dim=(1, 2, 3)).mean()
-    return float(psnr), float(structural_similarity_index_measure(a, b, data_range=255.0))
+    ssim = structural_similarity_index_measure(a, b, data_range=255.0)  # a tensor: no per-image maps asked for
+    return float(psnr), float(ssim if isinstance(ssim, torch.Tensor) else ssim[0])
 
 
 def shapes_fit(result: dict[str, Any]) -> float:

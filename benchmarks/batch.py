@@ -47,7 +47,8 @@ def table(db: Path) -> str:
         cells = {cell.get("batch", 1): key for cell, key in found if "parallel" not in cell}  # width 1: the batches
         figures = {b: cell_throughput(index, key) for b, key in sorted(cells.items())}
         drift = {b: index.parity(key) for b, key in cells.items() if b > 1}
-    base = figures[1].images_per_s.value if figures.get(1) else None
+    first = figures.get(1)
+    base = first.images_per_s.value if first else None
     lines = ["| batch | latency s (a call) | images/s | × batch 1 | GPU-s/image | peak memory | drift vs batch 1 |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for batch, t in figures.items():

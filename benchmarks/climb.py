@@ -41,11 +41,13 @@ import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from assess.climb.decide import BudgetState, CellData, Coords, Plan, decide, history_entry, state_fingerprint
+from assess.climb.evaluate import Evaluation
 from render.laws.gpu_budget import Budget
 
 # -- (b) the simulated search -----------------------------------------------------------------
@@ -153,7 +155,7 @@ def climb(p: Plan, world: World, max_generations: int = 40) -> tuple[Any, float,
     return decision, spent, len(history)
 
 
-def simulate(seed: int, noise: float = 0.01, max_generations: int = 40) -> dict[str, object]:
+def simulate(seed: int, noise: float = 0.01, max_generations: int = 40) -> dict[str, Any]:
     p = plan()
     world = World(seed, noise)
     decision, spent, generations = climb(p, world, max_generations)
@@ -175,7 +177,7 @@ def search_benchmark(seeds: int, noise: float = 0.01) -> dict[str, object]:
           + ", ".join(f"{' '.join(c)} ({true_cell(c)[0]:.3f}, {true_cell(c)[1]:+.4f})" for c in ranked[1:]))
     start = time.perf_counter()
     results = [simulate(seed, noise) for seed in range(seeds)]
-    fractions = [float(r["fraction"]) for r in results]  # type: ignore[arg-type]
+    fractions = [float(r["fraction"]) for r in results]
     found = sum(1 for r in results if r["found"])
     reached = sum(1 for r in results if r["reached"])
     stops: dict[str, int] = {}
@@ -184,13 +186,13 @@ def search_benchmark(seeds: int, noise: float = 0.01) -> dict[str, object]:
     misses: dict[str, int] = {}
     for r in results:
         if not r["found"]:
-            misses[" ".join(r["incumbent"])] = misses.get(" ".join(r["incumbent"]), 0) + 1  # type: ignore[arg-type]
+            misses[" ".join(r["incumbent"])] = misses.get(" ".join(r["incumbent"]), 0) + 1
     summary = {
         "seeds": seeds, "success_rate": found / seeds, "reached_rate": reached / seeds,
         "fraction_median": statistics.median(fractions), "fraction_p90": float(np.percentile(fractions, 90)),
         "fraction_max": max(fractions),
-        "generations_median": statistics.median(int(r["generations"]) for r in results),  # type: ignore[arg-type]
-        "cells_median": statistics.median(int(r["cells"]) for r in results),  # type: ignore[arg-type]
+        "generations_median": statistics.median(int(r["generations"]) for r in results),
+        "cells_median": statistics.median(int(r["cells"]) for r in results),
         "stops": stops, "misses": misses, "seconds": time.perf_counter() - start,
     }
     print(f"    GPU time / exhaustive grid: median {summary['fraction_median']:.1%}, "
@@ -338,9 +340,10 @@ def point_estimates() -> Iterator[None]:
     better quality, then grid order (no speed interval)."""
     import assess.climb.speed_choice as speed
 
-    def by_point(p: Plan, candidates: Any, current: Any, cells: Any) -> tuple[Coords, str]:
+    def by_point(plan: Plan, candidates: Sequence[Coords], current: Mapping[Coords, Evaluation],
+                 cells: Mapping[Coords, CellData]) -> tuple[Coords, str]:
         key = lambda c: (current[c].latency if current[c].latency is not None else math.inf,  # noqa: E731
-                         -p.goodness(current[c].mean), p.grid_index(c))
+                         -plan.goodness(current[c].mean), plan.grid_index(c))
         return min(candidates, key=key), "the lowest median warm latency"
 
     real = speed.choose
@@ -422,7 +425,7 @@ def measured(sweep: Path) -> tuple[float, float, int]:
 def cost_benchmark(prompts: int) -> dict[str, object]:
     from render.laws.admission import History, seconds_per_sample
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         out_root = Path(tmp) / "outputs"
         common = ["model=tiny", "prompts=dev", f"prompts.limit={prompts}"]
@@ -431,9 +434,11 @@ def cost_benchmark(prompts: int) -> dict[str, object]:
             history = History.scan(out_root)
             values = [v for o in target if o.startswith("steps=") for v in o.split("=")[1].split(",")]
             n_cells = math.prod(len(o.split("=")[1].split(",")) for o in target)
-            per_cell = {int(s): seconds_per_sample(history, "tiny", 32, 32, "cpu", int(s))
-                        for s in values}
-            estimate = sum(per_cell.values()) * prompts * n_cells / len(values)
+            per_cell = {int(s): seconds_per_sample(history, "tiny", 32, 32, "cpu", int(s)) for s in values}
+            unknown = [s for s, seconds in per_cell.items() if seconds is None]
+            if unknown:
+                raise SystemExit(f"no history to estimate steps={unknown} from: the steps=4,16 sweep rendered nothing")
+            estimate = sum(s for s in per_cell.values() if s is not None) * prompts * n_cells / len(values)
             loads = [r.load_s for r in history.samples(lambda meta: True) if r.load_s]
             load_estimate = statistics.median(loads) if loads else 0.0  # one process per in-process sweep
             latency, load, n = measured(render(out_root, *common, *target))

@@ -30,7 +30,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 from omegaconf import OmegaConf
@@ -48,16 +48,18 @@ TINY = dict(num_layers=2, num_single_layers=2, attention_head_dim=16, num_attent
 def build_pipeline(scale: str, device: str, dtype: torch.dtype):
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
 
+    # diffusers' hints leave out the nn.Module methods its classes inherit (.to, .eval): untyped here
+    Transformer, Autoencoder, Pipeline = cast(Any, (FluxTransformer2DModel, AutoencoderKL, FluxPipeline))
     torch.manual_seed(0)
     with torch.device(device):
-        transformer = FluxTransformer2DModel(in_channels=64, **(FULL if scale == "full" else TINY)).to(dtype).eval()
+        transformer = Transformer(in_channels=64, **(FULL if scale == "full" else TINY)).to(dtype).eval()
         blocks = (128, 256, 512, 512) if scale == "full" else (8, 16)
-        vae = AutoencoderKL(in_channels=3, out_channels=3, latent_channels=16, block_out_channels=blocks,
+        vae = Autoencoder(in_channels=3, out_channels=3, latent_channels=16, block_out_channels=blocks,
                             down_block_types=("DownEncoderBlock2D",) * len(blocks), up_block_types=("UpDecoderBlock2D",) * len(blocks),
                             layers_per_block=1 if scale == "tiny" else 2, norm_num_groups=8 if scale == "tiny" else 32,
                             use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.1159, scaling_factor=0.3611).to(dtype).eval()
     scheduler = FlowMatchEulerDiscreteScheduler(shift=3.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15)
-    pipe = FluxPipeline(scheduler=scheduler, vae=vae, text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None, transformer=transformer)
+    pipe = Pipeline(scheduler=scheduler, vae=vae, text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None, transformer=transformer)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 

@@ -92,7 +92,7 @@ def cells_of(out_root: Path) -> dict[str, CellRun]:
         run = load_run(folder)
         done = (run.terminal.data if run.terminal else {}) or {}
         warm = [s for s in run.samples if not s.warmup and not s.reused_from and s.latency_s]
-        cells[run.cell_key] = CellRun(run.describe, warm, float((done.get("timing") or {}).get("drift") or 0.0),
+        cells[run.cell_key] = CellRun(run.describe or "", warm, float((done.get("timing") or {}).get("drift") or 0.0),
                                       {(s.text_id, s.seed): s.sha256 for s in run.samples})
     return cells
 
@@ -165,7 +165,7 @@ def render_time_figures(out_root: Path) -> tuple[dict[tuple[str, str], Figure], 
     whether the two did the same work."""
     from assess.statistics.compare import paired_speedup
 
-    runs = {}
+    runs: dict[str, CellRun] = {}
     for folder in find_run_dirs(out_root):
         run = load_run(folder)
         done = (run.terminal.data if run.terminal else {}) or {}
@@ -302,7 +302,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="hg-timing-") as tmp:
         quiet_root, noisy_root = Path(tmp) / "quiet", Path(tmp) / "noisy"
-        quiet_root.mkdir(), noisy_root.mkdir()
+        quiet_root.mkdir()
+        noisy_root.mkdir()
         quiet_s = render(quiet_root, args)
         burner = subprocess.Popen([sys.executable, "-c", BURNER, str(args.burn_s), str(args.seed)])
         try:
