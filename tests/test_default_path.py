@@ -49,6 +49,21 @@ def test_a_faster_undecided_cell_gets_the_command_that_decides_it() -> None:
     assert answer.next == "python -m render -m steps=8,4 cache=fbcache,none prompts=dev"
 
 
+def test_a_speed_up_whose_interval_reaches_one_is_not_called_sure_and_retime_is_the_next_command() -> None:
+    # the README's sweep on a machine where one round of six hit a burst of load: 1.62× [0.17, 2.02] side by side
+    unsure = {**_row("steps=16 cache=none", "parity", 1.62), "speedup": "1.62× [0.17, 2.02]", "speed_low": 0.17}
+    answer = sentence(_table(unsure, _row("steps=4", "out", 7.0)), "smoke", "S")
+    assert "Not yet surely faster: its interval reaches 0.17× (`assess retime S` times more rounds" in answer.text, \
+        answer.text
+    assert answer.next == "assess retime S"
+    faster = sentence(_table(unsure, _row("steps=8", "undecided", 3.0, needed=40)), "smoke", "S")
+    assert "Not yet surely faster" in faster.text and faster.next.startswith("python -m render -m steps=8"), faster
+    sure = sentence(_table({**unsure, "speed_low": 1.3}), "smoke", "S")
+    assert "surely" not in sure.text and sure.next == "assess report S", sure
+    apart = sentence(_table({**unsure, "timed": "timed apart (±173 %)", "speed_low": 0.5}), "smoke", "S")
+    assert "surely" not in apart.text and "`assess retime` times it side by side" in apart.text, apart
+
+
 @pytest.mark.parametrize("rows,band,starts,command", [
     ((_row("steps=4", "undecided", 7.0),), 0.01, "No cell at parity yet: 1 cell(s) undecided on 4 prompts",
      "python -m render -m steps=4 prompts=dev"),

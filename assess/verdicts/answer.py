@@ -51,6 +51,16 @@ def _speed(row: dict[str, Any]) -> str:
     return f"{row['speedup']} ({timed})"
 
 
+def _not_surely_faster(row: dict[str, Any], sweep: str) -> str:
+    """A side-by-side speed-up whose interval reaches 1× or below is not yet shown to be a speed-up: one slow round
+    of a short timing round widens it so (6 rounds give the [min, max] of their ratios); `assess retime` times more."""
+    low = row.get("speed_low")
+    if low is None or low > 1 or str(row.get("timed", "")).startswith(TIMED_APART):
+        return ""
+    return (f" Not yet surely faster: its interval reaches {low:.2f}× (`assess retime {sweep}` times "
+            "more rounds side by side).")
+
+
 def _cheapest(parity: Sequence[dict[str, Any]], fastest: dict[str, Any]) -> str:
     """With batched cells at parity, the throughput answer beside the latency one: the cell with the fewest GPU-seconds
     per image (the most images per GPU-hour), when it is not the fastest."""
@@ -102,10 +112,13 @@ def sentence(table: dict[str, Any], prompts: str = "smoke", sweep: str = "<sweep
                                           r.get("speed_value") or 0.0))
         text = (f"Fastest at parity: {best['label']}, {_speed(best)} faster than the anchor, {metric} within "
                 f"{band:g} of it on {best.get('n_prompts', 0)} prompts.") + _cheapest(parity, best)
+        unsure = _not_surely_faster(best, sweep)
         faster = [r for r in rows if r["verdict"] == "undecided" and (r.get("speed_value") or 0.0)
                   > (best.get("speed_value") or 0.0)]
-        if faster:  # a faster cell may still be at parity: more prompts tell
-            return Answer(f"{text} {_undecided(faster, 'faster cell(s)')}.", next_render(faster, prompts))
+        if faster:  # a faster cell may still be at parity: more prompts tell (and the new sweep times them again)
+            return Answer(f"{text}{unsure} {_undecided(faster, 'faster cell(s)')}.", next_render(faster, prompts))
+        if unsure:
+            return Answer(text + unsure, f"assess retime {sweep}")
         return Answer(text, report)
     undecided = [r for r in rows if r["verdict"] == "undecided"]
     if undecided:
