@@ -120,7 +120,9 @@ def scale_of(name: str) -> Scale:
 
 def options_of(scale: Scale) -> List[Option]:
     out = [Option(model, "default") for model in scale.models]
-    for axis in ("attention", "quant", "offload", "cache", "compile"):  # the cheap axes first: a deadline cuts the rest
+    # the CUDA-only paths first (kernels, torchao, offload streams, inductor): a deadline cuts the caches, which the
+    # CPU tests run too
+    for axis in ("attention", "quant", "offload", "compile", "cache"):
         extra = scale.compile_extra if axis == "compile" else ""
         out += [Option(model, axis, value, extra) for model in scale.models for value in scale.options[axis]]
     return out
@@ -381,8 +383,8 @@ class RenderPart:
             return
         seconds = max(self.left() / 2, 6.0)
         argv = [sys.executable, "-m", "assess", "retime", *runs, "--db", str(self.work / "index.db"), "--rounds",
-                str(self.args.rounds), "--seconds", f"{seconds:.0f}", "--json",
-                *(["--device", "cpu"] if self.args.device == "cpu" else [])]
+                str(self.args.rounds), "--seconds", f"{seconds:.0f}", "--json", "--device", self.args.device]
+        # the device named, not left to retime's `auto`: that finds CUDA by the driver's device files
         said: List[str] = []
         ran = run(argv, self.left(), self.work / "assess.log", self.work, said.append)
         text = "\n".join(said)

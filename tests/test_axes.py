@@ -3,6 +3,7 @@ model in-process through the runner; the others are refused by preflight with wh
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -57,3 +58,62 @@ def test_flux_schedulers_render_and_change_the_image(scheduler: str, tiny_cache:
         assert np.abs(image - default).mean() > 0.01
     else:
         assert np.array_equal(image, default)
+
+
+def _on_cuda(*overrides: str) -> tuple[object, object]:
+    """A tiny cell composed here, and preflight's view of it as on an H100 (its checks, run on this CPU)."""
+    from render.axes.base import Where
+
+    cell = preflight_config(compose_cfg("model=tiny", "device=cpu", *overrides)).cell
+    where = Where("cuda:0", "NVIDIA H100 80GB HBM3", cell.model.pipeline)
+    where.__dict__["capability"] = (9, 0)  # what Where.capability reads from the GPU
+    return cell, where
+
+
+@pytest.mark.parametrize("backend", [n for n, s in ATTENTION.items() if s.half_on_cuda and not s.package])
+def test_a_half_precision_kernel_is_refused_for_a_float32_cell_on_cuda(backend: str) -> None:
+    """PyTorch's flash and cuDNN attention take float16/bfloat16 on CUDA (diffusers does not check: the cell failed
+    mid-sweep with "No available kernel"); preflight names the dtype and what would run."""
+    from render.axes.attention import AXIS
+    from render.axes.errors import AxisError
+
+    cell, where = _on_cuda()
+    with pytest.raises(AxisError, match=f"attention={backend} runs float16 or bfloat16 on CUDA and this cell's dtype "
+                                        "is float32: set dtype=bfloat16, or use attention=native, math, flex"):
+        AXIS.check(backend, cell, where)
+    AXIS.check(backend, *_on_cuda("dtype=bfloat16"))  # the same backend in bfloat16 passes
+
+
+def test_fp8dq_is_refused_for_weights_that_are_not_bfloat16() -> None:
+    """torchao's per-row float8 asserts "PerRow quantization only works for bfloat16 precision input weight"."""
+    from render.axes.errors import AxisError
+    from render.axes.quant import AXIS
+
+    cell, where = _on_cuda()
+    value = {"name": "fp8dq", "components": ["transformer"]}
+    with pytest.raises(AxisError, match="quant=fp8dq quantizes bfloat16 weights and this cell's dtype is float32: "
+                                        "set dtype=bfloat16, or use quant=fp8wo or int8wo"):
+        AXIS.check(value, cell, where)
+    bf16 = _on_cuda("dtype=bfloat16")
+    if importlib.util.find_spec("torchao") is not None:  # else the package is what preflight names
+        AXIS.check(value, *bf16)
+
+
+def test_the_twins_render_in_bfloat16_on_cuda_and_float32_on_the_cpu() -> None:
+    """The twins stand in for bf16 models on a GPU (a float32 twin failed every half-precision kernel there)."""
+    for twin in ("tiny", "tiny-flux2", "tiny-qwen-image", "tiny-z-image", "tiny-wan"):
+        assert compose_cfg(f"model={twin}").model.dtype == "bfloat16", twin
+        assert preflight_config(compose_cfg(f"model={twin}", "device=cpu")).cell.model.dtype == "float32", twin
+
+
+def test_flash3_needs_what_diffusers_checks_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """diffusers enables its FA3 backend only where the package `flash_attn_3` is installed: a machine with
+    `flash_attn_interface` alone passed preflight, then diffusers refused the backend in the cell."""
+    from render.axes import attention
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(attention.importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "flash_attn_interface" else
+                        None if name == "flash_attn_3" else real(name, *a))
+    with pytest.raises(attention.BackendUnavailable, match="attention=flash3 needs the package 'flash_attn_3'"):
+        attention.check_attention_usable("flash3", "NVIDIA H100 80GB HBM3", "bfloat16")

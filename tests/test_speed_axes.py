@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from render import axes
 from render.run.loader import PipelineCache
 from render.run.preflight import PreflightError, preflight_config
 from render.rundir import SampleStore
@@ -164,6 +165,44 @@ def test_quantized_weights_do_not_leak_into_the_next_cell(tmp_path: Path) -> Non
     assert quantized["weights_bytes"] < 0.5 * plain["weights_bytes"]
     requant, again, _ = render(tmp_path / "c", shared, "quant=int8wo")  # and back: a fresh quantized load
     assert again["weights_bytes"] == quantized["weights_bytes"]
+
+
+@pytest.mark.slow
+def test_a_quantized_pipeline_is_freed_when_the_next_one_loads() -> None:
+    """torchao's quantized modules hold themselves in a cycle: without the collector, the cache's old quantized
+    pipeline stayed alive beside the next load (on a GPU: in its memory, counted in the next cell's peak)."""
+    import gc
+    import weakref
+
+    import torch
+
+    shared = PipelineCache()
+    quantized = preflight_config(compose_cfg(*SHAPES, "quant=int8wo")).cell
+    transformer = shared.get(quantized.model, "cpu", axes.load_options(quantized)).pipe.transformer
+    old = weakref.ref(next(m for m in transformer.modules() if isinstance(m, torch.nn.Linear)))  # a quantized layer
+    del transformer
+    assert old() is not None
+    gc.disable()  # the collector's own schedule is not the cache's: on a GPU few Python objects are made to wake it
+    try:
+        shared.clear()  # what get() of another model does before it loads that one
+        assert old() is None, "a quantized layer outlived its pipeline's place in the cache"
+    finally:
+        gc.enable()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("quant", ["int8wo", "fp8wo"])
+def test_quantizing_leaves_how_the_process_compiles_alone(quant: str) -> None:
+    """torchao's configs turn on inductor's coordinate-descent tuning for the whole process by default: a cell
+    compiled after a quantized one (in a sweep, a side-by-side round) would have compiled, and timed, differently."""
+    import torch
+    from torch._inductor import config as inductor
+
+    from render.axes.quant import quantize_in_place
+
+    with inductor.patch(coordinate_descent_tuning=False, coordinate_descent_check_all_directions=False):
+        quantize_in_place(torch.nn.Sequential(torch.nn.Linear(64, 64)), quant)
+        assert not inductor.coordinate_descent_tuning and not inductor.coordinate_descent_check_all_directions
 
 
 @pytest.mark.slow

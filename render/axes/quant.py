@@ -33,6 +33,7 @@ class QuantMethod:
     package: str  # import name of the backend
     needs_cuda: bool = False
     min_capability: Optional[tuple[int, int]] = None  # CUDA compute capability the kernels need
+    dtypes: Optional[tuple[str, ...]] = None  # the weights dtypes it quantizes (None: any)
     cpu_runs: bool = True  # the backend has a CPU path
 
 
@@ -41,7 +42,8 @@ QUANT_METHODS: Dict[str, QuantMethod] = {
     "int8dq": QuantMethod("torchao", "torchao"),
     "fp8wo": QuantMethod("torchao", "torchao"),
     # torchao asserts "Float8 dynamic quantization requires CUDA compute capability >= 8.9" (no CPU path)
-    "fp8dq": QuantMethod("torchao", "torchao", needs_cuda=True, min_capability=(8, 9)),
+    # and "PerRow quantization only works for bfloat16 precision input weight"
+    "fp8dq": QuantMethod("torchao", "torchao", needs_cuda=True, min_capability=(8, 9), dtypes=("bfloat16",)),
     "quanto-int8": QuantMethod("quanto", "optimum.quanto"),
     "nf4": QuantMethod("bitsandbytes", "bitsandbytes", needs_cuda=True),
 }
@@ -63,13 +65,16 @@ class QuantConf:
 
 
 def _torchao_config(name: str) -> Any:
+    """torchao's config for an option. `set_inductor_config=False`: torchao's default turns on inductor's
+    coordinate-descent tuning for the whole process and never turns it off, so every cell compiled after a quantized
+    one in the same process (a sweep, a side-by-side round) would compile, and be timed, differently."""
     from torchao import quantization as q
 
     return {
-        "int8wo": lambda: q.Int8WeightOnlyConfig(),
-        "int8dq": lambda: q.Int8DynamicActivationInt8WeightConfig(),
-        "fp8wo": lambda: q.Float8WeightOnlyConfig(),
-        "fp8dq": lambda: q.Float8DynamicActivationFloat8WeightConfig(granularity=q.PerRow()),
+        "int8wo": lambda: q.Int8WeightOnlyConfig(set_inductor_config=False),
+        "int8dq": lambda: q.Int8DynamicActivationInt8WeightConfig(set_inductor_config=False),
+        "fp8wo": lambda: q.Float8WeightOnlyConfig(set_inductor_config=False),
+        "fp8dq": lambda: q.Float8DynamicActivationFloat8WeightConfig(granularity=q.PerRow(), set_inductor_config=False),
     }[name]()
 
 
@@ -109,8 +114,9 @@ def pipeline_quantization(conf: QuantConf, component_libraries: Dict[str, str], 
 
 
 def check_quant(conf: QuantConf, *, device_kind: str, capability: Optional[tuple[int, int]],
-                components: Optional[List[str]]) -> None:
-    """ValueError naming why `conf` cannot run here: no CUDA, too old a GPU, a missing package, an unknown component."""
+                components: Optional[List[str]], dtype: Optional[str] = None) -> None:
+    """ValueError naming why `conf` cannot run here: no CUDA, too old a GPU, a weights dtype it does not quantize,
+    a missing package, an unknown component."""
     if conf.name == "none":
         return
     method = QUANT_METHODS[conf.name]
@@ -122,6 +128,9 @@ def check_quant(conf: QuantConf, *, device_kind: str, capability: Optional[tuple
         need = ".".join(map(str, method.min_capability))
         raise AxisError(f"quant={conf.name} needs a GPU of compute capability >= {need} (this one: "
                          f"{capability[0]}.{capability[1]}); use quant=fp8wo or int8dq")
+    if method.dtypes and dtype is not None and dtype not in method.dtypes:
+        raise AxisError(f"quant={conf.name} quantizes {' or '.join(method.dtypes)} weights and this cell's dtype is "
+                         f"{dtype}: set dtype={method.dtypes[0]}, or use quant=fp8wo or int8wo")
     if _missing(method.package):
         extra = EXTRA_BY_PACKAGE[method.package]
         raise AxisError(f"quant={conf.name} needs the package {method.package!r}: pip install 'hypergrid[{extra}]'")
@@ -206,7 +215,7 @@ class QuantAxis(OptionAxis):
     def check(self, value: Any, cell: Cell, where: Where) -> None:
         if value["name"] != "none":
             check_quant(self.conf(value), device_kind=where.device_kind, capability=where.capability,
-                        components=list(where.pipeline.components))
+                        components=list(where.pipeline.components), dtype=cell.model.dtype)
 
 
 AXIS = QuantAxis()

@@ -7,8 +7,10 @@ and `configure` undoes every axis a previous cell applied before applying the ce
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,14 +83,22 @@ class PipelineCache:
     def get(self, model: ModelSpec, device: str, load: str = "") -> LoadedPipeline:
         key = (model.id, model.revision, model.pipeline, model.dtype, device, load)
         if key not in self._loaded:
-            # Models differ between cells: free the old one before loading the next.
-            self._loaded.clear()
+            self.clear()  # models differ between cells: free the old one before loading the next
             self._loaded[key] = load_pipeline(model, device, load)
         return self._loaded[key]
 
     def clear(self) -> None:
-        """Forget every loaded pipeline (a parallel cell's: its mesh ends with its ranks)."""
+        """Forget every loaded pipeline (a parallel cell's: its mesh ends with its ranks) and free its memory.
+        The collector runs first: torchao's quantized modules hold themselves in a cycle (their `extra_repr` is
+        bound to the module), so without it a quantized pipeline stays on the GPU beside the next load, inflating
+        that cell's peak memory or running it out of memory."""
+        if not self._loaded:
+            return
         self._loaded.clear()
+        gc.collect()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
 
 
 # Process-level: an in-process sweep (and preflight's timing of a sample) loads each model once.
