@@ -137,6 +137,14 @@ def test_a_render_sweep_that_crashes_loses_the_cell_in_flight_only(tmp_path: Pat
                       ["tiny_attention-native"]], "the second sweep runs only what the first had not reached"
 
 
+def test_the_device_run_renders_the_cuda_only_axes_before_the_caches() -> None:
+    """A deadline cuts the render part's last options: those are the caches, which the CPU tests run too."""
+    module = _benchmark()
+    axes = [option.axis for option in module.options_of(module.scale_of("full"))]
+    order = list(dict.fromkeys(axes))
+    assert order == ["default", "attention", "quant", "offload", "compile", "cache"], order
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--parts", "render,bench"], "--parts render,bench: no such part bench; valid: render, stacked, families"),
     (["--scale", "huge", "--device", "cpu"], "--scale huge: no such choice; valid: full, tiny"),
