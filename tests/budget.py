@@ -3,10 +3,11 @@ prometheus, ray) that takes more than 60 s, fails the run unless it is marked `@
 
 A test's time is its call plus the setup of its own (function-scoped) fixtures; what a module or the session
 shares (a sweep rendered once, the tiny model built once) is paid once and counted apart: a shared fixture past
-SHARED_BUDGET_S fails the run unless it is named in LONG_FIXTURES with its reason. The budgets scale with
-$HYPERGRID_TEST_BUDGET_SCALE (CI runs both cores at once, where a test reads up to about 1.5x its time on a quiet
-machine); HYPERGRID_TEST_BUDGET_SCALE=0 turns the guard off (a profiler, a debugger). The run ends with the slowest
-tests, shared fixtures and modules, so each run says where its time went (docs/testing.md).
+SHARED_BUDGET_S fails the run unless it is named in LONG_FIXTURES with its reason. The guard is the developers': it
+is on only where $HYPERGRID_TEST_BUDGET_SCALE sets its factor (CI: 1.5, both cores busy, where a test reads up to
+about 1.5x its time on a quiet machine; a developer: 1). Then the run ends with the slowest tests, shared fixtures
+and modules, so each run says where its time went (docs/testing.md). Unset (a user's `python -m pytest -q`) or 0
+(a profiler, a debugger), it prints nothing and fails nothing: a passing run exits 0 under any load.
 
 Order: under `--dist loadfile` a module is one unit of work on one worker, handed out in collection order (this
 plugin turns off xdist's own reorder, which hands out the modules with most tests first), so a long module collected
@@ -29,6 +30,7 @@ import pytest
 
 TEST_BUDGET_S = {"default": 2.0, "long": 60.0}
 SHARED_BUDGET_S = {"default": 15.0, "long": 240.0}
+BUDGET_SCALE = "HYPERGRID_TEST_BUDGET_SCALE"  # set (CI: 1.5) to turn the guard on; unset, a user's run is judged by its tests alone
 LONG_TIERS = ("slow", "slurm", "prometheus", "ray")
 # Shared fixtures allowed past SHARED_BUDGET_S, with the reason (a fixture has no marks of its own).
 LONG_FIXTURES: dict[str, str] = {}
@@ -51,7 +53,9 @@ def longest_first(items: list[pytest.Item], seconds: dict[str, float]) -> None:
 
 
 def scale() -> float:
-    return float(os.environ.get("HYPERGRID_TEST_BUDGET_SCALE", "1"))
+    """The budget's factor: 0 (the guard off, and nothing printed) unless $HYPERGRID_TEST_BUDGET_SCALE asks for one.
+    A user's `python -m pytest -q` on a loaded machine must not fail a passing run for its wall time."""
+    return float(os.environ.get(BUDGET_SCALE, "0") or "0")
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -153,7 +157,7 @@ class Budget:
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         ledger = self.ledger
-        if _is_xdist_worker(config) or not ledger.tests:
+        if _is_xdist_worker(config) or not ledger.tests or scale() <= 0:  # the developers' report, where CI asks
             return
         write = terminalreporter.write_line
         slowest = sorted(ledger.tests.items(), key=lambda kv: -kv[1][0])[:10]

@@ -10,10 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from hydra import compose, initialize_config_dir
+# One torch thread per test process, unless the user chose: the suite runs on every core (pytest-xdist, pyproject's
+# addopts) and two workers of two threads each on two cores stall each other. Set before the workers start.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import render.compose.schema  # noqa: F401  registers schemas and resolvers
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+import render.compose.schema  # noqa: F401,E402  registers schemas and resolvers
 
 CONF_DIR = str(Path(render.compose.schema.__file__).parents[1] / "conf")
 pytest_plugins = ["tests.budget"]  # the suite's time budget: a test past its tier's fails the run unless marked long

@@ -265,3 +265,31 @@ def test_the_batch_benchmarks_table_reads_the_sweep(swept: Path) -> None:
     rows = {line.split("|")[1].strip(): line for line in table[2:]}
     assert list(rows) == ["1", "2", "4"], table
     assert "| 1.00 |" in rows["1"] and "level(s), SSIM" in rows["2"] and "level(s), SSIM" in rows["4"]
+
+
+@pytest.mark.slow
+def test_one_cost_per_image_on_every_screen_of_a_batched_sweep(swept: Path) -> None:
+    """One figure, one computation (assess.statistics.cost): a batched cell's GPU-s per image and cost per 1,000 images
+    read the same in the verdict table (and so the answer line), the report's throughput table and `assess fleet`.
+    They disagreed: the answer gave a batch-4 cell 0.0729 GPU-h per 1,000 images, the throughput table 0.143."""
+    from assess.index.database import Index
+    from assess.report.fleet import fleet
+    from assess.report.throughput import throughput_rows
+    from assess.report.write import sweep_cells, sweep_table
+
+    (sweep,) = (swept / "outputs" / "multirun").glob("*/*")
+    table = sweep_table([sweep], swept / "index.db")
+    assert table is not None
+    verdict = {r["cell_key"]: r for r in table["rows"] if not r["is_anchor"]}
+    with Index.open(swept / "index.db") as index:
+        views, _ = sweep_cells(index, [sweep])
+        throughput = {r["cell_key"]: r for r in throughput_rows(index, views)}
+    arranged = {c.cell_key: c for c in fleet([sweep], swept / "index.db", 1).candidates}
+    batched = [k for k, r in verdict.items() if r["batch"] > 1]
+    assert len(batched) == 2, verdict
+    for key, r in verdict.items():
+        assert r["gpu_s_image"] is not None, r
+        assert r["cost"] == throughput[key]["cost"], (r["label"], r["cost"], throughput[key]["cost"])
+        assert float(throughput[key]["gpu_s_per_image"].split()[0]) == pytest.approx(r["gpu_s_image"], rel=1e-2)
+        if key in arranged:
+            assert arranged[key].gpu_s_per_image.value == pytest.approx(r["gpu_s_image"], rel=1e-9), r["label"]

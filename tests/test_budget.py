@@ -63,6 +63,31 @@ def test_modules_run_longest_first_and_unknown_ones_before_every_known_one() -> 
     assert [i.nodeid for i in items] == ["new.py::t1", "b.py::t1", "b.py::t2", "c.py::t1", "a.py::t1", "a.py::t2"]
 
 
+def test_a_users_run_without_the_budgets_variable_passes_and_prints_no_developers_report(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's `python -m pytest -q` on a loaded machine: a passing run exits 0 and prints no time budget (CI sets
+    HYPERGRID_TEST_BUDGET_SCALE; a user does not)."""
+    monkeypatch.delenv("HYPERGRID_TEST_BUDGET_SCALE", raising=False)
+    pytester.makepyfile(test_it=SLOW_TEST.format(mark=""))
+    result = pytester.runpytest_inprocess("-p", "tests.budget", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    assert "OVER BUDGET" not in result.stdout.str() and "time budget" not in result.stdout.str()
+
+
+def test_the_readmes_test_command_runs_on_every_core_by_default() -> None:
+    """xdist by default (the README's command as written), a module's tests on one worker (what it shares is built
+    once), one torch thread per worker (two workers of two threads on two cores stall each other)."""
+    import os
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    addopts = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert "-n auto" in addopts and "--dist loadfile" in addopts, addopts
+    assert os.environ.get("OMP_NUM_THREADS"), "tests/conftest.py sets one torch thread unless the user chose"
+
+
 def test_xdist_hands_out_the_modules_in_that_order(pytester: pytest.Pytester) -> None:
     """xdist reorders a --dist loadfile run's modules by their number of tests, most first, unless told not to: the
     longest module of the slow tier (the climb demo, one test) ran last, minutes with one worker idle."""

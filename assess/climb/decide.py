@@ -342,7 +342,8 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
     decision.budget = budget
     if budget.left_s <= 0:
         decision.stop = (f"budget: {budget.spent_s / 3600:.4g} GPU-h spent, down to what is kept for the final "
-                         f"({budget.kept_s / 3600:.4g} GPU-h: the reserve, or the final's estimate if larger)")
+                         f"({budget.kept_s / 3600:.4g} GPU-h: the reserve, or the final's estimate with its margin "
+                         f"if larger){final_fits(budget)}")
     elif _stalled(front, history):
         decision.stop = "the frontier did not move over the last two generations"
     elif not proposals:
@@ -356,6 +357,20 @@ def decide(plan: Plan, cells: Mapping[Coords, CellData], history: Sequence[Mappi
             decision.stop = f"budget: no proposal fits in the {budget.left_s:.0f} GPU-s left before the final's share"
     decision.note = design_note(plan, decision)
     return decision
+
+
+def final_fits(budget: BudgetState) -> str:
+    """Whether the final fits in what is left, and if not the budget an amendment must give it (the climb stops on
+    budget before navigation spends what the final needs: this names what a budget too small from the start lacks)."""
+    if budget.final_s is None:
+        return ""
+    left = budget.limit_s - budget.spent_s
+    if budget.final_s <= left:
+        return f"; the final fits (an estimated {budget.final_s / 3600:.4g} of the {left / 3600:.4g} GPU-h left)"
+    needed = (budget.spent_s + budget.kept_s) / 3600
+    return (f"; the final does not fit (an estimated {budget.final_s / 3600:.4g} GPU-h, {max(left, 0) / 3600:.4g} left): "
+            f"raise experiment.budget.gpu_hours to {math.ceil(needed * 1000) / 1000:g} by a recorded amendment "
+            "(assess climb <name> --set experiment.budget.gpu_hours=... --amend \"<why>\")")
 
 
 def history_entry(plan: Plan, d: Decision, state: str) -> dict[str, Any]:

@@ -279,6 +279,10 @@ def one_generation(exp: Experiment, index: Index, db: Path | None, apply: bool, 
                     Path(record["record"]), False)
     decision = (decide(plan, observed.cells, history, budget, estimator(exp, observed), observed.anchor_rendered)
                 if again.recorded else again.decision)
+    if decision.budget is not None:  # every launch from now on keeps the final's current estimate back
+        from render.laws.admission import keep_for_final
+
+        keep_for_final(exp.ledger, decision.budget.final_s)
     commands = generation_commands(exp, plan, decision.proposals)
     record = make_record(exp, plan, observed, decision, budget, commands)
     path = write_generation(exp.out_root, exp.name, record)

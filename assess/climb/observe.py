@@ -120,8 +120,8 @@ def _scores(index: Index, exp: Experiment, cell_key: str, metric: str, split: st
     ids = split_ids(exp, split)
     rows = index.query("SELECT s.prompt_sha, s.seed, s.value, s.unavailable_reason, s.config FROM scores s "
                        "JOIN samples p USING (cell_key, prompt_sha, seed) "
-                       "WHERE s.cell_key = ? AND s.metric = ? AND s.metric_version = ? AND p.split = ?",
-                       (cell_key, metric, SPECS[metric].version, split))
+                       "WHERE s.cell_key = ? AND s.metric = ? AND s.metric_version = ?",
+                       (cell_key, metric, SPECS[metric].version))  # the split's texts, whatever run rendered them
     return {(ids[r["prompt_sha"]], r["seed"]): r for r in rows if r["prompt_sha"] in ids and _held(held, cell_key, r)}
 
 
@@ -139,8 +139,9 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
     in different jobs, nodes or hours compare on one device speed (docs/timing.md). With `held`, only the samples
     it holds (the experiment's evidence: observe)."""
     ids = split_ids(exp, split)
+    # by text identity alone: a sample counts in every split that holds its text (rendered under smoke, it is dev's too)
     rows = [r for r in index.query("SELECT prompt_sha, seed, latency_s, ref_s, warmup FROM samples "
-                                   "WHERE cell_key = ? AND split = ?", (cell_key, split)) if _held(held, cell_key, r)]
+                                   "WHERE cell_key = ?", (cell_key,)) if _held(held, cell_key, r)]
     warm = [r for r in rows if not r["warmup"] and r["latency_s"] is not None]
     paired = reference is not None and bool(warm) and all(r["ref_s"] for r in warm)
     seeds: dict[str, set[int]] = defaultdict(set)
@@ -231,7 +232,7 @@ def idle_cache(index: Index, run: dict[str, Any], split: str) -> str | None:
     """The engagement line of a cache cell whose samples on the split never reused a step, else None."""
     from assess.report.speed_notes import cache_engagement, engagement_note
 
-    samples = index.query("SELECT * FROM samples WHERE cell_key = ? AND split = ?", (run["cell_key"], split))
+    samples = index.samples_of(run["cell_key"], split)
     found = cache_engagement(samples)
     if found is None or found.engaged:
         return None
@@ -316,8 +317,8 @@ def evidence_samples(index: Index, exp: Experiment, cell_keys: list[str], held: 
         return [], []
     ids = split_ids(exp, exp.dev.split)
     marks = ", ".join("?" * len(set(cell_keys)))
-    rows = index.query(f"SELECT cell_key, prompt_sha, seed, run_path FROM samples WHERE split = ? AND cell_key IN ({marks})",
-                       (exp.dev.split, *sorted(set(cell_keys))))
+    rows = index.query(f"SELECT cell_key, prompt_sha, seed, run_path FROM samples WHERE cell_key IN ({marks})",
+                       sorted(set(cell_keys)))  # matched to the dev split's texts below, whatever run rendered them
     used = [r for r in rows if r["prompt_sha"] in ids and r["seed"] in exp.seeds
             and (r["cell_key"] == anchor_key or _held(held, r["cell_key"], r))]
     return ([(r["cell_key"], r["prompt_sha"], int(r["seed"])) for r in used],

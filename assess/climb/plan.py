@@ -185,8 +185,9 @@ class BudgetState:
 
     @property
     def kept_s(self) -> float:
-        """Kept back for the final: the reserve, or the final's estimate when that is larger."""
-        return max(self.reserve_s, self.final_s or 0.0)
+        """Kept back for the final: the reserve, or the final's estimate with its margin when that is larger (the
+        law's figure, render.laws.gpu_budget.Budget.kept_s, which every launch's admission reads from the ledger)."""
+        return self.budget.kept_s(self.final_s)
 
     @property
     def left_s(self) -> float:

@@ -952,8 +952,8 @@ class Index:
     def refresh_cell(self, conn: sqlite3.Connection, cell_key: str) -> None:
         """Recompute the cell's `cell_scores` and `cell_summary` rows from its runs, samples and scores."""
         samples = conn.execute("SELECT * FROM samples WHERE cell_key = ?", (cell_key,)).fetchall()
-        scores = conn.execute(
-            "SELECT s.metric, s.metric_version, s.direction, s.value, s.unavailable_reason, p.split "
+        scored = conn.execute(
+            "SELECT s.prompt_sha, s.seed, s.metric, s.metric_version, s.direction, s.value, s.unavailable_reason "
             "FROM scores s JOIN samples p USING (cell_key, prompt_sha, seed) WHERE s.cell_key = ?",
             (cell_key,),
         ).fetchall()
@@ -961,9 +961,11 @@ class Index:
         runs_by_split: dict[str, list[sqlite3.Row]] = defaultdict(list)
         for run in runs:
             runs_by_split[run["split"]].append(run)
-        samples_by_split: dict[str, list[sqlite3.Row]] = defaultdict(list)
-        for sample in samples:
-            samples_by_split[sample["split"]].append(sample)
+        # a sample (and its scores) counts in every split whose runs of the cell asked for its text (in_split)
+        samples_by_split = {split: in_split(samples, runs, split) for split in runs_by_split}
+        members = {split: {(m["prompt_sha"], m["seed"]) for m in rows} for split, rows in samples_by_split.items()}
+        scores = [{**dict(r), "split": split} for r in scored for split, keys in members.items()
+                  if (r["prompt_sha"], r["seed"]) in keys]
         rows = self._aggregate_scores(cell_key, scores)
         rows += [(cell_key, r["split"], r["metric"], r["metric_version"], r["direction"], r["value"],
                   r["unavailable_reason"], r["n"], 0, r["detail"], None, None)
@@ -1007,7 +1009,7 @@ class Index:
             self._insert(table, columns, rows, replace=True)
 
     @staticmethod
-    def _summary(cell_key: str, split: str, runs: list[sqlite3.Row], samples: list[sqlite3.Row],
+    def _summary(cell_key: str, split: str, runs: list[sqlite3.Row], samples: list[dict[str, Any]],
                  rows: list[tuple[Any, ...]]) -> dict[str, Any]:
         latest = max(runs, key=lambda r: (r["started_at"] or "", r["path"]))
         status = cell_status(r["status"] for r in runs)
@@ -1024,8 +1026,8 @@ class Index:
         }
 
     @staticmethod
-    def _aggregate_scores(cell_key: str, scores: list[sqlite3.Row]) -> list[tuple[Any, ...]]:
-        groups: dict[tuple[str, str, int, str], list[sqlite3.Row]] = defaultdict(list)
+    def _aggregate_scores(cell_key: str, scores: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        groups: dict[tuple[str, str, int, str], list[dict[str, Any]]] = defaultdict(list)
         for s in scores:
             groups[(s["split"], s["metric"], s["metric_version"], s["direction"])].append(s)
         rows = []
@@ -1065,8 +1067,9 @@ class Index:
     # in the same order: a bootstrap's values depend on it).
 
     def samples_of(self, cell_key: str, split: str) -> list[dict[str, Any]]:
-        return self.query("SELECT * FROM samples WHERE cell_key = ? AND split = ? ORDER BY prompt_sha, seed",
-                          (cell_key, split))
+        """The cell's samples that count in `split` (in_split: by membership of their text)."""
+        return in_split(self.query("SELECT * FROM samples WHERE cell_key = ?", (cell_key,)),
+                        self.query("SELECT split, prompt_shas FROM runs WHERE cell_key = ?", (cell_key,)), split)
 
     def scores_of(self, cell_key: str) -> list[dict[str, Any]]:
         return self.query("SELECT * FROM scores WHERE cell_key = ? ORDER BY prompt_sha, seed, metric, metric_version",
@@ -1091,6 +1094,15 @@ class Index:
             f"SELECT * FROM leaderboard {where} ORDER BY split, is_anchor DESC, speedup DESC NULLS LAST, cell_key",
             params,
         )
+
+
+def in_split(samples: Iterable[Any], runs: Iterable[Any], split: str) -> list[dict[str, Any]]:
+    """A cell's samples that count in `split`, in (text identity, seed) order: those rendered under it, and those whose
+    text a run of the cell under `split` asked for (membership, not the split of the run that rendered the sample: a
+    dev prompt that shares its text with a smoke prompt is one sample, rendered once, counted in both)."""
+    texts = {sha for r in runs if r["split"] == split for sha in json.loads(r["prompt_shas"] or "[]")}
+    rows = [dict(s) for s in samples if s["split"] == split or s["prompt_sha"] in texts]
+    return sorted(rows, key=lambda s: (s["prompt_sha"], s["seed"]))
 
 
 def json_dumps(value: Any) -> str:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from assess.index.database import Index
+from assess.index.database import Index, in_split
 
 Rows = list[dict[str, Any]]
 
@@ -28,11 +28,10 @@ class ReportIndex:
         self.index = index
         self.cell_keys = frozenset(cell_keys)
         keys = json.dumps(sorted(self.cell_keys))
-        self._samples: dict[tuple[str, str], Rows] = defaultdict(list)
         self._cell_samples: dict[str, Rows] = defaultdict(list)
         for row in self._read("samples", keys, "prompt_sha, seed"):
-            self._samples[(row["cell_key"], row["split"])].append(row)
             self._cell_samples[row["cell_key"]].append(row)
+        self._samples: dict[tuple[str, str], Rows] = {}  # (cell, split) -> its samples by membership, once asked
         self._scores = self._grouped(self._read("scores", keys, "prompt_sha, seed, metric, metric_version"),
                                      "cell_key")
         self._set_scores = self._grouped(self._read("set_scores", keys, "split, metric, metric_version"),
@@ -66,7 +65,10 @@ class ReportIndex:
     def samples_of(self, cell_key: str, split: str) -> Rows:
         if cell_key not in self.cell_keys:
             return self.index.samples_of(cell_key, split)
-        return self._samples.get((cell_key, split), [])
+        if (cell_key, split) not in self._samples:
+            self._samples[(cell_key, split)] = in_split(self._cell_samples.get(cell_key, []),
+                                                        self._runs.get(cell_key, []), split)
+        return self._samples[(cell_key, split)]
 
     def cell_samples(self, cell_key: str) -> dict[tuple[str, int], Any]:
         if cell_key not in self.cell_keys:

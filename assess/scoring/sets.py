@@ -31,7 +31,7 @@ def _usable(rows: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]
 def paired_samples(index: Index, cell_key: str, anchor_key: str, split: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(cell sample, anchor sample) rows of the split, paired by prompt text identity and seed, in a stable order."""
     columns = "prompt_sha, prompt_id, seed, prompt, run_path, image, problem"
-    cell = _usable(index.query(f"SELECT {columns} FROM samples WHERE cell_key = ? AND split = ?", (cell_key, split)))
+    cell = _usable(index.samples_of(cell_key, split))  # by membership of their text (assess.index.database.in_split)
     anchor = _usable(index.query(f"SELECT {columns} FROM samples WHERE cell_key = ?", (anchor_key,)))
     return [(cell[key], anchor[key]) for key in sorted(cell) if key in anchor]
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from assess.statistics.cost import cell_throughput, cost_text
 from assess.statistics.width import cell_batch, cell_width, twin_of
 from assess.statistics.side_by_side import TIMED_APART
 from assess.statistics.compare import Estimate, ParityTest, Verdict, parity_test, parity_text, parity_verdict
@@ -32,12 +33,9 @@ class Speed:
     # a parallel cell's speed-up over its width-1 twin (the same cell at parallel=none) and how it was timed
     over_twin: Estimate | None = None
     twin_timed: str = ""
-    batch: int = 1  # samples per call (render.cell: batch): a batched cell's image holds gpus / batch of the device
-
-    @property
-    def per_image(self) -> float:
-        """The devices each image holds for the cell's latency: what a cost per image multiplies it by."""
-        return self.gpus / self.batch
+    batch: int = 1  # samples per call (render.cell: batch)
+    # device seconds an image costs (assess.statistics.cost: the one figure every screen reads); None: no warm call
+    gpu_s_per_image: float | None = None
 
     def text(self) -> str:
         e = self.estimate
@@ -73,8 +71,10 @@ def speed_of(index: Any, cell_key: str, anchor_cell_key: str, rendered: Estimate
     if twin is not None:
         over_twin, twin_timed = speed_against(index, cell_key, twin, render_speedup(index, cell_key, twin, split)
                                               if split else None)
+    cost = cell_throughput(index, cell_key, split)
     return Speed(estimate, timed or TIMED_APART, (estimate.note or "") if estimate else "no warm latency", gpus,
-                 over_twin, twin_timed or "", cell_batch(index, cell_key))
+                 over_twin, twin_timed or "", cell_batch(index, cell_key),
+                 None if cost is None else cost.gpu_s_per_image.value)
 
 
 @dataclass(frozen=True)
@@ -118,16 +118,6 @@ class Rule:
         return parity_verdict(p, out_p, self.alpha, len(deltas))
 
 
-def cost_text(latency_s: float | None, price: float | None) -> str:
-    """GPU-hours per 1,000 images (and money at `price` per GPU-hour) at a median warm latency (device seconds: a
-    parallel cell's latency times its width, a batched cell's over its batch)."""
-    if latency_s is None:
-        return "n/a"
-    gpu_h = latency_s * 1000 / 3600
-    money = f" · {price * gpu_h:,.2f}/1k" if price is not None else ""
-    return f"{gpu_h:.3g} GPU-h{money}"
-
-
 def floor_text(rule: Rule, metric: str) -> str:
     floor = rule.floors.get(metric)
     if floor is None:
@@ -136,7 +126,7 @@ def floor_text(rule: Rule, metric: str) -> str:
 
 
 def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, quality: Sequence[Quality],
-        speed: Speed, latency_s: float | None, is_anchor: bool = False, status: str = "",
+        speed: Speed, is_anchor: bool = False, status: str = "",
         decided: Verdict | None = None) -> dict[str, Any]:
     """One row of the verdict table (a dict for the template); `decided`: a verdict the climb already reached under
     the same rule (else the rule decides it from the deltas)."""
@@ -161,8 +151,8 @@ def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, 
         "speed_note": speed.note, "per_gpu": speed.per_gpu(),
         "quality": [{"metric": q.metric, "text": "reference" if is_anchor else q.text()} for q in quality],
         "floor": floor_text(rule, rule.metric),
-        "cost": cost_text(None if latency_s is None else latency_s * speed.per_image, rule.price_per_gpu_hour),
-        "batch": speed.batch, "gpu_s_image": None if latency_s is None else latency_s * speed.per_image,
+        "cost": cost_text(speed.gpu_s_per_image, rule.price_per_gpu_hour),
+        "batch": speed.batch, "gpu_s_image": speed.gpu_s_per_image,
     }
 
 
@@ -217,11 +207,10 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule,
     label_of = dict(zip([v.cell_key for v in views if not v.is_anchor], labels, strict=True))
     rows, anchors = [], []
     for v in views:
-        latency = v.values.get("latency_median_s")
         if v.is_anchor:
             anchors.append({"mark": v.mark, "cell_key": v.cell_key, "config": v.command or v.label})
             rows.append(row(v.mark, "anchor", v.cell_key, v.cell_key, rule, [Quality(rule.metric, {}, None)],
-                            speed_of(index, v.cell_key, v.cell_key, None), latency, is_anchor=True, status=v.status))
+                            speed_of(index, v.cell_key, v.cell_key, None, v.split), is_anchor=True, status=v.status))
             continue
         anchor = by_key.get((v.anchor_cell_key, v.split))
         deltas = quality_deltas(index, v.cell_key, v.anchor_cell_key, v.split, rule.metric, v.keys,
@@ -232,9 +221,9 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule,
         speed = speed_of(index, v.cell_key, v.anchor_cell_key, rendered, v.split)
         if v.noisy and speed.timed == TIMED_APART:  # the interval is there; the flag says why not to rank on it
             # (assess.statistics.noise); side by side, the render's noise is not in the figure
-            speed = Speed(speed.estimate, f"{speed.timed} ⚠ noisy", v.noisy)
+            speed = replace(speed, timed=f"{speed.timed} ⚠ noisy", note=v.noisy)
         rows.append(row(v.mark, " ".join(label_of[v.cell_key]), v.cell_key, v.anchor_cell_key, rule,
-                        [Quality(rule.metric, deltas, estimate)], speed, latency, status=v.status))
+                        [Quality(rule.metric, deltas, estimate)], speed, status=v.status))
     return with_recorded(context(rule, rows, anchors), [v.split for v in views], recorded or {}, what_if_band)
 
 
@@ -259,10 +248,9 @@ def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_
     rule = Rule(q.metric, q.band, q.alpha, q.test, q.direction == "higher", exp.budget.price_per_gpu_hour, floors)
     current = sorted(decision.current.items(), key=lambda ce: (ce[1].latency is None, ce[1].latency or 0.0))
     labels = differing([[f"{a}={v}" for a, v in zip(exp.axes, c, strict=True)] for c, _ in current])
-    anchor_all = [x for v in observed.anchor_latencies.values() for x in v]
     anchor_key = observed.anchor_key or ""
-    rows = [row("A", "anchor", anchor_key, anchor_key, rule, [Quality(q.metric, {}, None)], speed_of(index, anchor_key, anchor_key, None),
-                statistics_median(anchor_all), is_anchor=True)]
+    rows = [row("A", "anchor", anchor_key, anchor_key, rule, [Quality(q.metric, {}, None)], speed_of(index, anchor_key, anchor_key, None, exp.dev.split),
+                is_anchor=True)]
     for i, ((coords, e), label) in enumerate(zip(current, labels, strict=True)):
         key = observed.keys.get(coords, "")
         anchor = [x for p in exp.dev.ids[:e.rung] for x in observed.anchor_latencies.get(p, ())]
@@ -272,7 +260,7 @@ def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_
         mark = ("*" if coords == decision.incumbent else "") + str(i + 1)
         rows.append(row(mark, " ".join(label) + f" (rung {e.rung})", key, anchor_key, rule,
                         [Quality(q.metric, {}, estimate)], speed_of(index, key, anchor_key, rendered, exp.dev.split),
-                        statistics_median(cell), decided=e.verdict))  # the latency (e.latency is the objective's)
+                        decided=e.verdict))
         if what_if_band is not None:  # the same rung's deltas under the command line's band
             deltas = observed.cells[coords].deltas
             guess = replace(rule, band=what_if_band).verdict([deltas[p] for p in exp.dev.ids[:e.rung] if p in deltas])
@@ -282,9 +270,3 @@ def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_
     table = context(rule, rows, anchors)
     table["what_if"] = WHAT_IF.format(band=what_if_band) if what_if_band is not None else None
     return table
-
-
-def statistics_median(values: Sequence[float]) -> float | None:
-    import statistics
-
-    return statistics.median(values) if values else None

@@ -282,7 +282,7 @@ def guard_for(job: Job) -> BudgetGuard | None:
     from render.laws.rule import budget_in_force
 
     budget = budget_in_force(ledger, experiment.budget)
-    return BudgetGuard(ledger, rid, budget.navigable_s(experiment.final))
+    return BudgetGuard(ledger, rid, budget.navigable_s(experiment.final, final_estimate(ledger)))
 
 
 # -- estimates ------------------------------------------------------------------------------
@@ -353,12 +353,29 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
     return Estimate(total + sum(loads.values()), measured)
 
 
-def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimate: Estimate) -> None:
-    """Refuse a sweep whose estimate does not fit: the reserve is only for the final."""
-    left_s = budget.navigable_s(final) - spent_s
+def final_estimate(ledger: Ledger) -> float | None:
+    """The final's estimate the climb last recorded in the ledger (Kind.KEEP), or None before any."""
+    entry = ledger.latest(Kind.KEEP)
+    return float(entry["seconds"]) if entry is not None else None
+
+
+def keep_for_final(ledger: Ledger, final_estimate_s: float | None) -> None:
+    """Record the final's current estimate (the climb, at every generation) when it moved: every later launch's
+    admission and every running sweep's guard keep it back (Budget.kept_s)."""
+    if final_estimate_s is None or not ledger.reconciled().chain:
+        return
+    if final_estimate(ledger) != round(final_estimate_s, 3):
+        ledger.append(Kind.KEEP, seconds=round(final_estimate_s, 3))
+
+
+def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimate: Estimate,
+                 final_estimate_s: float | None = None) -> None:
+    """Refuse a sweep whose estimate does not fit: what is kept for the final (the reserve, or the final's recorded
+    estimate with its margin) is only the final's."""
+    left_s = budget.navigable_s(final, final_estimate_s) - spent_s
     if estimate.seconds > left_s:
         price = budget.cost(estimate.seconds)
-        reserve = "" if final else f", reserve {budget.reserve_gpu_hours:.4f} h kept for the final"
+        reserve = "" if final else f", {budget.kept_s(final_estimate_s) / 3600:.4f} h kept for the final"
         raise BudgetExceeded(
             f"experiment {name}: this sweep needs an estimated {estimate.seconds / 3600:.4f} GPU-hours{price}, "
             f"but only {max(left_s, 0) / 3600:.4f} are left (spent and held by running launches {spent_s / 3600:.4f} of "

@@ -21,6 +21,12 @@ class BudgetError(RenderError, ValueError):
     """An experiment budget value out of its range."""
 
 
+# The final's estimate is a median per sample times its samples; what navigation keeps for it is that much more, so
+# that a climb stopped on budget can run its final though its cells render slower than their history (a loaded
+# machine: the README's demo on two busy cores fell 2 % short without it).
+FINAL_MARGIN = 1.25
+
+
 @dataclass
 class Budget:
     gpu_hours: float = MISSING  # ceiling for the whole experiment (measured from its samples' latencies and load times)
@@ -68,9 +74,15 @@ class Budget:
     def reserve_s(self) -> float:
         return self.reserve_gpu_hours * 3600.0
 
-    def navigable_s(self, final: bool) -> float:
-        """The device seconds a launch may reach: the budget less the reserve, which only the final may spend."""
-        return (self.gpu_hours - (0.0 if final else self.reserve_gpu_hours)) * 3600
+    def kept_s(self, final_estimate_s: float | None = None) -> float:
+        """Kept back for the final: the reserve, or the final's current estimate with its margin when that is larger
+        (a reserve written before the machine's speed was known must not leave the final short)."""
+        return max(self.reserve_s, (final_estimate_s or 0.0) * FINAL_MARGIN)
+
+    def navigable_s(self, final: bool, final_estimate_s: float | None = None) -> float:
+        """The device seconds a launch may reach: the budget less what is kept for the final (kept_s), which only
+        the final may spend."""
+        return self.limit_s - (0.0 if final else self.kept_s(final_estimate_s))
 
     def cost(self, seconds: float) -> str:
         """` ($x.yz)` for `seconds` of device time when the budget is priced, else ''."""

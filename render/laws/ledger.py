@@ -58,6 +58,7 @@ class Kind(Name):
     RELEASE = "release"
     ADOPT = "adopt"  # runs of another state folder taken in: counted, never ranked
     OUT_ROOT = "out_root"  # an output root that holds a copy
+    KEEP = "keep"  # what navigation leaves for the final: its current estimate with a margin (the climb, each generation)
 
 
 LEDGER = "ledger.jsonl"

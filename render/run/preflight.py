@@ -29,8 +29,8 @@ from render.laws import Ledger, check_experiment, experiment_rule, record_launch
 from render.laws.evidence import check_evidence
 from render.laws.gpu_budget import BudgetError
 from render.laws.rule import budget_in_force
-from render.laws.admission import (BudgetExceeded, History, adopt, check_budget, estimate_jobs, inherited_reservation,
-                                outstanding_seconds, reserve, spent_gpu_seconds)
+from render.laws.admission import (BudgetExceeded, History, adopt, check_budget, estimate_jobs, final_estimate,
+                                   inherited_reservation, outstanding_seconds, reserve, spent_gpu_seconds)
 from render.compose.limits import check_numbers
 from render.run.live_metrics import check_metrics
 from render.run.loader import BUILTIN_PREFIX
@@ -211,7 +211,8 @@ def preflight_budget(jobs: list[Job]) -> None:
                          + outstanding_seconds(ledger, exclude=inherited))
                 experiment = group[0].experiment
                 assert experiment is not None  # grouped by it
-                check_budget(name, budget_in_force(ledger, experiment.budget), experiment.final, spent, estimate)
+                check_budget(name, budget_in_force(ledger, experiment.budget), experiment.final, spent, estimate,
+                             final_estimate(ledger))
                 if inherited:
                     adopt(ledger, inherited, estimate.seconds)
                 else:
