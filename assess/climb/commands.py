@@ -52,6 +52,13 @@ def final_command(exp: Experiment, cell: Sequence[str], token: str) -> Command:
 class RenderRefused(AssessError):
     """python -m render exited 2: a preflight or a guard refused the sweep; nothing was written."""
 
+    @property
+    def for_budget(self) -> bool:
+        """Refused by the experiment's budget admission (render.laws.admission.check_budget)."""
+        from render.laws.admission import BUDGET_REFUSAL
+
+        return BUDGET_REFUSAL in str(self)
+
 
 def _sweep_dirs(out_root: Path) -> set[Path]:
     root = out_root / "multirun"

@@ -332,6 +332,8 @@ def climb(name: str, db: Path | None = None, out_root: Path | None = None, apply
             if not apply or step.decision.stop:
                 break
             step.sweeps, refused = run_and_score(step.commands, exp, db, log)
-            if refused:  # what was rendered before it is scored; the next climb decides from there
+            if refused and not refused.for_budget:  # what was rendered before it is scored; the next climb decides
                 raise refused
+            # refused for budget (its renders ran slower than their estimate): the next decision sees what was spent
+            # and stops on budget, keeping what the final needs
     return steps

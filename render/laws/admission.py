@@ -237,7 +237,7 @@ class BudgetGuard:
                 raise BudgetStop(
                     f"budget: experiment {self.ledger.name} has spent {spent / 3600:.4f} GPU-h (and other launches hold "
                     f"{others / 3600:.4f}) of its navigable {self.ceiling_s / 3600:.4f}; the remaining samples are not "
-                    "rendered, the reserve is kept for the final")
+                    "rendered, what is kept for the final stays the final's")
             grant = min(free, max(4 * next_s, 0.25 * reserved))
             self.ledger.append(Kind.EXTEND, rid=self.rid, seconds=reserved + grant)
 
@@ -353,6 +353,9 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
     return Estimate(total + sum(loads.values()), measured)
 
 
+BUDGET_REFUSAL = "this sweep needs an estimated"  # how a launch refused for budget says so (the climb reads it)
+
+
 def final_estimate(ledger: Ledger) -> float | None:
     """The final's estimate the climb last recorded in the ledger (Kind.KEEP), or None before any."""
     entry = ledger.latest(Kind.KEEP)
@@ -373,11 +376,11 @@ def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimat
     """Refuse a sweep whose estimate does not fit: what is kept for the final (the reserve, or the final's recorded
     estimate with its margin) is only the final's."""
     left_s = budget.navigable_s(final, final_estimate_s) - spent_s
-    if estimate.seconds > left_s:
+    if estimate.seconds > max(left_s, 0.0):  # a sweep with nothing left to render spends nothing: always admitted
         price = budget.cost(estimate.seconds)
         reserve = "" if final else f", {budget.kept_s(final_estimate_s) / 3600:.4f} h kept for the final"
         raise BudgetExceeded(
-            f"experiment {name}: this sweep needs an estimated {estimate.seconds / 3600:.4f} GPU-hours{price}, "
+            f"experiment {name}: {BUDGET_REFUSAL} {estimate.seconds / 3600:.4f} GPU-hours{price}, "
             f"but only {max(left_s, 0) / 3600:.4f} are left (spent and held by running launches {spent_s / 3600:.4f} of "
             f"{budget.gpu_hours:.4f}{reserve}); nothing was launched. Shrink the sweep (fewer cells, a lower "
             "prompts.limit) or raise experiment.budget.gpu_hours by an amendment (assess climb <name> --amend)")

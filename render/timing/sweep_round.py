@@ -129,13 +129,31 @@ def at_once(runs: Sequence[RunDir], keys: Sequence[str], device: str) -> bool:
     return 0 < sum(peaks.values()) < 0.9 * total
 
 
+def least_cost_s(runs: Sequence[RunDir], keys: Sequence[str]) -> float:
+    """The fewest seconds a session of these cells can take, from what their samples recorded: each loads once, warms
+    up with one call and makes MIN_ROUNDS calls (a batched cell's call is its whole batch, however few samples the
+    sweep gave it: a sweep of six prompts at batch 8 renders one call, its round six)."""
+    import statistics
+
+    from render.timing.sessions import MIN_ROUNDS
+
+    total = 0.0
+    for key in keys:
+        records = [r for run in runs if run.cell_key == key for r in run.samples]
+        calls = [r.latency_s for r in records if r.latency_s and not r.warmup] or [r.latency_s for r in records
+                                                                                  if r.latency_s]
+        loads = [r.load_s for r in records if r.load_s]
+        total += (MIN_ROUNDS + 1) * (statistics.median(calls) if calls else 0.0) + (max(loads) if loads else 0.0)
+    return total
+
+
 def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: str, waits: bool = True,
                labels: Sequence[str] = (), interleaved: RoundOutcome | None = None) -> RoundOutcome:
     """Time the sweep's finished cells against their anchor, side by side (module doc). Never raises for the round
     itself: a round that fails is said in the outcome, and the sweep's renders stand. `labels`: each job's name as the
     user wrote it (render.rundir.cell_label of its overrides), for the outcome's lines. `interleaved`: what the
     sweep's interleaved rounds timed already (render.timing.interleave); this round times what they left."""
-    from render.timing.sessions import RetimeError, contenders_of, retime
+    from render.timing.sessions import MIN_ROUNDS, RetimeError, contenders_of, retime
 
     outcome = interleaved or RoundOutcome()
     outcome.skipped = skip_reason(jobs, launcher, waits)
@@ -159,9 +177,15 @@ def time_sweep(sweep_dir: Path, jobs: Sequence[Job], sweep_s: float, launcher: s
         sets += [(anchor, cells)] if together else [(anchor, [job]) for job in cells]
     for done, (anchor, cells) in enumerate(sets):
         by_key = {job.cell.key: job for job in (anchor, *cells)}
+        left = max(0.0, budget - spent_before - (time.perf_counter() - started)) / (len(sets) - done)
+        least = least_cost_s(runs, list(by_key))
+        if least > left:  # the round keeps to its share: what it cannot time within it is said, and left to retime
+            share = f"{jobs[0].timing.side_by_side_share:.0%} of the sweep's {sweep_s:.0f} s"
+            outcome.left_out += [f"{name(job)}: its {MIN_ROUNDS} rounds would take about {least:.0f} s, more than the "
+                                 f"round's share ({share})" for job in cells]
+            continue
         found = contenders_of([r for r in runs if r.cell_key in by_key], lambda run: by_key[run.cell_key])
         group = [found[k] for k in by_key if k in found]
-        left = max(0.0, budget - spent_before - (time.perf_counter() - started)) / (len(sets) - done)
         try:
             session = retime(group, rounds=MAX_ROUNDS, session_seconds=left, purpose=PURPOSE)
         except (RenderError, RetimeError) as error:  # noqa: PERF203 - one anchor's failure leaves the others

@@ -134,3 +134,25 @@ def test_the_finals_estimate_is_recorded_when_it_moves_and_the_guard_keeps_it(tm
     guard.spent(100.0)
     with pytest.raises(BudgetStop):
         guard.before(10.0)  # 110 > 180 - 75: the final's share is not navigation's
+
+
+def test_a_sweep_with_nothing_left_to_render_is_admitted_when_navigation_is_spent() -> None:
+    """The README's demo after its dev sweep: a rung whose every sample that sweep had rendered was refused ("needs an
+    estimated 0.0000 GPU-hours, but only 0.0000 are left") and the climb exited 1; rendering nothing spends nothing."""
+    from render.laws.admission import BudgetExceeded, Estimate, check_budget
+    from render.laws.gpu_budget import Budget
+
+    budget = Budget(gpu_hours=0.01, reserve_gpu_hours=0.002)
+    check_budget("demo", budget, False, spent_s=40.0, estimate=Estimate(0.0, 0))  # 40 s spent of 28.8 navigable
+    with pytest.raises(BudgetExceeded, match="this sweep needs an estimated"):
+        check_budget("demo", budget, False, spent_s=40.0, estimate=Estimate(0.5, 0))
+
+
+def test_the_climb_tells_a_budget_refusal_from_any_other() -> None:
+    """`assess climb --apply` decides again after a launch refused for budget (it stops on budget, keeping the final's
+    share) and exits 1 on any other refusal."""
+    from assess.climb.commands import RenderRefused
+    from render.laws.admission import BUDGET_REFUSAL
+
+    assert RenderRefused(f"the renderer refused `x` (exit 2): experiment demo: {BUDGET_REFUSAL} 0.01 GPU-hours").for_budget
+    assert not RenderRefused("the renderer refused `x` (exit 2): cache=fbcahce: no such cache option").for_budget

@@ -1,0 +1,157 @@
+"""The journey is the spec (issue 58): the README, followed in order as a new user would, on a fresh folder, reaches
+every answer it shows, the demo climb's final included, with no amendment and no flag the README does not give.
+
+The README's path is read out of README.md (tests/journey.py): a README change that breaks the journey fails here.
+It is walked once for the module (the first sweep, the dev sweep its `next:` names, `assess retime`, the batch sweep
+and `assess fleet`, the demo climb to its final and its report: minutes), and each promise is asserted on the walk.
+The README's own commands run in the walk, so the climb demo's end-to-end promises are asserted on the shapes demo
+here too (tests/assess/test_climb_demo.py holds the tiny-demo's)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.journey import Step, expected, journey, shows, with_sweep
+
+SHARE = 0.25  # the side-by-side timing round's promised share of a sweep's render time (docs/timing.md)
+
+
+@dataclass
+class Walked:
+    step: Step
+    command: str  # as run (the README's example sweep path replaced)
+    code: int
+    output: str
+    seconds: float
+
+
+@dataclass
+class Walk:
+    cwd: Path
+    steps: list[Walked]
+
+    def of(self, start: str) -> list[Walked]:
+        return [w for w in self.steps if w.command.startswith(start)]
+
+    def times(self) -> str:
+        return "\n".join(f"{w.seconds:7.1f} s  exit {w.code}  {w.command}" for w in self.steps)
+
+
+def _sweeps(cwd: Path) -> set[Path]:
+    return set((cwd / "outputs" / "multirun").glob("*/*"))
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """The README's journey, each step in a shell in one fresh folder, as a user runs it (the shapes model ships in
+    the package; the user's state and the holdout lock are the walk's own)."""
+    cwd = tmp_path_factory.mktemp("journey")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYPERGRID_STATE": str(cwd / "state"),
+           "HYPERGRID_LOCK": str(cwd / "lock" / "holdout-lock.jsonl"), "HYPERGRID_CACHE": str(cwd / "cache")}
+    env.pop("HYPERGRID_INDEX", None)
+    steps, _ = journey()
+    done: list[Walked] = []
+    sweep: str | None = None
+    for step in steps:
+        if step.shown_with_previous:
+            done.append(Walked(step, done[-1].command, done[-1].code, done[-1].output, 0.0))
+            continue
+        command = with_sweep(step.command, sweep)
+        before, started = _sweeps(cwd), time.monotonic()
+        ran = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+        done.append(Walked(step, command, ran.returncode, ran.stdout + ran.stderr, time.monotonic() - started))
+        made = sorted(_sweeps(cwd) - before)
+        if made:
+            sweep = str(made[-1].relative_to(cwd))
+    walk = Walk(cwd, done)
+    (cwd / "journey-times.txt").write_text(walk.times() + "\n")
+    return walk
+
+
+@pytest.mark.slow
+@pytest.mark.long("the README's whole journey on the shapes model: two sweeps, a retime, a batch sweep, the demo "
+                  "climb to its final and its report (minutes on two cores)")
+def test_the_readme_followed_in_order_reaches_every_answer_it_shows(walked: Walk) -> None:
+    failures = []
+    for w in walked.steps:
+        if w.code != 0:
+            failures.append(f"`{w.command}` exited {w.code}:\n{w.output[-2500:]}")
+        elif missing := shows(w.output, w.step.expected):
+            failures.append(f"`{w.command}` does not show, as the README does:\n  " + "\n  ".join(missing)
+                            + f"\nits output:\n{w.output[-2500:]}")
+    assert not failures, "\n\n".join(failures) + "\n\nthe journey, step by step:\n" + walked.times()
+
+
+@pytest.mark.slow
+def test_the_demo_climb_stops_and_runs_its_final_with_no_amendment(walked: Walk) -> None:
+    """The final's reserve is a promise: after the README's dev sweep (whose anchor samples the climb reuses and is
+    charged for) the demo stops on its own and its final runs, with no amendment and no flag the README lacks."""
+    (apply,) = walked.of("assess climb demo --apply")
+    assert "decision: STOP: " in apply.output, apply.output[-3000:]
+    (final,) = walked.of("assess climb demo --final")
+    assert final.code == 0 and "winner:" in final.output, final.output[-3000:]
+    from render.laws import Ledger
+
+    kinds = [e["kind"] for e in Ledger("demo", walked.cwd / "outputs").entries()]
+    assert "amendment" not in kinds and "final-result" in kinds, kinds
+
+
+@pytest.mark.slow
+def test_a_dev_sweep_after_the_first_is_judged_on_every_dev_prompt(walked: Walk) -> None:
+    """Six dev prompts share their text with smoke prompts: their samples, rendered by the first sweep, count in dev
+    (the answer said "on 54 prompts")."""
+    scored = walked.of("assess score")
+    assert len(scored) == 2
+    answer = next(line for line in scored[1].output.splitlines() if line.startswith("answer:"))
+    assert re.search(r"\bon 60 prompts\b", answer), answer
+
+
+@pytest.mark.slow
+def test_every_sweeps_timing_round_stays_within_its_share(walked: Walk) -> None:
+    """The side-by-side round of every sweep of the journey, the batch sweep's included (it took 428 % and 563 % of
+    the sweep's time), adds at most a quarter of the sweep's render time, or says what it skipped."""
+    rounds = [line for w in walked.of("python -m render -m") for line in w.output.splitlines()
+              if line.startswith("side by side:")]
+    assert len(rounds) >= 3, rounds
+    for line in rounds:
+        share = re.search(r"(\d+)% of the sweep's", line)
+        assert share is None or int(share.group(1)) <= 100 * SHARE, line
+
+
+def test_the_readmes_journey_is_read_in_its_order() -> None:
+    """What the walk runs, read from README.md: the first sweep, the answer and next: of the default path, the dev
+    sweep, retime, the batch sweep and fleet, the demo climb to its final; what needs a GPU or a cluster says so."""
+    steps, blocked = journey()
+    commands = [s.command for s in steps]
+    order = ["python -m render -m steps=4,8,16 cache=none,fbcache", "assess score", "prompts=dev", "assess retime",
+             "batch=1,4,8", "assess fleet", "assess climb demo --apply --generations", "assess climb demo --final",
+             "assess report demo"]
+    at = [next(i for i, c in enumerate(commands) if o in c) for o in order]
+    assert at == sorted(at), commands
+    assert any(line.startswith("answer:") for s in steps for line in s.expected)
+    assert any(line.startswith("next:") for s in steps for line in s.expected)
+    assert blocked and all(re.search(r"GPU|cluster", b.why) for b in blocked), blocked
+    for s in steps:
+        with_sweep(s.command, "outputs/multirun/x/y")  # every sweep path the README names resolves
+
+
+@pytest.mark.parametrize("line, matches", [
+    ("answer: Fastest at parity: steps=4 cache=fbcache prompts=dev, 7.76× [7.17, 8.42] (side by side) faster than the "
+     "anchor, shapes_fit within 0.01 of it on 60 prompts.", True),
+    ("answer: Fastest at parity: steps=8 cache=none, 1.20× [0.90, 1.50] (timed apart) faster than the anchor, "
+     "shapes_fit within 0.01 of it on 60 prompts.", False),  # the README promises side by side
+    ("answer: No cell is at parity yet on 6 prompts.", False),
+])
+def test_a_transcript_line_matches_what_varies_and_not_what_does_not(line: str, matches: bool) -> None:
+    readme = ("answer: Fastest at parity: steps=16 cache=none, 1.98× [1.84, 2.40] (side by side) faster than the "
+              "anchor, shapes_fit within 0.01 of it on 6 prompts. 4 faster cell(s) undecided on 6 prompts.")
+    pattern = expected(readme)
+    assert pattern is not None and bool(pattern.search(line)) is matches
+    assert shows(f"noise\n{line}\n", [readme]) == ([] if matches else [readme])
