@@ -33,7 +33,10 @@ SHARED_BUDGET_S = {"default": 15.0, "long": 240.0}
 BUDGET_SCALE = "HYPERGRID_TEST_BUDGET_SCALE"  # set (CI: 1.5) to turn the guard on; unset, a user's run is judged by its tests alone
 LONG_TIERS = ("slow", "slurm", "prometheus", "ray")
 # Shared fixtures allowed past SHARED_BUDGET_S, with the reason (a fixture has no marks of its own).
-LONG_FIXTURES: dict[str, str] = {}
+LONG_FIXTURES: dict[str, str] = {
+    "walked": "tests/test_journey.py: the README's journey walked once, in order, as a user runs it: two sweeps of the "
+              "shapes model, a retime, a batch sweep and the demo climb to its final (minutes on two cores)",
+}
 DURATIONS = Path(__file__).with_name("durations.json")  # {tier: {module: seconds}}, the order modules run in
 
 

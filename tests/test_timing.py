@@ -187,3 +187,20 @@ def test_repeated_calls_count_the_caches_work_of_one_call(tiny_cache: Path, tmp_
     records, _ = read_samples(run_dir, json.loads((run_dir / "run.json").read_text())["cell_key"])
     counted = [r for r in records if r.steps_computed is not None]
     assert counted and all((r.steps_computed or 0) + (r.steps_reused or 0) == 4 for r in counted)
+
+
+def test_the_rounds_least_cost_is_a_load_a_warm_up_and_six_calls_of_each_contender() -> None:
+    """The sweep's round keeps to its share (issue 58): a group whose six rounds cannot fit is left to `assess retime`
+    with the reason. A batched cell's call is its whole batch: six prompts at batch 8 are one 8-second call."""
+    from types import SimpleNamespace
+
+    from render.timing.sweep_round import least_cost_s
+
+    def run(key: str, latencies: list[float], load: float) -> SimpleNamespace:
+        samples = [SimpleNamespace(latency_s=x, warmup=i == 0, load_s=load if i == 0 else 0.0)
+                   for i, x in enumerate(latencies)]
+        return SimpleNamespace(cell_key=key, samples=samples)
+
+    runs = [run("anchor", [3.0, 1.0, 1.0, 1.2], 2.0), run("batched", [8.0] * 6, 0.5)]
+    assert least_cost_s(runs, ["anchor", "batched"]) == pytest.approx(7 * 1.0 + 2.0 + 7 * 8.0 + 0.5)
+    assert least_cost_s(runs, ["anchor"]) == pytest.approx(9.0)
