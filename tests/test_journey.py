@@ -4,14 +4,16 @@ every answer it shows, the demo climb's final included, with no amendment and no
 The README's path is read out of README.md (tests/journey.py): a README change that breaks the journey fails here.
 It is walked once for the module (the first sweep, the dev sweep its `next:` names, `assess retime`, the batch sweep
 and `assess fleet`, the demo climb to its final and its report: minutes), and each promise is asserted on the walk.
-The README's own commands run in the walk, so the climb demo's end-to-end promises are asserted on the shapes demo
-here too (tests/assess/test_climb_demo.py holds the tiny-demo's)."""
+The README's own commands run in the walk, so the demo climb's end-to-end promises (generations, a final run once and
+shown from its ledger after, timed side by side and budgeted, the report's winner) are asserted on it here."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,3 +157,55 @@ def test_a_transcript_line_matches_what_varies_and_not_what_does_not(line: str, 
     pattern = expected(readme)
     assert pattern is not None and bool(pattern.search(line)) is matches
     assert shows(f"noise\n{line}\n", [readme]) == ([] if matches else [readme])
+
+
+def _assess(walk: Walk, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYPERGRID_STATE": str(walk.cwd / "state"),
+           "HYPERGRID_LOCK": str(walk.cwd / "lock" / "holdout-lock.jsonl"), "HYPERGRID_CACHE": str(walk.cwd / "cache")}
+    env.pop("HYPERGRID_INDEX", None)
+    return subprocess.run([sys.executable, "-m", "assess", *args], cwd=walk.cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_the_demos_generations_promote_and_stop_on_dev_only(walked: Walk) -> None:
+    records = sorted((walked.cwd / "outputs/experiments/demo/generations").glob("g*.json"))
+    generations = [json.loads(p.read_text()) for p in records]
+    assert len(generations) >= 2
+    kinds = {p["kind"] for g in generations for p in g["proposals"]}
+    assert {"start", "neighbour"} <= kinds and kinds & {"promotion", "incumbent"}  # promotions happened
+    assert generations[-1]["stop"] and not generations[-1]["proposals"]
+    assert all("prompts=holdout" not in c for g in generations for c in g["commands"])  # dev only before the final
+
+
+@pytest.mark.slow
+def test_the_demos_final_is_timed_side_by_side_budgeted_and_shown_from_its_ledger_after(walked: Walk) -> None:
+    """The final ran once (the walk's `assess climb demo --final`): asked again it is shown from the ledger and
+    nothing is rendered; its headline is the incumbent and the anchor timed side by side on one device, that timing
+    is in the spend log, one pre-planned test decides its verdict, the climb does not navigate after it, and the
+    report names the winner."""
+    again = _assess(walked, "climb", "demo", "--final", "--json")
+    assert again.returncode == 0 and "nothing is rendered" in again.stderr, again.stderr[-2000:]
+    result = json.loads(again.stdout)
+    incumbent, control, anchor = result["arms"]
+    assert (incumbent["role"], control["role"], anchor["role"]) == ("incumbent", "control", "anchor")
+    assert incumbent["n_samples"] == 30 and anchor["n_samples"] == 30 and incumbent["quality"]["n"] == 30
+    assert incumbent["timed"] == "side by side" and incumbent["speedup"]["note"].startswith("side by side: 20 ")
+    assert incumbent["render_speedup"]["value"] > 0
+    sessions = [json.loads(line) for f in (walked.cwd / "outputs").rglob("timings.jsonl")
+                for line in f.read_text().splitlines()]
+    finals = [s for s in sessions if s["purpose"] == "final"]
+    assert len(finals) == 1 and finals[0]["experiment"] == "demo"
+    from render.laws import Ledger
+    from render.laws.spend import spend_lines
+
+    timed = [line for line in spend_lines(Ledger("demo", walked.cwd / "outputs")) if line["what"] == "retime"]
+    assert timed and sum(line["s"] for line in timed) >= finals[0]["device_s"] - 1e-3
+    quality = incumbent["quality"]
+    decided = "parity" if quality["tost_p"] < result["alpha"] else "out" if quality["out_p"] < result["alpha"] else "undecided"
+    assert result["parity"] == quality["verdict"] == decided
+    after = _assess(walked, "climb", "demo")
+    assert after.returncode == 1 and "is over: its final was claimed on" in after.stderr
+    (report,) = walked.of("assess report demo")
+    html = Path(report.output.strip().splitlines()[-1]).read_text()
+    assert f"Winner: <b>{result['incumbent_line']}</b>" in html
