@@ -213,10 +213,11 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
 def _rank(view: CellView) -> tuple[Any, ...]:
     """Anchors first, then the cells timed side by side with their anchor by speed-up, then the cells timed apart
     (by their render-time figure, which does not rank them against the others: their column says so)."""
+    from assess.verdicts.table import speed_rank
+
     comparison = view.comparison
-    speed = comparison.speedup.value if comparison and comparison.speedup else float("-inf")
-    apart = comparison is None or comparison.timed != SIDE_BY_SIDE
-    return (view.split, not view.is_anchor, apart, -speed, view.label)
+    speed = comparison.speedup.value if comparison and comparison.speedup else None
+    return (view.split, not view.is_anchor, *speed_rank(comparison.timed if comparison else None, speed), view.label)
 
 
 def merge_same_work(index: Index, views: list[CellView]) -> list[CellView]:
