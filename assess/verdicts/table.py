@@ -233,7 +233,9 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule,
         if v.noisy and speed.timed == TIMED_APART:  # the interval is there; the flag says why not to rank on it
             # (assess.statistics.noise); side by side, the render's noise is not in the figure
             speed = Speed(speed.estimate, f"{speed.timed} ⚠ noisy", v.noisy)
-        rows.append(row(v.mark, " ".join(label_of[v.cell_key]), v.cell_key, v.anchor_cell_key, rule,
+        twin = v.same_work_as  # a cell that did the same work as an earlier one names it
+        same = f" (same work as {' '.join(label_of.get(twin, [twin[:12]]))})" if twin else ""
+        rows.append(row(v.mark, " ".join(label_of[v.cell_key]) + same, v.cell_key, v.anchor_cell_key, rule,
                         [Quality(rule.metric, deltas, estimate)], speed, latency, status=v.status))
     return with_recorded(context(rule, rows, anchors), [v.split for v in views], recorded or {}, what_if_band)
 
