@@ -7,8 +7,9 @@ Thin: each command parses its options and calls one library function; domain err
 from __future__ import annotations
 
 import json
+import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -279,18 +280,41 @@ def _with_default_verdicts(records: list[dict[str, Any]], path: Path, db: Path) 
 
 def _answer(paths: list[Path], db: Path) -> None:
     """The one sentence of the sweeps among `paths` under the default rule (assess.verdicts.answer), and the next command."""
+    with user_errors(db):
+        lines = _answer_lines(_sweeps_among(paths), db)
+    for line in lines:
+        echo(line)
+
+
+def _sweeps_among(paths: Sequence[Path]) -> list[Path]:
     from render.rundir import is_sweep_folder
 
-    sweeps = [p for p in paths if is_sweep_folder(p)]
+    return [p for p in paths if p.is_dir() and is_sweep_folder(p)]
+
+
+def _answer_lines(sweeps: list[Path], db: Path) -> list[str]:
+    """`answer: ...` and `next: ...` of these sweeps (none without a sweep); NotScored when none of their runs is
+    indexed."""
     if not sweeps:
-        return
+        return []
     from assess.report.write import sweep_answer
 
+    answer = sweep_answer(sweeps, db)
+    return [f"answer: {answer.text}", f"next: {answer.next}"] if answer else []
+
+
+def _retime_ending(paths: Sequence[Path], db: Path) -> list[str]:
+    """How `assess retime` ends, as `assess score` does: the sweeps' answer with the new side-by-side figures and
+    the next command; runs not scored yet (nothing indexed to answer from) end with the command that scores them."""
+    from assess.errors import NotScored
+
+    sweeps = _sweeps_among(paths)
     with user_errors(db):
-        answer = sweep_answer(sweeps, db)
-    if answer:
-        echo(f"answer: {answer.text}")
-        echo(f"next: {answer.next}")
+        try:
+            lines = _answer_lines(sweeps, db)
+        except NotScored:
+            lines = []
+    return lines or [f"next: assess score {' '.join(shlex.quote(str(p)) for p in (sweeps or paths))}"]
 
 
 @cli.command()
@@ -408,7 +432,10 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
     options = Options(rounds, seconds, device, every_pair, pairwise, seed)
     with user_errors(db):
         result = retime_runs(list(paths), db, options, log=log)
-    echo(json.dumps(result.as_json(), indent=1) if as_json else "\n".join(result.lines()))
+    if as_json:
+        echo(json.dumps(result.as_json(), indent=1))
+        return
+    echo("\n".join([*result.lines(), *_retime_ending(paths, db)]))
 
 
 @cli.command()

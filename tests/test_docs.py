@@ -24,6 +24,24 @@ def test_readme_opens_with_install_and_run_then_install_and_test() -> None:
     assert "pip install" in tests and "pytest" in tests
 
 
+def readme_opening() -> str:
+    """The README up to its first section: what a reader sees before `## Rendering`."""
+    return (ROOT / "README.md").read_text().split("\n## ", 1)[0]
+
+
+def test_readme_says_how_to_install_the_cpu_and_a_cuda_build_of_the_pinned_torch() -> None:
+    """Near its first lines: the CPU build from PyTorch's CPU index, a CUDA build from its CUDA tag's index, both of
+    the torch the install lines pin (a reader on a CPU machine otherwise downloads PyPI's CUDA build)."""
+    pin = re.search(r"pip install (torch==\S+)", readme_commands()[0])
+    assert pin, readme_commands()[0]
+    text = " ".join(readme_opening().split())  # a command wrapped over two lines reads as one
+    cpu = f"pip install {pin.group(1)} --index-url https://download.pytorch.org/whl/cpu"
+    assert f"`{cpu}`" in text, cpu
+    cuda = re.search(rf"`pip install {re.escape(pin.group(1))} --index-url https://download\.pytorch\.org/whl/(cu\d+)`",
+                     text)
+    assert cuda, "no CUDA build's install line of the pinned torch near the README's first lines"
+
+
 def ci_lines() -> list[str]:
     return [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
             if line.strip() and not line.lstrip().startswith("#")]

@@ -160,6 +160,63 @@ def test_a_model_folder_with_truncated_weights_is_refused(cut: int, match: str, 
             tmp_path=tmp_path)
 
 
+def full_pipeline_folder(folder: Path) -> Path:
+    """A Flux-like folder as save_pretrained writes it: models with config.json and weights (the vae's sharded), a
+    scheduler and a tokenizer with none."""
+    pipeline_folder(folder, cut=0)
+    index = {"_class_name": "FluxPipeline", "transformer": ["diffusers", "FluxTransformer2DModel"],
+             "vae": ["diffusers", "AutoencoderKL"], "text_encoder": ["transformers", "CLIPTextModel"],
+             "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"], "tokenizer": ["transformers", "CLIPTokenizer"],
+             "image_encoder": [None, None]}
+    (folder / "model_index.json").write_text(json.dumps(index))
+    for name in ("vae", "text_encoder", "scheduler", "tokenizer"):
+        (folder / name).mkdir()
+    (folder / "vae" / "config.json").write_text("{}")
+    shards = {"a": "diffusion_pytorch_model-00001-of-00002.safetensors", "b": "diffusion_pytorch_model-00002-of-00002.safetensors"}
+    (folder / "vae" / "diffusion_pytorch_model.safetensors.index.json").write_text(json.dumps({"weight_map": shards}))
+    for shard in shards.values():
+        safetensors(folder / "vae" / shard)
+    (folder / "text_encoder" / "config.json").write_text("{}")
+    (folder / "text_encoder" / "pytorch_model.bin").write_bytes(b"a torch pickle")
+    (folder / "scheduler" / "scheduler_config.json").write_text("{}")
+    (folder / "tokenizer" / "tokenizer_config.json").write_text("{}")
+    (folder / "tokenizer" / "vocab.json").write_text("{}")
+    return folder
+
+
+def test_a_complete_model_folder_passes_with_sharded_bin_and_weightless_components(tmp_path: Path) -> None:
+    from render.run.environment import check_model_folder
+
+    check_model_folder(full_pipeline_folder(tmp_path / "model"), "the folder")  # no refusal
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda m: (m / "vae" / "diffusion_pytorch_model.safetensors.index.json").unlink() or
+     [f.unlink() for f in (m / "vae").glob("*.safetensors")],
+     r"the component 'vae' has no weights: .*/vae/diffusion_pytorch_model.safetensors is missing \(.*/vae holds "
+     r"config.json and no \*.safetensors or \*.bin file"),
+    (lambda m: (m / "vae" / "diffusion_pytorch_model-00002-of-00002.safetensors").unlink(),
+     r"the component 'vae' has no weights: .*/vae/diffusion_pytorch_model-00002-of-00002.safetensors is missing "
+     r"\(1 of the 2 shards diffusion_pytorch_model.safetensors.index.json names\)"),
+    (lambda m: (m / "text_encoder" / "pytorch_model.bin").unlink(),
+     r"the component 'text_encoder' has no weights: .*/text_encoder/model.safetensors is missing"),
+])
+def test_a_model_folder_whose_component_lacks_its_weights_is_refused(damage, match: str, tmp_path: Path) -> None:
+    """A missing weights file failed 45 s into the cell, at load: preflight names the folder and the file."""
+    folder = full_pipeline_folder(tmp_path / "model")
+    damage(folder)
+    refused(f"model.id={folder}", match=rf"model.id={folder}: {match}", tmp_path=tmp_path)
+
+
+def test_the_tiny_model_as_built_passes_the_weights_check(tiny_cache: Path) -> None:
+    from render.models.tiny import tiny_model_dir
+    from render.run.environment import check_model_folder, missing_weights
+
+    folder = tiny_model_dir()
+    check_model_folder(folder, "hypergrid:tiny")
+    assert missing_weights(folder / "vae", "diffusers") is None and missing_weights(folder / "scheduler", "diffusers") is None
+
+
 def test_a_damaged_tiny_model_in_the_cache_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from render.models.tiny import tiny_model_dir
 
@@ -177,4 +234,17 @@ def test_a_hydra_folder_that_is_a_symlink_loop_exits_2(args: list[str], key: str
                         cwd=tmp_path, env_extra={"HYPERGRID_CACHE": str(tmp_path / "cache")})
     assert result.returncode == 2, result.stderr
     assert f"error: {key}={tmp_path / 'loop' / 'run'}: {tmp_path / 'loop'} is a symlink that leads nowhere" in result.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+def test_a_model_folder_without_its_vae_weights_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    folder = full_pipeline_folder(tmp_path / "model")
+    for f in (folder / "vae").iterdir():
+        if f.name != "config.json":
+            f.unlink()
+    result = run_render("model=tiny", f"model.id={folder}", "steps=1", cwd=tmp_path,
+                        env_extra={"HYPERGRID_CACHE": str(tmp_path / "cache")})
+    assert result.returncode == 2, result.stderr
+    assert f"error: model.id={folder}: the component 'vae' has no weights: {folder / 'vae'}" in result.stderr
     assert not (tmp_path / "outputs").exists()

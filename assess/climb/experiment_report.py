@@ -16,7 +16,7 @@ from typing import Any
 
 from assess.statistics import speed_axis
 from assess.climb.decide import Decision
-from assess.climb.run_final import FinalResult, final_result
+from assess.climb.run_final import Arm, FinalResult, final_result
 from assess.climb.generation import budget_state, final_claimed, replay
 from assess.climb.observe import Observed, observe, sync_run_experiments
 from assess.climb.archive import experiment_dir, sync_index
@@ -26,24 +26,29 @@ from assess.index.database import Index
 from assess.report.outdir import staged
 from assess.report.write import place_labels
 from assess.statistics.compare import Verdict, parity_text
+from assess.statistics.side_by_side import TIMED_APART
+from assess.verdicts.answer import Answer, Final, climb_sentence, final_sentence
 from assess.verdicts.table import experiment_verdict
 from render.rundir.redact import finalize
 
 VERDICT_COLOURS = {Verdict.PARITY: "tab:green", Verdict.UNDECIDED: "tab:orange", Verdict.OUT: "tab:red", Verdict.NO_DATA: "tab:gray"}
 
 
-def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | None, path: Path) -> str | None:
+def frontier_plot(exp: Experiment, decision: Decision, anchor_latency: float | None, path: Path,
+                  marks: dict[Any, str] | None = None) -> str | None:
     """Dev latency vs quality delta; returns why it could not be drawn, or None."""
-    fig = frontier_figure(exp, decision, anchor_latency)
+    fig = frontier_figure(exp, decision, anchor_latency, marks)
     if isinstance(fig, str):
         return fig
     fig.savefig(path)
     return None
 
 
-def frontier_figure(exp: Experiment, decision: Decision, anchor_latency: float | None) -> Any:
+def frontier_figure(exp: Experiment, decision: Decision, anchor_latency: float | None,
+                    marks: dict[Any, str] | None = None) -> Any:
     """The frontier plot (a matplotlib Figure), or why it cannot be drawn: each cell a point with its quality
-    interval, labelled by its row in the verdict table, no label over another."""
+    interval, labelled by its row in the verdict table (`marks`: cell -> its row's number; table_marks), no label
+    over another."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,13 +94,18 @@ def frontier_figure(exp: Experiment, decision: Decision, anchor_latency: float |
     ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
     FigureCanvasAgg(fig)
-    marks = frontier_marks(exp, decision)
+    marks = marks or frontier_marks(exp, decision)
     place_labels(ax, [(marks[c], x, y) for c, _, x, y in points])  # short marks, none overlapping another
     return fig
 
 
+def table_marks(verdict: dict[str, Any]) -> dict[Any, str]:
+    """Each climb cell's row number in the experiment's verdict table (assess.verdicts.table.experiment_verdict)."""
+    return {r["coords"]: r["mark"].lstrip("*") for r in verdict["rows"] if "coords" in r}
+
+
 def frontier_marks(exp: Experiment, decision: Decision) -> dict[Any, str]:
-    """The plot's short name of each cell: its row number in the verdict table (fastest first, as it orders)."""
+    """The plot's short name of each cell without a verdict table: a number by latency, fastest first."""
     ordered = sorted(decision.current.items(), key=lambda ce: (ce[1].latency is None, ce[1].latency or 0.0))
     return {c: str(i + 1) for i, (c, _) in enumerate(ordered)}
 
@@ -107,11 +117,12 @@ def _current_decision(index: Index, exp: Experiment) -> tuple[Observed, Decision
     return observed, again.decision, again.history
 
 
-def _cell_rows(exp: Experiment, decision: Decision, observed: Observed) -> list[dict[str, Any]]:
+def _cell_rows(exp: Experiment, decision: Decision, observed: Observed, marks: dict[Any, str]) -> list[dict[str, Any]]:
+    """The dev cells in the verdict table's order (`marks`: side by side first), their render-time speed-ups."""
     import statistics
 
     rows = []
-    for c, e in sorted(decision.current.items(), key=lambda ce: (ce[1].latency is None, ce[1].latency or 0.0)):
+    for c, e in sorted(decision.current.items(), key=lambda ce: int(marks.get(ce[0], "0"))):
         anchor = [x for p in exp.dev.ids[:e.rung] for x in observed.anchor_latencies.get(p, ())]
         speed = statistics.median(anchor) / e.latency if anchor and e.latency else None
         rows.append({"label": exp.label(c), "incumbent": c == decision.incumbent, "frontier": c in decision.frontier,
@@ -143,6 +154,34 @@ def _final_context(result: FinalResult | None, model: str) -> dict[str, Any] | N
             "vs_speedup": speed_text(vs.get("speedup")),
             "vs_quality": _interval(vs.get("quality_diff")) if vs.get("quality_diff") else "n/a",
             "run_line": f"python -m render model={model} {result.incumbent_line}"}
+
+
+def final_answer(result: FinalResult, model: str) -> Answer:
+    """The answer a report of a climb with a final opens with (assess.verdicts.answer.final_sentence)."""
+    from assess.climb.run_final import speed_text
+
+    arms = {a.role: a for a in result.arms}  # a recorded final holds its arms as they were rendered
+    incumbent = arms.get("incumbent") or Arm("incumbent", [], None)
+    control = arms.get("control") or Arm("control", [], None, note="not rendered on the holdout")
+    vs = result.vs_control or {}
+    over_control = {"speedup": speed_text(vs["speedup"]), "timed": vs.get("timed") or TIMED_APART} \
+        if vs.get("speedup") else None
+    return final_sentence(Final(
+        result.experiment, result.incumbent_line, result.parity, result.metric, result.band,
+        int((incumbent.quality or {}).get("n") or 0),
+        {"speedup": speed_text(incumbent.speedup), "timed": incumbent.timed or ("" if incumbent.speedup else
+                                                                                "no warm latency")},
+        over_control, control.note or "", f"python -m render model={model} {result.incumbent_line}"))
+
+
+def experiment_answer(exp: Experiment, result: FinalResult | None, decision: Decision,
+                      verdict: dict[str, Any]) -> Answer:
+    """The one sentence an experiment report opens with: the final's, or before it where the climb stands."""
+    if result is not None:
+        return final_answer(result, exp.model)
+    incumbent = next((r for r in verdict["rows"] if r.get("coords") == decision.incumbent), None)
+    return climb_sentence(exp.name, incumbent, str(decision.incumbent_status), decision.generation, decision.stop,
+                          decision.note)
 
 
 def recorded_final(exp: Any, index: Index, final: dict[str, Any] | None) -> FinalResult | None:
@@ -183,7 +222,9 @@ def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path, what_i
     import statistics
 
     anchor = [x for v in observed.anchor_latencies.values() for x in v]
-    problem = frontier_plot(exp, decision, statistics.median(anchor) if anchor else None, staging / "frontier.png")
+    verdict["answer"] = experiment_answer(exp, result, decision, verdict)
+    problem = frontier_plot(exp, decision, statistics.median(anchor) if anchor else None, staging / "frontier.png",
+                            table_marks(verdict))
     context = {
         "title": f"hypergrid experiment {name}",
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -197,7 +238,7 @@ def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path, what_i
         "final": _final_context(result, exp.model),
         "decision": decision,
         "incumbent": exp.label(decision.incumbent),
-        "cells": _cell_rows(exp, decision, observed),
+        "cells": _cell_rows(exp, decision, observed, table_marks(verdict)),
         "generations": history,
         "frontier": None if problem else "frontier.png",
         "frontier_problem": problem,

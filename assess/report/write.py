@@ -68,8 +68,7 @@ class CellView:
     mark: str = ""  # short name on the Pareto plot: A (anchor), 1, 2, ... in leaderboard order
     sizes: dict[str, int] = field(default_factory=dict)  # set metric -> its sample size (pairs with the anchor)
     noisy: str | None = None  # why its speed is too noisy to rank it (assess.statistics.noise)
-    same_as: list[str] = field(default_factory=list)  # labels of the cells whose images it reproduces byte for byte
-    merged: list[CellView] = field(default_factory=list)  # those cells (their notes are still said)
+    same_work_as: str | None = None  # the cell key of the earlier cell whose images it reproduces byte for byte
 
     @property
     def axes(self) -> dict[str, str]:
@@ -201,7 +200,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
                                            anchor.keys if anchor else None, memo)
         views.append(view)
     views.sort(key=_rank)
-    views = merge_same_work(index, views)
+    views = order_same_work(index, views)
     anchors = [v for v in views if v.is_anchor]
     for i, v in enumerate(anchors):
         v.mark = "A" if len(anchors) == 1 else f"A{i + 1}"
@@ -213,28 +212,45 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
 def _rank(view: CellView) -> tuple[Any, ...]:
     """Anchors first, then the cells timed side by side with their anchor by speed-up, then the cells timed apart
     (by their render-time figure, which does not rank them against the others: their column says so)."""
+    from assess.verdicts.table import speed_rank
+
     comparison = view.comparison
-    speed = comparison.speedup.value if comparison and comparison.speedup else float("-inf")
-    apart = comparison is None or comparison.timed != SIDE_BY_SIDE
-    return (view.split, not view.is_anchor, apart, -speed, view.label)
+    speed = comparison.speedup.value if comparison and comparison.speedup else None
+    return (view.split, not view.is_anchor, *speed_rank(comparison.timed if comparison else None, speed), view.label)
 
 
-def merge_same_work(index: Index, views: list[CellView]) -> list[CellView]:
-    """One row for cells that did the same work (byte-identical images on every shared sample): the first in rank
-    keeps the row and names the others (`same_as`); they are never ranked apart."""
+def order_same_work(index: Index, views: list[CellView]) -> list[CellView]:
+    """Cells that did the same work (byte-identical images on every shared sample) are each listed, by their own
+    overrides: the later one names the first (`same_work_as`) and follows it directly, never ranked apart from it."""
     from assess.statistics.side_by_side import same_work
 
     by_split: dict[str, list[CellView]] = {}
     for v in views:
         by_split.setdefault(v.split, []).append(v)
-    dropped: set[int] = set()
+    first_of: dict[int, CellView] = {}  # id(a later cell) -> the first cell doing its work
     for split, group in by_split.items():
         keep = {v.cell_key: v for v in group}
-        for key, first in same_work(index, [v.cell_key for v in group], split).items():
-            keep[first].same_as.append(keep[key].label)
-            keep[first].merged.append(keep[key])
-            dropped.add(id(keep[key]))
-    return [v for v in views if id(v) not in dropped]
+        for key, first_key in same_work(index, [v.cell_key for v in group], split).items():
+            keep[key].same_work_as = first_key
+            first_of[id(keep[key])] = keep[first_key]
+    ordered = [v for v in views if id(v) not in first_of]
+    for twin in (v for v in views if id(v) in first_of):  # in rank order
+        first = first_of[id(twin)]
+        while id(first) in first_of:
+            first = first_of[id(first)]
+        at = next(i for i, v in enumerate(ordered) if v is first) + 1
+        while at < len(ordered) and ordered[at].same_work_as is not None:  # after the twins already placed
+            at += 1
+        ordered.insert(at, twin)
+    return ordered
+
+
+def same_work_text(view: CellView, label_of: dict[tuple[str, str], str]) -> str:
+    """`(same work as <the first cell's overrides>)`, or '' for a cell that reproduces no other."""
+    if view.same_work_as is None:
+        return ""
+    return f" (same work as {label_of.get((view.same_work_as, view.split), view.same_work_as[:12])}: byte-identical " \
+           "images, one result)"
 
 
 # -- leaderboard ----------------------------------------------------------------------------
@@ -316,16 +332,11 @@ def _samples_text(v: CellView) -> dict[str, str]:
                      "their latency is the one measured when they were rendered"}
 
 
-def _row_label(v: CellView) -> str:
-    if not v.same_as:
-        return v.label
-    return f"{v.label} = {' = '.join(v.same_as)} (byte-identical images: the same work, one result)"
-
-
 def leaderboard_rows(views: list[CellView], columns: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    label_of = {(v.cell_key, v.split): v.label for v in views}
     return [
         {
-            "label": _row_label(v), "mark": v.mark, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
+            "label": v.label + same_work_text(v, label_of), "mark": v.mark, "cell_key": v.cell_key, "split": v.split, "is_anchor": v.is_anchor,
             "status": v.status, "samples": _samples_text(v), "n_samples": v.n_samples, "n_expected": v.n_expected,
             "command": v.command, "groups": v.groups,
             "metrics": [_metric_cell(v, m) for m, _ in columns],
@@ -419,7 +430,9 @@ def pareto_figure(views: list[CellView], metric: str) -> tuple[Any, list[dict[st
         shown = set(range(len(pts)))
     fig.tight_layout()
     place_labels(ax, [(v.mark, x, y) for i, (v, x, y) in enumerate(pts) if i in shown])
-    return fig, [{"mark": v.mark, "label": _row_label(v), "cell_key": v.cell_key} for v, _, _ in pts]
+    label_of = {(v.cell_key, v.split): v.label for v in views}
+    return fig, [{"mark": v.mark, "label": v.label + same_work_text(v, label_of), "cell_key": v.cell_key}
+                 for v, _, _ in pts]
 
 
 def place_labels(ax: Any, marks: list[tuple[str, float, float]]) -> None:
@@ -687,21 +700,21 @@ def category_sections(index: Index, views: list[CellView], metric: str, band: fl
 
 def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
     """One row per cache cell (its engagement), per compiled cell (its compile time and break-even) and per parallel
-    cell (its parity against one GPU, assess.statistics.parity: `parallel-drift` is a warning). A cell merged
-    into another's row (the same work) keeps its note, under that row's mark: it says why the two are one."""
+    cell (its parity against one GPU, assess.statistics.parity: `parallel-drift` is a warning); a cache that never
+    engaged says why its cell did the same work as another."""
     from assess.statistics.parity import floor_beside, parity_note
     from assess.report.speed_notes import NEVER_ENGAGED, compile_costs, engagement_note
 
     costs = compile_costs(index)
     out = []
-    for row, v in ((row, v) for row in views for v in (row, *row.merged)):
+    for v in views:
         found = index.runs_of(v.cell_key)[:1]
         samples = index.samples_of(v.cell_key, v.split)
         notes = [engagement_note(json.loads(found[0]["cell"]), samples) if found else None]
         cost = costs.get((v.cell_key, v.split))
         notes.append(None if cost is None else cost.note())
         notes.append(parity_note(index.parity(v.cell_key), floor_beside(index, v.cell_key)))  # against its width-1 twin
-        out += [{"mark": row.mark, "label": v.label, "cell_key": v.cell_key, "note": n,
+        out += [{"mark": v.mark, "label": v.label, "cell_key": v.cell_key, "note": n,
                  "warn": NEVER_ENGAGED in n or "never pays" in n or n.startswith("parallel-drift")} for n in notes if n]
     return out
 

@@ -129,3 +129,58 @@ def sentence(table: dict[str, Any], prompts: str = "smoke", sweep: str = "<sweep
                       "gentler settings (more steps, a lower cache threshold), or a band of your own.",
                       f"{report} --band B")
     return Answer(f"No verdict yet: the cells have no {metric} deltas to the anchor.", f"assess score {sweep}")
+
+
+# -- an experiment's answer: the final's, or where the climb stands ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Final:
+    """What the answer of a climb's final reads: its winner, holdout verdict and speed-ups (assess.climb builds it
+    from the recorded final). A speed-up is a row-like dict: `speedup` (its text with the interval) and `timed`."""
+
+    experiment: str
+    winner: str  # the incumbent's overrides
+    verdict: str | None  # parity | out | undecided on the holdout
+    metric: str
+    band: float
+    n_prompts: int
+    over_anchor: dict[str, Any]
+    over_control: dict[str, Any] | None  # None: no steps-only control to compare with (control_note says why)
+    control_note: str
+    run_line: str  # the command that renders the winner
+
+
+def _holdout_verdict(f: Final) -> str:
+    if f.verdict == "parity":
+        return f"at parity on the holdout ({f.metric} within {f.band:g} of the anchor on {f.n_prompts} prompts)"
+    if f.verdict in ("out", "undecided"):
+        return f"{f.verdict} on the holdout ({f.metric}, band {f.band:g}, {f.n_prompts} prompts)"
+    return f"not judged on the holdout yet ({f.n_prompts} prompts scored)"
+
+
+def final_sentence(f: Final) -> Answer:
+    """The answer of a climb's final in one sentence: the winner as its overrides, its holdout verdict, its speed-up
+    over the anchor and over the steps-only control with their intervals and how they were timed; next, the command
+    that renders the winner (a winner not at parity: the report that says why)."""
+    control = (f"{_speed(f.over_control)} faster than the steps-only control" if f.over_control
+               else f"no steps-only control to compare with ({f.control_note or 'not rendered on the holdout'})")
+    text = (f"Final: {f.winner}, {_holdout_verdict(f)}; {_speed(f.over_anchor)} faster than the anchor, "
+            f"{control}.")
+    return Answer(text, f.run_line if f.verdict == "parity" else f"assess report {f.experiment}")
+
+
+def climb_sentence(experiment: str, incumbent: dict[str, Any] | None, status: str, generation: int,
+                   stop: str | None, note: str) -> Answer:
+    """Before the final, where the climb stands in one sentence: its incumbent (a verdict table row: its label,
+    verdict, speed-up and prompts) and whether it stopped; next, `--final` once it has, else the next generation."""
+    if incumbent is None or status == "start":
+        where = "no cell at parity yet"
+    else:
+        where = (f"incumbent ({status}) {incumbent['label']}: {incumbent['verdict']} on "
+                 f"{incumbent.get('n_prompts', 0)} dev prompts, {_speed(incumbent)} faster than the anchor")
+    if stop:
+        return Answer(f"No final yet: after generation {generation}, {where}; the climb stopped ({stop}).",
+                      f"assess climb {experiment} --final")
+    return Answer(f"No final yet: after generation {generation}, {where}; the climb goes on ({note}).",
+                  f"assess climb {experiment} --apply")

@@ -222,7 +222,9 @@ def sweep_verdict(index: Any, views: Sequence[Any], rule: Rule,
         if v.noisy and speed.timed == TIMED_APART:  # the interval is there; the flag says why not to rank on it
             # (assess.statistics.noise); side by side, the render's noise is not in the figure
             speed = replace(speed, timed=f"{speed.timed} ⚠ noisy", note=v.noisy)
-        rows.append(row(v.mark, " ".join(label_of[v.cell_key]), v.cell_key, v.anchor_cell_key, rule,
+        twin = v.same_work_as  # a cell that did the same work as an earlier one names it
+        same = f" (same work as {' '.join(label_of.get(twin, [twin[:12]]))})" if twin else ""
+        rows.append(row(v.mark, " ".join(label_of[v.cell_key]) + same, v.cell_key, v.anchor_cell_key, rule,
                         [Quality(rule.metric, deltas, estimate)], speed, status=v.status))
     return with_recorded(context(rule, rows, anchors), [v.split for v in views], recorded or {}, what_if_band)
 
@@ -233,36 +235,42 @@ def context(rule: Rule, rows: list[dict[str, Any]], anchors: list[dict[str, Any]
             "what_if": None}
 
 
+def speed_rank(timed: str | None, value: float | None) -> tuple[bool, float]:
+    """Where a speed-up ranks among a table's rows: every side-by-side figure before every timed-apart one (a
+    render-time figure never ranks above a paired one), then the fastest first."""
+    return (not timed or timed.startswith(TIMED_APART), -(value if value is not None else float("-inf")))
+
+
 def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_if_band: float | None = None
                        ) -> dict[str, Any]:
     """The verdict table of an experiment report: the climb's cells on dev as it sees them now (each at its highest
-    scored rung, its verdict the climb's own under the rule in force), fastest first; with `what_if_band` (a band
-    given on the command line), each cell's verdict under it beside the rule's, labelled what if."""
+    scored rung, its verdict the climb's own under the rule in force), the cells timed side by side with the anchor
+    first, fastest first within each (speed_rank); with `what_if_band` (a band given on the command line), each cell's
+    verdict under it beside the rule's, labelled what if."""
     from assess.verdicts.recorded import WHAT_IF
 
     from assess.statistics.floor import measure
-    from assess.statistics.compare import speedup
 
     q = exp.quality
     floors = measure(index, observed.anchor_key, [q.metric]) if observed.anchor_key else {}
     rule = Rule(q.metric, q.band, q.alpha, q.test, q.direction == "higher", exp.budget.price_per_gpu_hour, floors)
-    current = sorted(decision.current.items(), key=lambda ce: (ce[1].latency is None, ce[1].latency or 0.0))
-    labels = differing([[f"{a}={v}" for a, v in zip(exp.axes, c, strict=True)] for c, _ in current])
+    labels = dict(zip(decision.current, differing([[f"{a}={v}" for a, v in zip(exp.axes, c, strict=True)]
+                                                   for c in decision.current]), strict=True))
     anchor_key = observed.anchor_key or ""
     rows = [row("A", "anchor", anchor_key, anchor_key, rule, [Quality(q.metric, {}, None)], speed_of(index, anchor_key, anchor_key, None, exp.dev.split),
                 is_anchor=True)]
-    for i, ((coords, e), label) in enumerate(zip(current, labels, strict=True)):
-        key = observed.keys.get(coords, "")
-        anchor = [x for p in exp.dev.ids[:e.rung] for x in observed.anchor_latencies.get(p, ())]
-        cell = [x for p in exp.dev.ids[:e.rung] for x in observed.cells[coords].latencies.get(p, ())]
-        rendered = speedup(anchor, cell) if anchor and cell else None
+    cells = sorted((_experiment_cell(index, exp, observed, coords, e) for coords, e in decision.current.items()),
+                   key=lambda c: (*speed_rank(c.speed.timed, c.speed.estimate.value if c.speed.estimate else None),
+                                  c.latency is None, c.latency or 0.0))
+    for i, c in enumerate(cells):
+        e = c.evaluation
         estimate = Estimate(e.mean, e.low, e.high, e.n) if e.mean is not None else None
-        mark = ("*" if coords == decision.incumbent else "") + str(i + 1)
-        rows.append(row(mark, " ".join(label) + f" (rung {e.rung})", key, anchor_key, rule,
-                        [Quality(q.metric, {}, estimate)], speed_of(index, key, anchor_key, rendered, exp.dev.split),
-                        decided=e.verdict))
+        mark = ("*" if c.coords == decision.incumbent else "") + str(i + 1)
+        rows.append(row(mark, " ".join(labels[c.coords]) + f" (rung {e.rung})", c.key, anchor_key, rule,
+                        [Quality(q.metric, {}, estimate)], c.speed, decided=e.verdict))
+        rows[-1]["n_prompts"], rows[-1]["coords"] = e.n, c.coords  # the rung's prompts; the climb's cell
         if what_if_band is not None:  # the same rung's deltas under the command line's band
-            deltas = observed.cells[coords].deltas
+            deltas = observed.cells[c.coords].deltas
             guess = replace(rule, band=what_if_band).verdict([deltas[p] for p in exp.dev.ids[:e.rung] if p in deltas])
             rows[-1]["what_if"] = str(guess) if guess is not None else "no data"
     anchors = [{"mark": "A", "cell_key": anchor_key,
@@ -270,3 +278,30 @@ def experiment_verdict(index: Any, exp: Any, decision: Any, observed: Any, what_
     table = context(rule, rows, anchors)
     table["what_if"] = WHAT_IF.format(band=what_if_band) if what_if_band is not None else None
     return table
+
+
+@dataclass(frozen=True)
+class _ClimbCell:
+    coords: Any
+    evaluation: Any
+    key: str
+    speed: Speed
+    latency: float | None  # the cell's median latency at its rung (the evaluation's latency is the objective's)
+
+
+def _experiment_cell(index: Any, exp: Any, observed: Any, coords: Any, e: Any) -> _ClimbCell:
+    """A climb cell's speed-up over the anchor at its rung, as the verdict table shows it (speed_of)."""
+    from assess.statistics.compare import speedup
+
+    key = observed.keys.get(coords, "")
+    anchor = [x for p in exp.dev.ids[:e.rung] for x in observed.anchor_latencies.get(p, ())]
+    cell = [x for p in exp.dev.ids[:e.rung] for x in observed.cells[coords].latencies.get(p, ())]
+    rendered = speedup(anchor, cell) if anchor and cell else None
+    return _ClimbCell(coords, e, key, speed_of(index, key, observed.anchor_key or "", rendered, exp.dev.split),
+                      statistics_median(cell))
+
+
+def statistics_median(values: Sequence[float]) -> float | None:
+    import statistics
+
+    return statistics.median(values) if values else None

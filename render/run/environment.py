@@ -72,10 +72,47 @@ def check_model_folder(folder: Path, given: str) -> None:
         if not sub.is_dir() or not any(sub.iterdir()):
             raise ConfigError(f"model.id={given}: model_index.json lists the component {name!r}, but {sub} is missing "
                               f"or empty; {fix}")
+        missing = missing_weights(sub, str(spec[0]))
+        if missing:
+            raise ConfigError(f"model.id={given}: the component {name!r} has no weights: {missing}; {fix}")
         for weights in sorted(sub.glob("*.safetensors")):
             problem = safetensors_problem(weights)
             if problem:
                 raise ConfigError(f"model.id={given}: {weights} {problem}; {fix}")
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin")  # what from_pretrained loads a model's weights from
+# the weights file each library's save_pretrained writes, named when a component has none
+WEIGHTS_NAME = {"diffusers": "diffusion_pytorch_model.safetensors", "transformers": "model.safetensors"}
+
+
+def missing_weights(component: Path, library: str) -> str | None:
+    """What a component folder lacks to load its weights, or None. A model's folder (one with a config.json) holds
+    weight files (*.safetensors, *.bin) or a sharded index (*.safetensors.index.json) whose shards are all there;
+    a scheduler (scheduler_config.json) or a tokenizer (its own files) has no weights to check."""
+    if not (component / "config.json").is_file():
+        return None
+    for index in sorted(component.glob("*.index.json")):
+        try:
+            shards = shard_names(index)
+        except (OSError, ValueError, AttributeError) as error:
+            return f"{index} cannot be read as a sharded checkpoint's index ({error})"
+        absent = sorted(s for s in shards if not (component / s).is_file())
+        if absent:
+            return f"{component / absent[0]} is missing ({len(absent)} of the {len(shards)} shards {index.name} names)"
+        if shards:
+            return None
+    if any(f.name.endswith(WEIGHT_SUFFIXES) for f in component.iterdir() if f.is_file()):
+        return None
+    expected = WEIGHTS_NAME.get(library, "a *.safetensors file")
+    return (f"{component / expected} is missing ({component} holds config.json and no *.safetensors or *.bin file, "
+            "nor a sharded index)")
+
+
+def shard_names(index: Path) -> set[str]:
+    """The shard files a sharded checkpoint's index (its weight_map) names."""
+    weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map") or {}
+    return {str(v) for v in weight_map.values()}
 
 
 def safetensors_problem(path: Path) -> str | None:

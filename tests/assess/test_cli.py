@@ -118,3 +118,33 @@ def test_help_is_fast_and_imports_nothing_heavy() -> None:
     assert out.stdout.strip() == "[]"
     help_run = subprocess.run([sys.executable, "-m", "assess", "--help"], env=env, capture_output=True, text=True)
     assert help_run.returncode == 0 and all(c in help_run.stdout for c in COMMANDS)
+
+
+def _no_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`assess retime` without its sessions (tests/test_retime.py times real ones): the CLI's ending is under test."""
+    from assess import retime
+
+    def no_session(paths: list[Path], db: Path, *args: object, **kwargs: object) -> retime.RetimeResult:
+        with Index.open(db):  # the index a real session records into
+            return retime.RetimeResult()
+
+    monkeypatch.setattr(retime, "retime_runs", no_session)
+
+
+def test_retime_ends_as_score_does_with_the_answer_and_the_next_command(
+        sweep_with_anchor: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scored = invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr")
+    ending = scored.output.splitlines()[-2:]
+    assert ending[0].startswith("answer: ") and ending[1].startswith("next: "), scored.output
+    _no_session(monkeypatch)
+    retimed = invoke("retime", str(sweep_with_anchor), "--db", str(db), "--rounds", "6")
+    assert retimed.exit_code == 0, retimed.output
+    assert retimed.output.splitlines()[-2:] == ending, f"retime ends with score's answer and next: {retimed.output}"
+
+
+def test_retime_of_runs_not_scored_yet_ends_with_the_command_that_scores_them(
+        sweep_with_anchor: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_session(monkeypatch)
+    retimed = invoke("retime", str(sweep_with_anchor), "--db", str(db), "--rounds", "6")
+    assert retimed.exit_code == 0, retimed.output
+    assert retimed.output.splitlines()[-1] == f"next: assess score {sweep_with_anchor}", retimed.output
