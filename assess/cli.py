@@ -22,7 +22,7 @@ from assess.export.errors import TrackerUnavailable
 from render.compose.metric_registry import quality_metric_names, scored_metric_names
 from render.compose.mistakes import CompositionMistake
 from render.rundir.redact import redact
-from render.run.signals import Cancelled
+from render.run.signals import Cancelled, cancel_on_signals
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -555,7 +555,19 @@ def main() -> None:
 
     filter_third_party_warnings()
     install()  # no log line of this process carries a credential
-    cli(prog_name="assess")
+    stoppable(lambda: cli(prog_name="assess"))
+
+
+def stoppable(command: Callable[[], Any]) -> None:
+    """Run `command` with SIGTERM (`timeout`, SLURM, a supervisor) and SIGINT (Ctrl-C) raising `Cancelled` where they
+    land, so every command keeps what it finished alike for both (a retime's rounds, a rebuild's or a report's old
+    copy, each `finally`); the process then ends with 128 + the signal's number."""
+    try:
+        with cancel_on_signals():
+            command()
+    except Cancelled as exc:
+        echo(f"cancelled: {exc}", err=True)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":
