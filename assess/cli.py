@@ -32,6 +32,15 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
                         default=Path("outputs") / "index.db", show_default=True, help=DB_HELP)(fn)
 
 
+def given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An address or URI option that is empty (`--addr "$VAR"` with the variable unset) is refused as a malformed one
+    is: "" would mean every network interface, or a local store, not what was meant."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"{value!r} is empty (a variable that is not set?): give the address itself, or leave "
+                                 "the option out for its default", ctx=ctx, param=param)
+    return value
+
+
 class Unavailable(click.ClickException):
     exit_code = 2  # a tracker or exporter that cannot be had: the same exit as a bad launch's preflight
 
@@ -181,7 +190,7 @@ def _progress(quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
 @click.option("--openmetrics", is_flag=True, help="print the progress once in the Prometheus text format")
 @click.option("--serve", is_flag=True, help="serve the Prometheus metrics at --addr:--port/metrics until Ctrl-C")
 @click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True, help="with --serve")
-@click.option("--addr", default="127.0.0.1", show_default=True, help="with --serve: the address to listen on")
+@click.option("--addr", default="127.0.0.1", show_default=True, callback=given, help="with --serve: the address to listen on")
 @click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.prom",
               help="write the metrics to FILE.prom for node_exporter's textfile collector (with --serve: every "
                    "--interval seconds)")
@@ -501,7 +510,7 @@ out_root_option = click.option("--out-root", type=click.Path(file_okay=False, pa
 @export.command("mlflow", epilog=TARGET_HELP)
 @click.argument("target")
 @db_option
-@click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI", required=True,
+@click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI", required=True, callback=given,
               help="the MLflow tracking server, e.g. http://127.0.0.1:5000 (default: $MLFLOW_TRACKING_URI)")
 @click.option("--experiment", "mlflow_experiment", default="hypergrid", show_default=True,
               help="the MLflow experiment that receives the runs")
