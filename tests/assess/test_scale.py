@@ -230,3 +230,57 @@ def test_a_second_report_computes_no_interval_and_shows_the_same(scored: tuple[P
         conn.execute("UPDATE scores SET value = value + 1 WHERE rowid = (SELECT max(rowid) FROM scores "
                      "WHERE metric = 'psnr')")
     assert page("changed") != first and computed == ["mean_interval_bca"]
+
+
+
+def _damage(memo: Path, value: str) -> None:
+    """Every row of the memo given `value` (SQL), in a table that allows any value."""
+    with sqlite3.connect(memo) as conn:
+        conn.execute("ALTER TABLE intervals RENAME TO old")
+        conn.execute("CREATE TABLE intervals (key TEXT PRIMARY KEY, value)")
+        conn.execute(f"INSERT INTO intervals SELECT key, {value} FROM old")
+        conn.execute("DROP TABLE old")
+
+
+@pytest.mark.parametrize("damage", ["5", "'5'", "'[1.0, 2.0, 3.0]'", "'[\"a\", \"b\"]'", "'[true, 1]'", "'{}'",
+                                    "'not json'", "NULL", "x'00ff'"])
+def test_a_damaged_memo_row_is_computed_again_and_healed(tmp_path: Path, damage: str) -> None:
+    """A memo row that holds no interval (a number, a list of three, text, booleans, NULL, bytes) is computed again
+    and replaced when the memo is saved: a damaged memo is only a slower report."""
+    import numpy as np
+
+    from assess.statistics.memo import memo_path, remembered, remembering
+
+    db, values, computed = tmp_path / "index.db", (np.arange(5.0),), []
+
+    def compute() -> tuple[float, float]:
+        computed.append(1)
+        return (1.5, 2.5)
+
+    for _ in range(2):
+        with remembering(db):
+            assert remembered("mean", 0, values, compute) == (1.5, 2.5)
+        _damage(memo_path(db), damage) if not computed[1:] else None
+    assert len(computed) == 2  # once at first, once for the damaged row
+    with remembering(db):
+        assert remembered("mean", 0, values, compute) == (1.5, 2.5)
+    assert len(computed) == 2  # healed
+
+
+@pytest.mark.slow
+def test_a_report_over_a_damaged_memo_is_the_same_page(scored: tuple[Path, Path], tmp_path: Path) -> None:
+    """The report's route (issue 61): a number where a tuple belongs crashed it with a traceback."""
+    import re
+
+    from assess.report import write as report
+    from assess.statistics.memo import memo_path
+
+    root, db = scored
+
+    def page(out: str) -> str:
+        html = Path(report.write_report([root], db, out=tmp_path / out)).read_text()
+        return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?", "<time>", html)
+
+    first = page("first")
+    _damage(memo_path(db), "5")
+    assert page("damaged") == first
