@@ -64,6 +64,7 @@ from render.compose.metric_registry import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
 from render.rundir import now_iso  # one clock format for every record; assess modules import it from here too
 from render.rundir.redact import redact
+from render.rundir.files import create_empty
 from render.rundir.identity import sample_text_id
 
 if TYPE_CHECKING:
@@ -581,15 +582,6 @@ def is_damage(exc: BaseException) -> bool:
     return type(exc) is sqlite3.DatabaseError
 
 
-def _create_file(path: Path) -> None:
-    """Create the empty database file with open(2)'s mode, so the index follows the umask like every other file
-    (sqlite itself creates 0644 whatever the umask allows; its -wal and -shm files copy the database's mode)."""
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-    except FileExistsError:
-        pass  # another scorer created it first
-
-
 def _split_statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";\n") if s.strip()]
 
@@ -642,7 +634,7 @@ class Index:
                 raise NotScored(f"no index at {path}: run `assess score <sweep>` first (or pass --db)")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                _create_file(path)
+                create_empty(path)
             except OSError as exc:
                 raise IndexUnwritable(f"{path}: the index cannot be created there ({exc.strerror or exc}); pass --db a "
                                       "path in a folder you can write (or set $HYPERGRID_INDEX)") from exc

@@ -90,12 +90,15 @@ class IntervalMemo:
     def save(self) -> None:
         if not self.new or not os.access(self.path.parent, os.W_OK | os.X_OK):
             return  # nothing new, or an index folder this user cannot write (a report of another's index)
+        from render.rundir.files import create_empty
+
         try:
+            create_empty(self.path)  # the umask's mode, as the index's (sqlite alone: 0644)
             with sqlite3.connect(self.path, timeout=30) as db:
                 db.execute("CREATE TABLE IF NOT EXISTS intervals (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 db.executemany("INSERT OR REPLACE INTO intervals VALUES (?, ?)",  # a damaged row healed
                                [(k, json.dumps(list(v))) for k, v in self.new.items()])
-        except sqlite3.Error as error:  # a read-only folder: the next report computes them again
+        except (sqlite3.Error, OSError) as error:  # a read-only folder: the next report computes them again
             log.warning("%s could not be written (%s): the next report computes these intervals again", self.path, error)
         self.new = {}
 
