@@ -21,7 +21,7 @@ from assess.report.outdir import ForeignFolder
 from assess.export.errors import TrackerUnavailable
 from render.compose.metric_registry import quality_metric_names, scored_metric_names
 from render.compose.mistakes import CompositionMistake
-from render.rundir.redact import redact
+from render.rundir.redact import shown
 from render.run.signals import Cancelled, cancel_on_signals
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
@@ -78,9 +78,9 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
 
 
 def echo(message: str = "", err: bool = False, nl: bool = True) -> None:
-    """click.echo with the credentials of every URL in `message` redacted (render.rundir.redact): every line this CLI
-    prints goes through here, its errors through Redacting."""
-    click.echo(redact(message), err=err, nl=nl)
+    """click.echo with the credentials of every URL in `message` redacted and its control characters escaped
+    (render.rundir.redact.shown): every line this CLI prints goes through here, its errors through Redacting."""
+    click.echo(shown(message), err=err, nl=nl)
 
 
 class Redacting(click.Group):
@@ -91,7 +91,7 @@ class Redacting(click.Group):
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
-            vars(exc)["message"] = redact(exc.message)  # click declares it Final; its show() reads it
+            vars(exc)["message"] = shown(exc.message)  # click declares it Final; its show() reads it
             raise
 
 
