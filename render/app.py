@@ -18,7 +18,7 @@ from render.run.preflight import checked_job
 from render.rundir import FAILED, CellState, sample_store
 from render.run.runner import CellResult, run_job
 from render.run.signals import Cancelled, cancel_on_signals
-from render.rundir.redact import shown
+from render.rundir.redact import shortened, shown
 
 
 def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
@@ -37,7 +37,8 @@ def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
 
 def failed_line(result: dict[str, Any]) -> str:
     """A failed cell's line (a single run's summary and a sweep's alike): what failed, why, where to look."""
-    return f"{result['describe']}: {result['category']}: {result['message']}\n        see {Path(result['run_dir']) / FAILED}"
+    message = shortened(str(result['message']))  # FAILED.json keeps it whole
+    return f"{shortened(str(result['describe']))}: {result['category']}: {message}\n        see {Path(result['run_dir']) / FAILED}"
 
 
 def print_summary(results: list[CellResult]) -> None:

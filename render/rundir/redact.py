@@ -49,6 +49,17 @@ def shown(text: str) -> str:
     return escape_controls(redact(text))
 
 
+SUMMARY_CHARS = 300  # the most of one recorded text (a prompt, a failure's message) a summary line quotes
+
+
+def shortened(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """`text` as a summary quotes it: whole when within `limit` characters, else its start and how much was cut (the
+    record it comes from keeps it whole)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()}… ({len(text) - limit:,} more characters)"
+
+
 def redact_data(value: Any) -> Any:
     """A JSON-like value (dicts, lists, strings) with every string redacted (keys too)."""
     if isinstance(value, str):
