@@ -568,6 +568,21 @@ def default_index_path() -> Path:
     return Path(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
 
 
+def remove_if_empty(path: Path) -> bool:
+    """Remove the index at `path` (with its -wal and -shm) when it holds no run and no timing session: a command
+    that created it and could index nothing leaves no index behind. Whether it was removed."""
+    try:
+        with Index.open(path, create=False) as index:
+            held = index.query("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM timing_sessions) AS n")[0]["n"]
+    except (sqlite3.Error, OSError, NotScored):
+        return False
+    if held:
+        return False  # another scorer filled it meanwhile
+    for name in (f"{path}-wal", f"{path}-shm", str(path)):
+        Path(name).unlink(missing_ok=True)
+    return True
+
+
 REBUILD_HINT = "rebuild it from the run directories with `assess score --rebuild <out_root>`"
 
 

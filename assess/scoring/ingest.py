@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assess.errors import disk_full
-from assess.index.database import Index, ScoreRow, json_dumps, now_iso
+from assess.index.database import Index, ScoreRow, default_index_path, json_dumps, now_iso, remove_if_empty
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
 from assess.statistics.parity import parity_rows, stored_parity
@@ -484,7 +484,9 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     sample_metrics, set_metrics = build_metrics(metrics, clip_model, metric_models)
     summary = ScoreSummary()
     plan = plan_digest(sample_metrics)
-    with Index.open(index_path) as index:
+    path = Path(index_path) if index_path is not None else default_index_path()
+    created = not path.exists()
+    with Index.open(path) as index:
         index.sync_metric_catalogue()
         heads, found = _plan_runs(index, folders, plan, force, summary)
         total, cache = len(found.stamps), ImageCache()
@@ -496,6 +498,8 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
             progress(total, total)
         if set_metrics:
             score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force)
+    if created and not summary.runs:
+        remove_if_empty(path)  # nothing indexed, no index file
     return summary
 
 
