@@ -836,9 +836,10 @@ class Index:
         return {path for path, row in self.run_files(paths).items() if row["stamp"] == content_stamp(Path(path))}
 
     def record_run_file(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
-        """What this scoring of a run folder saw and left (columns: RUN_FILE_COLUMNS but scored_at)."""
-        self._insert("run_files", RUN_FILE_COLUMNS, [[*(row[c] for c in RUN_FILE_COLUMNS[:-1]), now_iso()]],
-                     replace=True)
+        """What this scoring of a run folder saw and left (columns: RUN_FILE_COLUMNS; scored_at: when the scoring took
+        the folder's stamp, so a file written after it is known to be newer than what was scored)."""
+        self._insert("run_files", RUN_FILE_COLUMNS, [[row.get(c) or now_iso() if c == "scored_at" else row[c]
+                                                      for c in RUN_FILE_COLUMNS]], replace=True)
 
     def upsert_run(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         self._insert("runs", list(row), [list(row.values())], pk="path")

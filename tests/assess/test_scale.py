@@ -284,3 +284,40 @@ def test_a_report_over_a_damaged_memo_is_the_same_page(scored: tuple[Path, Path]
     first = page("first")
     _damage(memo_path(db), "5")
     assert page("damaged") == first
+
+
+def _flags(db: Path) -> dict[tuple[str, int], str | None]:
+    with Index.open(db) as index:
+        return {(r["prompt_id"], r["seed"]): r["problem"] for r in index.query("SELECT prompt_id, seed, problem FROM samples")}
+
+
+def _scores(db: Path) -> dict[tuple[str, int], tuple[Any, Any]]:
+    with Index.open(db) as index:
+        return {(r["prompt_id"], r["seed"]): (r["value"], (r["unavailable_reason"] or "")[:40]) for r in index.query(
+            "SELECT prompt_id, seed, value, unavailable_reason FROM scores WHERE metric = 'psnr'")}
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True], ids=["cp", "cp-preserve-timestamps"])
+def test_an_image_rewritten_in_place_is_noticed_by_the_rescore_as_by_a_fresh_index(
+        scored: tuple[Path, Path], tmp_path: Path, sample_reads: list[str], keep_mtime: bool) -> None:
+    """Issue 61: `cp other.png images/x.png` writes into the file in place, and the images folder's stat stays as it
+    was; the rescore said "0 written, 8 already current" while a fresh index flags the mismatch. The stamp now
+    holds each image's own state, and a re-read run checks the images written since its last scoring."""
+    import shutil
+
+    root, db = scored
+    run = next((root / "multirun" / "sweep-000").glob("3_*"))
+    images = sorted((run / rundir.IMAGES).iterdir())
+    folder = (run / rundir.IMAGES).stat()
+    before = images[0].stat()
+    shutil.copyfile(images[1], images[0])  # in place: same inode, the folder untouched
+    if keep_mtime:  # `cp --preserve=timestamps`, rsync -t: only the ctime tells (no user call sets it back)
+        os.utime(images[0], ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (run / rundir.IMAGES).stat().st_mtime_ns == folder.st_mtime_ns
+    sample_reads.clear()
+    summary = score([root], db, metrics=["psnr"])
+    assert [Path(p).name for p in sample_reads if p.endswith(rundir.SAMPLES)] == [rundir.SAMPLES]  # that run only
+    assert len(summary.flagged) == 1 and images[0].name in summary.flagged[0] and "does not match" in summary.flagged[0]
+    fresh = tmp_path / "fresh.db"
+    score([root], fresh, metrics=["psnr"])
+    assert _flags(db) == _flags(fresh) and _scores(db) == _scores(fresh)
