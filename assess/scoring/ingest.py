@@ -160,13 +160,16 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
     }
 
 
-def ingest_run(index: Index, run: RunDir) -> None:
+def ingest_run(index: Index, run: RunDir, refresh: bool = True) -> None:
+    """The run's `runs` row, its samples and its timing sessions; its cell's derived rows too unless `refresh` is off
+    (a scoring of many runs refreshes each cell it touched once, at its end: Touched)."""
     from render.rundir.session_log import read_sessions
 
     with index.write() as conn:
         index.upsert_run(conn, run_row(run))
         index.upsert_samples(conn, [sample_row(run, s) for s in run.samples])
-        index.refresh_cell(conn, run.cell_key)
+        if refresh:
+            index.refresh_cell(conn, run.cell_key)
     sessions, _unreadable = read_sessions(run.path)  # side-by-side timings (a torn record is skipped, as a sample's)
     for session in sessions:
         index.upsert_timing(session)
@@ -375,7 +378,8 @@ def rewritten(run: RunDir, since: str | None) -> frozenset[Key]:
 
 
 def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: ScoreSummary,
-              force: bool = False, cache: ImageCache | None = None, since: str | None = None) -> None:
+              force: bool = False, cache: ImageCache | None = None, since: str | None = None,
+              refresh: bool = True) -> None:
     """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time; with `since` (the
     time its last scoring saw it), the samples whose image was rewritten since are scored again (as unavailable: their
     image does not match its record), as a fresh index scores them."""
@@ -410,7 +414,8 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
         index.write_scores(conn, [r for r in rows if (r.prompt_sha, r.seed) in stale], force=True)  # replace the old image's
         index.write_parity(conn, parity)  # a parallel cell against its width-1 twin (assess.statistics.parity)
         index.flag_samples(conn, flags)
-        index.refresh_cell(conn, run.cell_key)
+        if refresh:
+            index.refresh_cell(conn, run.cell_key)
     summary.written += len(rows)
     summary.unavailable.update(("parallel_drift", r["unavailable_reason"]) for r in parity if r["unavailable_reason"])
     summary.unavailable.update((r.spec.name, r.outcome.unavailable_reason) for r in rows
@@ -427,6 +432,33 @@ def plan_digest(metrics: list[SampleMetric]) -> str:
     """The identity of what a scoring computes for a run: each sample metric's name, version and configuration."""
     plan = [SCORE_PLAN_VERSION, sorted((m.spec.name, m.spec.version, m.config) for m in metrics)]
     return hashlib.blake2b(json_dumps(plan).encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class Touched:
+    """The cells a scoring changed, each refreshed once when it ends (Index.refresh_cell reads every run and sample of
+    the cell: twice per run, a cell that 5,000 runs share cost the square of its runs), with the `run_files` rows of
+    its runs, recorded in the same transaction: a scoring stopped before leaves them unrecorded, so the next one reads
+    those runs again and refreshes their cells."""
+
+    run_files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # cell key -> its runs' rows
+
+    def touch(self, cell_key: str) -> None:
+        self.run_files.setdefault(cell_key, [])
+
+    def refresh(self, index: Index, summary: ScoreSummary) -> None:
+        for cell_key, rows in sorted(self.run_files.items()):
+            try:
+                with index.write() as conn:
+                    index.refresh_cell(conn, cell_key)
+                    for row in rows:
+                        index.record_run_file(conn, row)
+            except Exception as error:  # noqa: BLE001 - as _guarded: one cell never blocks the others
+                if disk_full(error, index.path):
+                    raise
+                summary.failed += [f"{row['path']}: {type(error).__name__}: {error}" for row in rows] or [
+                    f"cell {cell_key}: {type(error).__name__}: {error}"]
+        self.run_files.clear()
 
 
 @dataclass
@@ -521,24 +553,25 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     with Index.open(path) as index:
         index.sync_metric_catalogue()
         heads, found = _plan_runs(index, folders, plan, force, summary)
-        total, cache = len(found.stamps), ImageCache()
+        total, cache, touched = len(found.stamps), ImageCache(), Touched()
         for done, head in enumerate(heads, start=total - len(heads) + 1):
             _score_one(index, head.path, (found.stamps[head.path], found.stamped_at, found.seen_at.get(head.path)), plan,
-                       sample_metrics, summary, force, cache, log)
+                       sample_metrics, summary, force, cache, log, touched)
             if progress:
                 progress(done, total)
         if progress and not heads:
             progress(total, total)
         if set_metrics:
-            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force)
+            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force, touched=touched)
+        touched.refresh(index, summary)
     if created and not summary.runs:
         remove_if_empty(path)  # nothing indexed, no index file
     return summary
 
 
 def _score_one(index: Index, folder: Path, stamped: tuple[str, str, str | None], plan: str,
-               metrics: list[SampleMetric], summary: ScoreSummary, force: bool, cache: ImageCache, log: Log | None
-               ) -> None:
+               metrics: list[SampleMetric], summary: ScoreSummary, force: bool, cache: ImageCache, log: Log | None,
+               touched: Touched) -> None:
     """Read one run folder, index it, score it, and record its stamp (with when it was taken) and what the scoring
     left. `stamped`: (its stamp now, when this scoring took it, when the last scoring took its own, if any)."""
     stamp, stamped_at, seen_at = stamped
@@ -548,24 +581,24 @@ def _score_one(index: Index, folder: Path, stamped: tuple[str, str, str | None],
         summary.failed.append(f"{folder}: {type(error).__name__}: {error}")
         return
     summary.problems += run.problems
-    if not _guarded(summary, run, functools.partial(ingest_run, index, run), index):
+    if not _guarded(summary, run, functools.partial(ingest_run, index, run, refresh=False), index):
         return
+    touched.touch(run.cell_key)
     if log:
         log(f"scoring {run.path} ({len(run.samples)} samples)")
     before = (summary.written + summary.current, sum(summary.unavailable.values()), len(summary.flagged))
     if not _guarded(summary, run, functools.partial(score_run, index, run, metrics, summary, force=force, cache=cache,
-                                                   since=seen_at),
+                                                   since=seen_at, refresh=False),
                     index):
         return
     summary.runs += 1
     summary.samples += len(run.samples)
     complete = (sum(summary.unavailable.values()), len(summary.flagged)) == before[1:]
     anchor_dir = run.anchor_dir if not run.is_anchor else None
-    with index.write() as conn:
-        index.record_run_file(conn, {
-            "path": str(run.path), "stamp": stamp, "plan": plan, "complete": int(complete),
-            "n_samples": len(run.samples), "n_scores": summary.written + summary.current - before[0],
-            "anchor_dir": str(anchor_dir) if anchor_dir else None, "scored_at": stamped_at})
+    touched.run_files[run.cell_key].append({  # recorded with the cell's refresh (Touched)
+        "path": str(run.path), "stamp": stamp, "plan": plan, "complete": int(complete),
+        "n_samples": len(run.samples), "n_scores": summary.written + summary.current - before[0],
+        "anchor_dir": str(anchor_dir) if anchor_dir else None, "scored_at": stamped_at})
 
 
 def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None], index: Index | None = None) -> bool:

@@ -321,3 +321,29 @@ def test_an_image_rewritten_in_place_is_noticed_by_the_rescore_as_by_a_fresh_ind
     fresh = tmp_path / "fresh.db"
     score([root], fresh, metrics=["psnr"])
     assert _flags(db) == _flags(fresh) and _scores(db) == _scores(fresh)
+
+
+def test_a_scoring_refreshes_each_cell_it_touched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 61: Index.refresh_cell reads every run and sample of its cell and was called twice per run, so a cell that
+    many runs share (re-runs, shared sweeps: the benchmark's `shared` shape) cost the square of its runs. Now once per
+    cell a command touched, whatever the shape; and what it derives is what refreshing after every run derived."""
+    root = tmp_path / "outputs"
+    load_benchmark("scale").build(root, 20, SAMPLES, anchor_samples=20, shape="shared")
+    refreshed: list[str] = []
+    real = Index.refresh_cell
+    monkeypatch.setattr(Index, "refresh_cell", lambda self, conn, key: (refreshed.append(key), real(self, conn, key))[1])
+    db = tmp_path / "index.db"
+    summary = score([root], db, metrics=["psnr"])
+    assert summary.runs == 20 and not summary.failed
+    assert sorted(refreshed) == sorted(set(refreshed)) and len(refreshed) == 2  # the anchor's cell and the shared one
+    with Index.open(db) as index:
+        derived = index.query("SELECT cell_key, split, metric, value, n FROM cell_scores ORDER BY 1, 2, 3")
+        one_by_one = []
+        for key in {r["cell_key"] for r in derived}:
+            with index.write() as conn:
+                real(index, conn, key)
+        one_by_one = index.query("SELECT cell_key, split, metric, value, n FROM cell_scores ORDER BY 1, 2, 3")
+    assert derived == one_by_one and derived
+    refreshed.clear()
+    score([root], db, metrics=["psnr"])
+    assert refreshed == []  # nothing new: nothing touched
