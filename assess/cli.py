@@ -22,8 +22,8 @@ from assess.report.outdir import ForeignFolder
 from assess.export.errors import TrackerUnavailable
 from render.compose.metric_registry import quality_metric_names, scored_metric_names
 from render.compose.mistakes import CompositionMistake
-from render.rundir.redact import redact
-from render.run.signals import Cancelled
+from render.rundir.redact import shown
+from render.run.signals import Cancelled, cancel_on_signals
 
 DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 
@@ -31,6 +31,15 @@ DB_HELP = "index database (default: $HYPERGRID_INDEX, else outputs/index.db)"
 def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path), envvar="HYPERGRID_INDEX",
                         default=Path("outputs") / "index.db", show_default=True, help=DB_HELP)(fn)
+
+
+def given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An address or URI option that is empty (`--addr "$VAR"` with the variable unset) is refused as a malformed one
+    is: "" would mean every network interface, or a local store, not what was meant."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"{value!r} is empty (a variable that is not set?): give the address itself, or leave "
+                                 "the option out for its default", ctx=ctx, param=param)
+    return value
 
 
 class Unavailable(click.ClickException):
@@ -70,9 +79,9 @@ def user_errors(db: Path | None = None) -> Iterator[None]:
 
 
 def echo(message: str = "", err: bool = False, nl: bool = True) -> None:
-    """click.echo with the credentials of every URL in `message` redacted (render.rundir.redact): every line this CLI
-    prints goes through here, its errors through Redacting."""
-    click.echo(redact(message), err=err, nl=nl)
+    """click.echo with the credentials of every URL in `message` redacted and its control characters escaped
+    (render.rundir.redact.shown): every line this CLI prints goes through here, its errors through Redacting."""
+    click.echo(shown(message), err=err, nl=nl)
 
 
 class Redacting(click.Group):
@@ -83,7 +92,7 @@ class Redacting(click.Group):
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
-            vars(exc)["message"] = redact(exc.message)  # click declares it Final; its show() reads it
+            vars(exc)["message"] = shown(exc.message)  # click declares it Final; its show() reads it
             raise
 
 
@@ -182,7 +191,7 @@ def _progress(quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
 @click.option("--openmetrics", is_flag=True, help="print the progress once in the Prometheus text format")
 @click.option("--serve", is_flag=True, help="serve the Prometheus metrics at --addr:--port/metrics until Ctrl-C")
 @click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True, help="with --serve")
-@click.option("--addr", default="127.0.0.1", show_default=True, help="with --serve: the address to listen on")
+@click.option("--addr", default="127.0.0.1", show_default=True, callback=given, help="with --serve: the address to listen on")
 @click.option("--textfile", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE.prom",
               help="write the metrics to FILE.prom for node_exporter's textfile collector (with --serve: every "
                    "--interval seconds)")
@@ -528,7 +537,7 @@ out_root_option = click.option("--out-root", type=click.Path(file_okay=False, pa
 @export.command("mlflow", epilog=TARGET_HELP)
 @click.argument("target")
 @db_option
-@click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI", required=True,
+@click.option("--tracking-uri", envvar="MLFLOW_TRACKING_URI", required=True, callback=given,
               help="the MLflow tracking server, e.g. http://127.0.0.1:5000 (default: $MLFLOW_TRACKING_URI)")
 @click.option("--experiment", "mlflow_experiment", default="hypergrid", show_default=True,
               help="the MLflow experiment that receives the runs")
@@ -582,7 +591,19 @@ def main() -> None:
 
     filter_third_party_warnings()
     install()  # no log line of this process carries a credential
-    cli(prog_name="assess")
+    stoppable(lambda: cli(prog_name="assess"))
+
+
+def stoppable(command: Callable[[], Any]) -> None:
+    """Run `command` with SIGTERM (`timeout`, SLURM, a supervisor) and SIGINT (Ctrl-C) raising `Cancelled` where they
+    land, so every command keeps what it finished alike for both (a retime's rounds, a rebuild's or a report's old
+    copy, each `finally`); the process then ends with 128 + the signal's number."""
+    try:
+        with cancel_on_signals():
+            command()
+    except Cancelled as exc:
+        echo(f"cancelled: {exc}", err=True)
+        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -153,8 +153,8 @@ def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, options: Op
             if log:
                 log(f"timing {len(group)} cells side by side for up to {o.rounds} rounds on {group[0].job.device}")
             session = retime(group, rounds=o.rounds, seconds=o.seconds, seed=o.seed, purpose=o.purpose,
-                             experiment=o.experiment)
-            index.upsert_timing(session)
+                             experiment=o.experiment, recorded=index.upsert_timing)  # a stopped one's rounds too
+            index.upsert_timing(session)  # one its run directories did not take (fewer than two left): the index still
             result.sessions.append(session)
             result.pairs += session_pairs(index, session.session, [p for p in pairs if set(p) <= set(members)])
     return result

@@ -2,11 +2,14 @@
 100,000 samples scored from nothing in at most 60 s on the 2-core machine, rescored with nothing new in at most 5 s,
 status and report in at most 10 s each; docs/scale.md has the figures).
 
-    python benchmarks/scale.py [--runs 5000] [--samples 20] [--anchor-samples 200] [--no-report] [--keep DIR]
+    python benchmarks/scale.py [--runs 5000] [--samples 20] [--anchor-samples 200] [--shape distinct|shared]
+                               [--no-report] [--keep DIR]
     python benchmarks/scale.py --report-of DIR/outputs [--repeat 3] [--baseline CHECKOUT]
 
 Builds an output root through the contract module (render.rundir): one anchor with `anchor-samples` prompts and
-`runs - 1` cells in sweeps of 100, each cell `samples` finished 16x16 samples of some of the anchor's prompts. Then
+`runs - 1` cells in sweeps of 100, each cell `samples` finished 16x16 samples of some of the anchor's prompts
+(`--shape shared`: `runs - 1` runs of one cell, the first rendering its samples and every other linking them, as
+re-runs and shared sweeps make: issue 61, where scoring grew with the square of such runs). Then
 times, each in its own process as a user runs them, with its peak memory: `assess score <root> --metrics psnr -q`
 from nothing, again with nothing new, again after 1 % new run folders were added (a sweep of their own), then
 `assess status <root>` and `assess report <root>`. Prints one line per figure and a row for docs/scale.md's table.
@@ -59,7 +62,10 @@ def _latency(number: int, steps: int) -> float:
     return round(0.1 * (0.95 + ((number * 7919 + steps * 31) % 101) / 1000), 6)
 
 
-def write_run(path: Path, cell: dict, root: Path, numbers: list[int], is_anchor: bool) -> None:
+def write_run(path: Path, cell: dict, root: Path, numbers: list[int], is_anchor: bool,
+              linked_from: Path | None = None) -> None:
+    """One finished run folder; with `linked_from` (a run of the same cell and samples), its images are hard links to
+    that run's and its records say they were reused from it, as a re-run or a shared sweep's are."""
     key = cell_key_of(cell)
     (path / rundir.IMAGES).mkdir(parents=True)
     prompts = {f"dev-{i:03d}": f"prompt {i}" for i in numbers}
@@ -77,36 +83,59 @@ def write_run(path: Path, cell: dict, root: Path, numbers: list[int], is_anchor:
     for n, (prompt_id, text) in enumerate(prompts.items()):
         png = _png(numbers[n] if is_anchor else numbers[n] + cell["steps"])
         image = f"{rundir.IMAGES}/{rundir.image_name(prompt_id, 0)}"
-        (path / image).write_bytes(png)
+        if linked_from is None:
+            (path / image).write_bytes(png)
+        else:
+            os.link(linked_from / image, path / image)
         records.append(rundir.SampleRecord(
             cell_key=key, prompt_id=prompt_id, prompt=text, seed=0, image=image, width=SIZE, height=SIZE,
             latency_s=_latency(numbers[n], cell["steps"]), warmup=n == 0, steps=cell["steps"], s_per_step=0.01, peak_mem_bytes=1, mem_kind="cpu-rss-hwm",
-            load_s=1.0, reused_from=None, finished_at="2026-11-30T10:00:01+00:00", sha256=rundir.digest(png),
+            load_s=1.0, reused_from=None if linked_from is None else str(linked_from.relative_to(root)), finished_at="2026-11-30T10:00:01+00:00", sha256=rundir.digest(png),
             bytes=len(png), prompt_sha=rundir.text_hash(text)).as_dict())
     rundir.append_records(path / rundir.SAMPLES, records)
     rundir.write_done(path, n_samples=samples, n_rendered=samples, n_reused=0, wall_s=1.0, gpu_s=0.2)
 
 
-def build(root: Path, runs: int, samples: int, anchor_samples: int = 200) -> None:
+SHAPES = ("distinct", "shared")  # each run a cell of its own samples; or every run one cell, linking its samples
+SHARED_STEPS = 1  # the shared shape's one cell
+
+
+def _linked(root: Path) -> Path | None:
+    """The shared shape's first run, whose images every later run links (None before it is written)."""
+    first = root / "multirun" / "sweep-000" / f"0_steps={SHARED_STEPS}"
+    return first if (first / rundir.DONE).is_file() else None
+
+
+def _write_cell_run(sweep: Path, name: int, steps: int, root: Path, numbers: list[int], shape: str) -> None:
+    if shape == "shared":
+        write_run(sweep / f"{name}_steps={SHARED_STEPS}", _cell(SHARED_STEPS), root, numbers, is_anchor=False,
+                  linked_from=_linked(root))
+    else:
+        write_run(sweep / f"{name}_steps={steps}", _cell(steps), root, numbers, is_anchor=False)
+
+
+def build(root: Path, runs: int, samples: int, anchor_samples: int = 200, shape: str = "distinct") -> None:
+    """An anchor and `runs - 1` cell runs in sweeps of 100: each a cell of its own (distinct), or every one the same
+    cell on the same samples, the first rendering them and the others linking them (shared)."""
     write_run(root / "anchors" / "tiny" / "x" / "a", ANCHOR, root, list(range(anchor_samples)), is_anchor=True)
     for n in range(runs - 1):
         sweep = root / "multirun" / f"sweep-{n // 100:03d}"
         if n % 100 == 0:
             sweep.mkdir(parents=True)
             (sweep / rundir.MULTIRUN_YAML).write_text("hydra: {}\n")
-        numbers = sorted({(n * samples + i) % anchor_samples for i in range(samples)})
-        write_run(sweep / f"{n % 100}_steps={n + 1}", _cell(n + 1), root, numbers, is_anchor=False)
+        numbers = sorted({((0 if shape == "shared" else n) * samples + i) % anchor_samples for i in range(samples)})
+        _write_cell_run(sweep, n % 100, n + 1, root, numbers, shape)
 
 
-def add_new(root: Path, runs: int, samples: int, anchor_samples: int) -> None:
-    """`runs` more cells in a sweep of their own (a rung added to the root), numbered after every cell there is."""
+def add_new(root: Path, runs: int, samples: int, anchor_samples: int, shape: str = "distinct") -> None:
+    """`runs` more cell runs in a sweep of their own (a rung added to the root), numbered after every cell there is."""
     sweep = root / "multirun" / "sweep-new"
     sweep.mkdir(parents=True)
     (sweep / rundir.MULTIRUN_YAML).write_text("hydra: {}\n")
     first = 1_000_000  # steps no built cell has
     for n in range(runs):
-        numbers = sorted({(n * samples + i) % anchor_samples for i in range(samples)})
-        write_run(sweep / f"{n}_steps={first + n}", _cell(first + n), root, numbers, is_anchor=False)
+        numbers = sorted({((0 if shape == "shared" else n) * samples + i) % anchor_samples for i in range(samples)})
+        _write_cell_run(sweep, n, first + n, root, numbers, shape)
 
 
 @dataclass
@@ -136,7 +165,8 @@ def timed(label: str, *args: str, code: Path | None = None) -> Figure:
     return Figure(label, seconds, usage.ru_maxrss / 1024, process.returncode, said)
 
 
-def measure(root: Path, runs: int, samples: int, anchor_samples: int, report: bool = True) -> list[Figure]:
+def measure(root: Path, runs: int, samples: int, anchor_samples: int, report: bool = True,
+            shape: str = "distinct") -> list[Figure]:
     """Each figure, printed as soon as it is measured (a long run shows what it has so far)."""
     db = root / "index.db"
     score = ("score", str(root), "--db", str(db), "--metrics", "psnr", "-q")
@@ -149,7 +179,7 @@ def measure(root: Path, runs: int, samples: int, anchor_samples: int, report: bo
 
     add(timed("score (first)", *score))
     add(timed("score (nothing new)", *score))
-    add_new(root, max(runs // 100, 1), samples, anchor_samples)
+    add_new(root, max(runs // 100, 1), samples, anchor_samples, shape)
     add(timed("score (1 % new)", *score))
     add(timed("status", "status", str(root), "--db", str(db)))
     if report:  # the first report computes every interval; the next finds them in the memo (assess.statistics.memo)
@@ -191,6 +221,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=5000)
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--anchor-samples", type=int, default=200)
+    parser.add_argument("--shape", choices=SHAPES, default="distinct",
+                        help="distinct: each run a cell of its own samples; shared: every run one cell, linking its "
+                             "samples (re-runs, shared sweeps)")
     parser.add_argument("--no-report", action="store_true", help="leave the report out (its figure and contact sheets)")
     parser.add_argument("--keep", type=Path, default=None, help="build the output root here (and keep it)")
     parser.add_argument("--report-of", type=Path, default=None,
@@ -207,12 +240,13 @@ def main(argv: list[str] | None = None) -> None:
         if root.exists():
             raise SystemExit(f"{root} exists: the benchmark adds 1 % new runs to the root it builds; give a new --keep")
         start = time.perf_counter()
-        build(root, args.runs, args.samples, args.anchor_samples)
-        print(f"built {args.runs} run folders ({args.samples} samples each, the anchor {args.anchor_samples}) "
-              f"in {time.perf_counter() - start:.1f} s", flush=True)
-        figures = measure(root, args.runs, args.samples, args.anchor_samples, report=not args.no_report)
+        build(root, args.runs, args.samples, args.anchor_samples, args.shape)
+        print(f"built {args.runs} run folders ({args.samples} samples each, the anchor {args.anchor_samples}; "
+              f"{args.shape}) in {time.perf_counter() - start:.1f} s", flush=True)
+        figures = measure(root, args.runs, args.samples, args.anchor_samples, report=not args.no_report,
+                          shape=args.shape)
         cells = " | ".join(f"{f.seconds:.1f} s" for f in figures)
-        print(f"| {args.runs:,} | {(args.runs - 1) * args.samples + args.anchor_samples:,} | {cells} | "
+        print(f"| {args.runs:,} {args.shape} | {(args.runs - 1) * args.samples + args.anchor_samples:,} | {cells} | "
               f"{max(f.peak_mb for f in figures):.0f} MB |")
 
 

@@ -18,6 +18,7 @@ from render.run.preflight import checked_job
 from render.rundir import FAILED, CellState, sample_store
 from render.run.runner import CellResult, run_job
 from render.run.signals import Cancelled, cancel_on_signals
+from render.rundir.redact import shortened, shown
 
 
 def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
@@ -36,16 +37,18 @@ def render_task(cfg: DictConfig) -> list[dict[str, Any]]:
 
 def failed_line(result: dict[str, Any]) -> str:
     """A failed cell's line (a single run's summary and a sweep's alike): what failed, why, where to look."""
-    return f"{result['describe']}: {result['category']}: {result['message']}\n        see {Path(result['run_dir']) / FAILED}"
+    message = shortened(str(result['message']))  # FAILED.json keeps it whole
+    return f"{shortened(str(result['describe']))}: {result['category']}: {message}\n        see {Path(result['run_dir']) / FAILED}"
 
 
 def print_summary(results: list[CellResult]) -> None:
     """One line per cell: what happened and where to look."""
     for r in results:
         if r.status == CellState.DONE:
-            print(f"done    {r.cell_key}  {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}")
+            line = f"done    {r.cell_key}  {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}"
         else:
-            print(f"FAILED  {r.cell_key}  {failed_line(r.__dict__)}")
+            line = f"FAILED  {r.cell_key}  {failed_line(r.__dict__)}"
+        print(shown(line))
 
 
 @contextmanager

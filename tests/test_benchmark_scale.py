@@ -9,12 +9,13 @@ from tests.conftest import load_benchmark
 
 
 @pytest.mark.slow  # ~20 s: six `python -m assess` processes, each paying the imports a user's does
-def test_a_small_run_prints_every_figure(capsys: pytest.CaptureFixture) -> None:
-    load_benchmark("scale").main(["--runs", "30", "--samples", "2", "--anchor-samples", "20"])
+@pytest.mark.parametrize("shape", ["distinct", "shared"])
+def test_a_small_run_prints_every_figure(capsys: pytest.CaptureFixture, shape: str) -> None:
+    load_benchmark("scale").main(["--runs", "30", "--samples", "2", "--anchor-samples", "20", "--shape", shape])
     out = capsys.readouterr().out
     for label in ("score (first)", "score (nothing new)", "score (1 % new)", "status", "report", "report (again)"):
         assert f"assess {label} of 30 run folders" in out, out
     assert out.count("(exit 0)") == 6, out
     assert "0 score(s) written, 58 already current" in out  # nothing new: nothing computed
     assert "2 score(s) written, 58 already current" in out  # 1 % of 30: one new run of 2 samples
-    assert out.rstrip().splitlines()[-1].startswith("| 30 | 78 | ")
+    assert out.rstrip().splitlines()[-1].startswith(f"| 30 {shape} | 78 | ")

@@ -64,6 +64,7 @@ from render.compose.metric_registry import SPEED_SPECS, delta_metric_names
 from assess.metrics.speed import cell_speed
 from render.rundir import now_iso  # one clock format for every record; assess modules import it from here too
 from render.rundir.redact import redact
+from render.rundir.files import create_empty
 from render.rundir.identity import sample_text_id
 
 if TYPE_CHECKING:
@@ -567,6 +568,21 @@ def default_index_path() -> Path:
     return Path(os.environ.get(INDEX_ENV) or DEFAULT_INDEX)
 
 
+def remove_if_empty(path: Path) -> bool:
+    """Remove the index at `path` (with its -wal and -shm) when it holds no run and no timing session: a command
+    that created it and could index nothing leaves no index behind. Whether it was removed."""
+    try:
+        with Index.open(path, create=False) as index:
+            held = index.query("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM timing_sessions) AS n")[0]["n"]
+    except (sqlite3.Error, OSError, NotScored):
+        return False
+    if held:
+        return False  # another scorer filled it meanwhile
+    for name in (f"{path}-wal", f"{path}-shm", str(path)):
+        Path(name).unlink(missing_ok=True)
+    return True
+
+
 REBUILD_HINT = "rebuild it from the run directories with `assess score --rebuild <out_root>`"
 
 
@@ -579,15 +595,6 @@ def is_damage(exc: BaseException) -> bool:
     """sqlite's own word for a file it cannot read as a database ("file is not a database", "database disk image
     is malformed"): a plain DatabaseError, not one of its subclasses (locked, constraint, ...)."""
     return type(exc) is sqlite3.DatabaseError
-
-
-def _create_file(path: Path) -> None:
-    """Create the empty database file with open(2)'s mode, so the index follows the umask like every other file
-    (sqlite itself creates 0644 whatever the umask allows; its -wal and -shm files copy the database's mode)."""
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-    except FileExistsError:
-        pass  # another scorer created it first
 
 
 def _split_statements(script: str) -> list[str]:
@@ -642,7 +649,7 @@ class Index:
                 raise NotScored(f"no index at {path}: run `assess score <sweep>` first (or pass --db)")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                _create_file(path)
+                create_empty(path)
             except OSError as exc:
                 raise IndexUnwritable(f"{path}: the index cannot be created there ({exc.strerror or exc}); pass --db a "
                                       "path in a folder you can write (or set $HYPERGRID_INDEX)") from exc
@@ -829,9 +836,10 @@ class Index:
         return {path for path, row in self.run_files(paths).items() if row["stamp"] == content_stamp(Path(path))}
 
     def record_run_file(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
-        """What this scoring of a run folder saw and left (columns: RUN_FILE_COLUMNS but scored_at)."""
-        self._insert("run_files", RUN_FILE_COLUMNS, [[*(row[c] for c in RUN_FILE_COLUMNS[:-1]), now_iso()]],
-                     replace=True)
+        """What this scoring of a run folder saw and left (columns: RUN_FILE_COLUMNS; scored_at: when the scoring took
+        the folder's stamp, so a file written after it is known to be newer than what was scored)."""
+        self._insert("run_files", RUN_FILE_COLUMNS, [[row.get(c) or now_iso() if c == "scored_at" else row[c]
+                                                      for c in RUN_FILE_COLUMNS]], replace=True)
 
     def upsert_run(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         self._insert("runs", list(row), [list(row.values())], pk="path")

@@ -16,13 +16,14 @@ import functools
 import hashlib
 import json
 import shlex
+from datetime import datetime, timezone
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from assess.errors import disk_full
-from assess.index.database import Index, ScoreRow, json_dumps, now_iso
+from assess.index.database import Index, ScoreRow, default_index_path, json_dumps, now_iso, remove_if_empty
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
 from assess.metrics.speed import run_gpu_s
 from assess.statistics.parity import parity_rows, stored_parity
@@ -159,13 +160,16 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
     }
 
 
-def ingest_run(index: Index, run: RunDir) -> None:
+def ingest_run(index: Index, run: RunDir, refresh: bool = True) -> None:
+    """The run's `runs` row, its samples and its timing sessions; its cell's derived rows too unless `refresh` is off
+    (a scoring of many runs refreshes each cell it touched once, at its end: Touched)."""
     from render.rundir.session_log import read_sessions
 
     with index.write() as conn:
         index.upsert_run(conn, run_row(run))
         index.upsert_samples(conn, [sample_row(run, s) for s in run.samples])
-        index.refresh_cell(conn, run.cell_key)
+        if refresh:
+            index.refresh_cell(conn, run.cell_key)
     sessions, _unreadable = read_sessions(run.path)  # side-by-side timings (a torn record is skipped, as a sample's)
     for session in sessions:
         index.upsert_timing(session)
@@ -184,8 +188,10 @@ def _needs(existing: Any, metric: SampleMetric, force: bool) -> bool:
     return existing["metric_version"] != metric.spec.version or existing["config"] != metric.config
 
 
-def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool) -> tuple[dict[str, set[Key]], int]:
-    """metric name -> the (text identity, seed) that need it; and how many scores are already current."""
+def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool, stale: frozenset[Key] = frozenset()
+          ) -> tuple[dict[str, set[Key]], int]:
+    """metric name -> the (text identity, seed) that need it (every metric of a `stale` sample: its image is not the
+    one scored); and how many scores are already current."""
     existing = index.existing_scores(run.cell_key)
     todo: dict[str, set[Key]] = {}
     current = 0
@@ -194,7 +200,7 @@ def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool) -
             continue  # the anchor is the reference: nothing to compare it with
         scored = [s for s in run.samples if s.frames or not metric.spec.clips_only]  # temporal: clips only
         keys = {(s.text_id, s.seed) for s in scored
-                if _needs(existing.get((s.text_id, s.seed, metric.spec.name)), metric, force)}
+                if (s.text_id, s.seed) in stale or _needs(existing.get((s.text_id, s.seed, metric.spec.name)), metric, force)}
         current += len(scored) - len(keys)
         if keys:
             todo[metric.spec.name] = keys
@@ -350,10 +356,35 @@ def _score_clip(run: RunDir, sample: SampleRecord, metrics: list[SampleMetric], 
                      m.config, run.anchor_cell_key if m.spec.needs_reference else None) for m in wanted]
 
 
+REWRITE_SLACK_S = 0.02  # a ctime lags the clock a stamp is read from by up to a tick of the kernel's coarse clock
+
+
+def rewritten(run: RunDir, since: str | None) -> frozenset[Key]:
+    """The samples whose image file was written after `since` (when the run's last scoring took its stamp; ctime, which
+    no user call sets back) and no longer matches its record: their scores are of another image. Only these files are
+    hashed, and only in a run whose stamp changed."""
+    if since is None:
+        return frozenset()
+    after = datetime.fromisoformat(since).timestamp() - REWRITE_SLACK_S
+    found = set()
+    for sample in run.samples:
+        try:
+            written = run.image_path(sample).stat().st_ctime
+        except OSError:
+            continue  # missing or outside the folder: ingest flags it
+        if written >= after and mismatch(run.path, sample) is not None:
+            found.add((sample.text_id, sample.seed))
+    return frozenset(found)
+
+
 def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: ScoreSummary,
-              force: bool = False, cache: ImageCache | None = None) -> None:
-    """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time."""
-    todo, current = _plan(index, run, metrics, force)
+              force: bool = False, cache: ImageCache | None = None, since: str | None = None,
+              refresh: bool = True) -> None:
+    """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time; with `since` (the
+    time its last scoring saw it), the samples whose image was rewritten since are scored again (as unavailable: their
+    image does not match its record), as a fresh index scores them."""
+    stale = frozenset() if force else rewritten(run, since)
+    todo, current = _plan(index, run, metrics, force, stale)
     summary.current += current
     needed = [s for s in run.samples if any((s.text_id, s.seed) in keys for keys in todo.values())]
     wants_reference = any(m.spec.needs_reference and m.spec.name in todo for m in metrics)
@@ -379,10 +410,12 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
     done = set() if force or twin is None else stored_parity(index.parity(run.cell_key), twin)
     parity = parity_rows(run, index.cell_samples(twin) if twin else {}, read_image, done)
     with index.write() as conn:
-        index.write_scores(conn, rows, force=force)
+        index.write_scores(conn, [r for r in rows if (r.prompt_sha, r.seed) not in stale], force=force)
+        index.write_scores(conn, [r for r in rows if (r.prompt_sha, r.seed) in stale], force=True)  # replace the old image's
         index.write_parity(conn, parity)  # a parallel cell against its width-1 twin (assess.statistics.parity)
         index.flag_samples(conn, flags)
-        index.refresh_cell(conn, run.cell_key)
+        if refresh:
+            index.refresh_cell(conn, run.cell_key)
     summary.written += len(rows)
     summary.unavailable.update(("parallel_drift", r["unavailable_reason"]) for r in parity if r["unavailable_reason"])
     summary.unavailable.update((r.spec.name, r.outcome.unavailable_reason) for r in rows
@@ -402,6 +435,33 @@ def plan_digest(metrics: list[SampleMetric]) -> str:
 
 
 @dataclass
+class Touched:
+    """The cells a scoring changed, each refreshed once when it ends (Index.refresh_cell reads every run and sample of
+    the cell: twice per run, a cell that 5,000 runs share cost the square of its runs), with the `run_files` rows of
+    its runs, recorded in the same transaction: a scoring stopped before leaves them unrecorded, so the next one reads
+    those runs again and refreshes their cells."""
+
+    run_files: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # cell key -> its runs' rows
+
+    def touch(self, cell_key: str) -> None:
+        self.run_files.setdefault(cell_key, [])
+
+    def refresh(self, index: Index, summary: ScoreSummary) -> None:
+        for cell_key, rows in sorted(self.run_files.items()):
+            try:
+                with index.write() as conn:
+                    index.refresh_cell(conn, cell_key)
+                    for row in rows:
+                        index.record_run_file(conn, row)
+            except Exception as error:  # noqa: BLE001 - as _guarded: one cell never blocks the others
+                if disk_full(error, index.path):
+                    raise
+                summary.failed += [f"{row['path']}: {type(error).__name__}: {error}" for row in rows] or [
+                    f"cell {cell_key}: {type(error).__name__}: {error}"]
+        self.run_files.clear()
+
+
+@dataclass
 class _Found:
     """The run folders a scoring looks at: those to read (with their stamps), those already indexed as they are."""
 
@@ -409,6 +469,8 @@ class _Found:
     changed: list[Path] = field(default_factory=list)
     cells: set[tuple[str, str, str]] = field(default_factory=set)  # (cell key, split, anchor key) of non-anchor runs
     anchor_dirs: set[Path] = field(default_factory=set)
+    seen_at: dict[Path, str] = field(default_factory=dict)  # a changed folder -> when its last scoring took its stamp
+    stamped_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())  # this scoring's stamps
 
 
 def _skip_or_read(index: Index, folders: Sequence[Path], found: _Found, plan: str, force: bool,
@@ -422,6 +484,8 @@ def _skip_or_read(index: Index, folders: Sequence[Path], found: _Found, plan: st
         row = stored.get(str(folder))
         if row is None or row["stamp"] != found.stamps[folder] or row["plan"] != plan or not row["complete"]:
             found.changed.append(folder)
+            if row is not None:
+                found.seen_at[folder] = row["scored_at"]
             continue
         summary.runs += 1
         summary.samples += row["n_samples"]
@@ -484,47 +548,57 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
     sample_metrics, set_metrics = build_metrics(metrics, clip_model, metric_models)
     summary = ScoreSummary()
     plan = plan_digest(sample_metrics)
-    with Index.open(index_path) as index:
+    path = Path(index_path) if index_path is not None else default_index_path()
+    created = not path.exists()
+    with Index.open(path) as index:
         index.sync_metric_catalogue()
         heads, found = _plan_runs(index, folders, plan, force, summary)
-        total, cache = len(found.stamps), ImageCache()
+        total, cache, touched = len(found.stamps), ImageCache(), Touched()
         for done, head in enumerate(heads, start=total - len(heads) + 1):
-            _score_one(index, head.path, found.stamps[head.path], plan, sample_metrics, summary, force, cache, log)
+            _score_one(index, head.path, (found.stamps[head.path], found.stamped_at, found.seen_at.get(head.path)), plan,
+                       sample_metrics, summary, force, cache, log, touched)
             if progress:
                 progress(done, total)
         if progress and not heads:
             progress(total, total)
         if set_metrics:
-            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force)
+            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force, touched=touched)
+        touched.refresh(index, summary)
+    if created and not summary.runs:
+        remove_if_empty(path)  # nothing indexed, no index file
     return summary
 
 
-def _score_one(index: Index, folder: Path, stamp: str, plan: str, metrics: list[SampleMetric],
-               summary: ScoreSummary, force: bool, cache: ImageCache, log: Log | None) -> None:
-    """Read one run folder, index it, score it, and record its stamp with what the scoring left."""
+def _score_one(index: Index, folder: Path, stamped: tuple[str, str, str | None], plan: str,
+               metrics: list[SampleMetric], summary: ScoreSummary, force: bool, cache: ImageCache, log: Log | None,
+               touched: Touched) -> None:
+    """Read one run folder, index it, score it, and record its stamp (with when it was taken) and what the scoring
+    left. `stamped`: (its stamp now, when this scoring took it, when the last scoring took its own, if any)."""
+    stamp, stamped_at, seen_at = stamped
     try:
         run = load_run(folder)
     except (RunDirError, OSError, ValueError) as error:
         summary.failed.append(f"{folder}: {type(error).__name__}: {error}")
         return
     summary.problems += run.problems
-    if not _guarded(summary, run, functools.partial(ingest_run, index, run), index):
+    if not _guarded(summary, run, functools.partial(ingest_run, index, run, refresh=False), index):
         return
+    touched.touch(run.cell_key)
     if log:
         log(f"scoring {run.path} ({len(run.samples)} samples)")
     before = (summary.written + summary.current, sum(summary.unavailable.values()), len(summary.flagged))
-    if not _guarded(summary, run, functools.partial(score_run, index, run, metrics, summary, force=force, cache=cache),
+    if not _guarded(summary, run, functools.partial(score_run, index, run, metrics, summary, force=force, cache=cache,
+                                                   since=seen_at, refresh=False),
                     index):
         return
     summary.runs += 1
     summary.samples += len(run.samples)
     complete = (sum(summary.unavailable.values()), len(summary.flagged)) == before[1:]
     anchor_dir = run.anchor_dir if not run.is_anchor else None
-    with index.write() as conn:
-        index.record_run_file(conn, {
-            "path": str(run.path), "stamp": stamp, "plan": plan, "complete": int(complete),
-            "n_samples": len(run.samples), "n_scores": summary.written + summary.current - before[0],
-            "anchor_dir": str(anchor_dir) if anchor_dir else None})
+    touched.run_files[run.cell_key].append({  # recorded with the cell's refresh (Touched)
+        "path": str(run.path), "stamp": stamp, "plan": plan, "complete": int(complete),
+        "n_samples": len(run.samples), "n_scores": summary.written + summary.current - before[0],
+        "anchor_dir": str(anchor_dir) if anchor_dir else None, "scored_at": stamped_at})
 
 
 def _guarded(summary: ScoreSummary, run: RunDir, step: Callable[[], None], index: Index | None = None) -> bool:

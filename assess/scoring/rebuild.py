@@ -33,11 +33,13 @@ class Counts:
 class Rebuilt:
     path: Path
     before: Counts | str  # the old index's counts, or why they could not be read ("no index", the sqlite error)
-    after: Counts
+    after: Counts | None  # None: no run could be indexed, and the old index was left as it was
     summary: ScoreSummary
 
     def line(self) -> str:
         before = self.before.text() if isinstance(self.before, Counts) else self.before
+        if self.after is None:
+            return f"rebuilt nothing: no run could be indexed; {self.path} left as it was ({before})"
         return f"rebuilt {self.path}: before {before}; after {self.after.text()}"
 
 
@@ -64,6 +66,8 @@ def rebuild_index(paths: list[Path | str], index_path: Path | str | None = None,
     _remove(staging)
     try:
         summary = score(paths, staging, metrics=metrics, clip_model=clip_model, log=log, metric_models=metric_models)
+        if not summary.runs:  # an empty index in the old one's place would lose it for nothing
+            return Rebuilt(path, before, None, summary)
         after = counts(staging)
         assert isinstance(after, Counts), after
         _checkpoint(staging)

@@ -62,9 +62,10 @@ def _images(pairs: list[tuple[dict[str, Any], dict[str, Any]]], read: ReadImage)
 
 
 def score_sets(index: Index, cells: Iterable[tuple[str, str, str]], metrics: list[SetMetric], summary: ScoreSummary,
-               read: ReadImage, force: bool = False) -> None:
+               read: ReadImage, force: bool = False, touched: Any = None) -> None:
     """Score every set metric of every (cell key, split, anchor cell key) of the runs scored (not the anchors'),
-    against the cell's anchor."""
+    against the cell's anchor; each cell written is refreshed then, or by `touched` (assess.scoring.ingest.Touched)
+    once the scoring ends."""
     for cell_key, split, anchor_key in sorted(set(cells)):
         pairs = paired_samples(index, cell_key, anchor_key, split)
         digest = pairs_digest(pairs)
@@ -83,7 +84,10 @@ def score_sets(index: Index, cells: Iterable[tuple[str, str, str]], metrics: lis
                     "value": outcome.value, "unavailable_reason": outcome.unavailable_reason,
                     "direction": metric.spec.direction, "n": len(images), "config": metric.config,
                     "reference_cell_key": anchor_key, "pairs": digest, "detail": detail or None})
-                index.refresh_cell(conn, cell_key)
+                if touched is None:
+                    index.refresh_cell(conn, cell_key)
+            if touched is not None:
+                touched.touch(cell_key)
             summary.written += 1
             if outcome.unavailable_reason is not None:
                 summary.unavailable[(metric.spec.name, outcome.unavailable_reason)] += 1

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from assess.metrics.base import SetupProblem
+from render.rundir.redact import shortened
 
 
 @dataclass
@@ -36,7 +37,7 @@ class ScoreSummary:
                 continue
             (top, _), others = reasons.most_common(1)[0], len(reasons) - 1
             more = f" (and {others} other reason(s) like it)" if others else ""
-            out.append(f"  {metric} unavailable for {sum(reasons.values())} sample(s): {top}{more}")
+            out.append(f"  {metric} unavailable for {sum(reasons.values())} sample(s): {shortened(str(top))}{more}")
         return out
 
     def lines(self, verbose: bool = False) -> list[str]:
@@ -46,9 +47,9 @@ class ScoreSummary:
             + (f"; {len(self.failed)} run(s) could not be indexed" if self.failed else "")
         ]
         out += self.unavailable_lines(verbose)
-        out += [f"  flagged {line}" for line in self.flagged]
-        out += [f"  {line}" for line in self.problems]
-        out += [f"  NOT INDEXED {line}" for line in self.failed]
+        out += [f"  flagged {shortened(line)}" for line in self.flagged]
+        out += [f"  {shortened(line)}" for line in self.problems]
+        out += [f"  NOT INDEXED {shortened(line)}" for line in self.failed]
         return out
 
 

@@ -41,6 +41,20 @@ def code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def interval(stored: object) -> Interval | None:
+    """A memo row's value read back as an interval (two numbers, either may be None), or None when the row holds
+    anything else (a number, a list of three, text, bytes that are not JSON, NULL): a damaged row, computed again."""
+    try:
+        value = json.loads(stored) if isinstance(stored, (str, bytes)) else None
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value):
+        return None
+    return (value[0], value[1])
+
+
 class IntervalMemo:
     """The intervals of one file, read at once; what a report adds is written when it ends."""
 
@@ -51,9 +65,13 @@ class IntervalMemo:
         if path.is_file():
             try:
                 with sqlite3.connect(path) as db:
-                    self.known = {k: tuple(json.loads(v)) for k, v in db.execute("SELECT key, value FROM intervals")}
-            except (sqlite3.Error, ValueError) as error:  # a damaged memo is only a slower report
+                    rows = db.execute("SELECT key, value FROM intervals").fetchall()
+            except sqlite3.Error as error:  # a damaged memo is only a slower report
                 log.warning("%s could not be read (%s): every interval is computed", path, error)
+                rows = []
+            self.known = {k: v for k, v in ((k, interval(v)) for k, v in rows) if isinstance(k, str) and v is not None}
+            if len(self.known) < len(rows):  # each damaged row is computed again, and replaced when saved
+                log.warning("%s: %d row(s) hold no interval: they are computed again", path, len(rows) - len(self.known))
 
     def get(self, kind: str, seed: int, arrays: tuple[Any, ...], compute: Callable[[], Interval]) -> Interval:
         import numpy as np
@@ -72,12 +90,15 @@ class IntervalMemo:
     def save(self) -> None:
         if not self.new or not os.access(self.path.parent, os.W_OK | os.X_OK):
             return  # nothing new, or an index folder this user cannot write (a report of another's index)
+        from render.rundir.files import create_empty
+
         try:
+            create_empty(self.path)  # the umask's mode, as the index's (sqlite alone: 0644)
             with sqlite3.connect(self.path, timeout=30) as db:
                 db.execute("CREATE TABLE IF NOT EXISTS intervals (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                db.executemany("INSERT OR IGNORE INTO intervals VALUES (?, ?)",
+                db.executemany("INSERT OR REPLACE INTO intervals VALUES (?, ?)",  # a damaged row healed
                                [(k, json.dumps(list(v))) for k, v in self.new.items()])
-        except sqlite3.Error as error:  # a read-only folder: the next report computes them again
+        except (sqlite3.Error, OSError) as error:  # a read-only folder: the next report computes them again
             log.warning("%s could not be written (%s): the next report computes these intervals again", self.path, error)
         self.new = {}
 

@@ -126,7 +126,7 @@ def preflight_launcher(config: DictConfig) -> None:
     if str(config.hydra.launcher.get("_target_", "")).endswith("RayLauncher"):
         from hydra_plugins.hypergrid.ray_connect import RayUnavailable, cluster_gpus
 
-        if not config.hydra.launcher.get("wait", True) and not config.hydra.launcher.get("address"):
+        if not config.hydra.launcher.get("wait", True) and config.hydra.launcher.get("address") is None:
             exit_with(RuntimeError("hydra.launcher.wait=false needs a running cluster (hydra.launcher.address=auto or "
                                    "ray://host:10001): a cluster started for the sweep ends with it; nothing was submitted"))
         try:  # connects (or starts the local cluster) once: the launcher reuses the connection

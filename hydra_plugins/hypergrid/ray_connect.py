@@ -13,10 +13,13 @@ class RayUnavailable(RuntimeError):
 
 def reachable(address: str, seconds: float = 5.0) -> str | None:
     """Why the cluster at a `host:port` or `ray://host:port` address cannot be reached (a TCP connect within
-    `seconds`), or None; `auto` is left to Ray, which fails at once when no cluster runs here. Ray itself retries an
+    `seconds`; an empty address is refused as a malformed one is: `address=$RAY_ADDRESS` unset), or None; `auto` is left to Ray, which fails at once when no cluster runs here. Ray itself retries an
     unreachable address for minutes."""
     import socket
 
+    if not address.strip():
+        return "empty (a variable that is not set?): give auto, host:port or ray://host:port, or leave the key out " \
+               "for a local cluster started for the sweep"
     if address in ("auto", "local"):
         return None
     host, _, port = address.split("://")[-1].rpartition(":")
@@ -35,12 +38,12 @@ def connect(address: str | None, gpus: int | None) -> Any:
 
     if ray.is_initialized():
         return ray
-    problem = reachable(address) if address else None
+    problem = reachable(address) if address is not None else None  # None: a local cluster; "" is no address
     if problem:
-        raise RayUnavailable(f"hydra.launcher.address={address}: {problem}; nothing was submitted. Start the cluster "
-                             "(`ray start --head --num-gpus=N`), or give the address it prints")
+        raise RayUnavailable(f"hydra.launcher.address={address!r}: {problem}; nothing was submitted. Start the "
+                             "cluster (`ray start --head --num-gpus=N`), or give the address it prints")
     try:
-        if address:
+        if address is not None:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
         else:
             ray.init(num_gpus=gpus, logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)

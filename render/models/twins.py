@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from render.run.quiet import saving
+from render.rundir.files import folder_mode
 
 
 def default_cache_root() -> Path:
@@ -51,6 +52,7 @@ def ensure_built(final: Path, build: Callable[[], Any]) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
     try:
+        os.chmod(tmp, folder_mode())  # mkdtemp makes 0700: the cache is shared by whoever shares the umask
         with saving():  # no shard-writing bars (render.run.quiet)
             build().save_pretrained(tmp)
         _fsync_tree(tmp)

@@ -56,6 +56,20 @@ def file_mode() -> int:
     return 0o666 & ~_umask()
 
 
+def folder_mode() -> int:
+    """What mkdir(2) would give a new folder: 0755 under umask 022 (mkdtemp makes 0700 whatever the umask)."""
+    return 0o777 & ~_umask()
+
+
+def create_empty(path: Path) -> None:
+    """Create an empty file with open(2)'s mode unless it exists: a database file sqlite then opens follows the umask
+    like every other file (sqlite itself creates 0644 whatever the umask allows; its -wal and -shm copy the mode)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    except FileExistsError:
+        pass  # another process created it first
+
+
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -33,6 +33,33 @@ def redact(text: str) -> str:
     return _SECRET_PARAM.sub(lambda m: f"{m['key']}{HIDDEN}", text)
 
 
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides and isolates that reorder a line
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every terminal control character written as its escape (ESC as `\\x1b`, U+202E as `\\u202e`),
+    newlines and tabs kept: a name a run folder or an override carries (data, never an instruction to the terminal)
+    cannot retitle the window, move the cursor, erase a line or reorder what is shown."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def shown(text: str) -> str:
+    """`text` as it may reach a screen or a log: its credentials redacted, its control characters escaped."""
+    return escape_controls(redact(text))
+
+
+SUMMARY_CHARS = 300  # the most of one recorded text (a prompt, a failure's message) a summary line quotes
+
+
+def shortened(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """`text` as a summary quotes it: whole when within `limit` characters, else its start and how much was cut (the
+    record it comes from keeps it whole)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()}… ({len(text) - limit:,} more characters)"
+
+
 def redact_data(value: Any) -> Any:
     """A JSON-like value (dicts, lists, strings) with every string redacted (keys too)."""
     if isinstance(value, str):
@@ -50,11 +77,12 @@ def finalize(value: Any) -> Any:
 
 
 class RedactingFilter(logging.Filter):
-    """A log filter that redacts the formatted message of every record it passes."""
+    """A log filter that redacts the formatted message of every record it passes, and escapes its control
+    characters (render.rundir.redact.shown)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message)
+        cleaned = shown(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
         return True

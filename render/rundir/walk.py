@@ -37,13 +37,24 @@ def iter_run_dirs(root: Path) -> Iterator[Path]:
 
 
 # What a run folder's content is read from: its records, its sample records, its terminal record, its side-by-side
-# timings, and the images folder (whose own stat changes when an image is added, removed or renamed into place).
+# timings, and the images folder (whose own stat changes when an image is added, removed or renamed into place) with
+# each of its files (an image written into in place, `cp other.png images/x.png`, leaves the folder's stat as it was).
 STAMPED = (RUN_JSON, SAMPLES, DONE, FAILED, TIMINGS, IMAGES)
+
+
+def _images_state(folder: Path) -> str:
+    """Each file of the images folder: its name, size, inode, mtime and ctime (stat(2), nothing read)."""
+    try:
+        with os.scandir(folder) as entries:
+            stats = [(e.name, e.stat(follow_symlinks=False)) for e in entries]
+    except (FileNotFoundError, NotADirectoryError):
+        return "-"
+    return ";".join(f"{n}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}" for n, st in sorted(stats))
 
 
 def content_stamp(run_dir: Path) -> str:
     """The identity of what a run folder holds, from stat(2) alone (no file is read): a digest of each contract
-    file's size, inode, mtime and ctime, or its absence. Any write, append, replacement or removal changes it, even
+    file's size, inode, mtime and ctime, or its absence, and of each image's. Any write, append, replacement or removal changes it, even
     one whose mtime was set back (no user call sets a file's ctime), so an unchanged stamp means the folder is as it
     was when it was last indexed (assess.scoring.ingest skips it without reading its samples). A copy of the folder has
     another stamp (and is read again): the stamp errs towards reading."""
@@ -55,6 +66,7 @@ def content_stamp(run_dir: Path) -> str:
             parts.append(f"{name}:-")
             continue
         parts.append(f"{name}:{st.st_size}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+    parts.append(_images_state(run_dir / IMAGES))
     return hashlib.blake2b("|".join(parts).encode(), digest_size=16).hexdigest()
 
 

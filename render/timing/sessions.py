@@ -200,11 +200,12 @@ def _check(contender: Contender, sample: Sample, pixels: object) -> None:
 def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | None = None, seed: int = 0,
            warmups: int | None = None, purpose: str = "retime", experiment: str | None = None,
            record: bool = True, progress: Callable[[int, int], None] | None = None,
-           session_seconds: float | None = None) -> TimingSession:
+           session_seconds: float | None = None,
+           recorded: Callable[[TimingSession], None] | None = None) -> TimingSession:
     """Time `contenders` side by side (module doc) for `rounds` rounds, or fewer once `seconds` of rounds (or
     `session_seconds` of the whole session, its loads and warm-ups included) have passed, never fewer than
-    MIN_ROUNDS; record the session in their run directories unless `record` is off. A stop (a signal, an error)
-    after some rounds records the rounds done, marked incomplete, then goes on."""
+    MIN_ROUNDS; record the session in their run directories unless `record` is off, then hand it to `recorded` (the
+    index). A stop (a signal, an error) after some rounds records the rounds done, marked incomplete, then goes on."""
     if len(contenders) < 2:
         raise RetimeError(f"{len(contenders)} contender(s): side-by-side timing needs at least two cells")
     if rounds < MIN_ROUNDS:
@@ -269,6 +270,8 @@ def retime(contenders: Sequence[Contender], *, rounds: int, seconds: float | Non
                 c.loaded = None  # free the pipelines: a caller timing another set loads its own
             if record and len(kept) >= 2 and (done or not complete):
                 record_session(session)
+                if recorded:
+                    recorded(session)
             spend(contenders, session)
     return session
 

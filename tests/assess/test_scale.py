@@ -230,3 +230,120 @@ def test_a_second_report_computes_no_interval_and_shows_the_same(scored: tuple[P
         conn.execute("UPDATE scores SET value = value + 1 WHERE rowid = (SELECT max(rowid) FROM scores "
                      "WHERE metric = 'psnr')")
     assert page("changed") != first and computed == ["mean_interval_bca"]
+
+
+
+def _damage(memo: Path, value: str) -> None:
+    """Every row of the memo given `value` (SQL), in a table that allows any value."""
+    with sqlite3.connect(memo) as conn:
+        conn.execute("ALTER TABLE intervals RENAME TO old")
+        conn.execute("CREATE TABLE intervals (key TEXT PRIMARY KEY, value)")
+        conn.execute(f"INSERT INTO intervals SELECT key, {value} FROM old")
+        conn.execute("DROP TABLE old")
+
+
+@pytest.mark.parametrize("damage", ["5", "'5'", "'[1.0, 2.0, 3.0]'", "'[\"a\", \"b\"]'", "'[true, 1]'", "'{}'",
+                                    "'not json'", "NULL", "x'00ff'"])
+def test_a_damaged_memo_row_is_computed_again_and_healed(tmp_path: Path, damage: str) -> None:
+    """A memo row that holds no interval (a number, a list of three, text, booleans, NULL, bytes) is computed again
+    and replaced when the memo is saved: a damaged memo is only a slower report."""
+    import numpy as np
+
+    from assess.statistics.memo import memo_path, remembered, remembering
+
+    db, values, computed = tmp_path / "index.db", (np.arange(5.0),), []
+
+    def compute() -> tuple[float, float]:
+        computed.append(1)
+        return (1.5, 2.5)
+
+    for _ in range(2):
+        with remembering(db):
+            assert remembered("mean", 0, values, compute) == (1.5, 2.5)
+        _damage(memo_path(db), damage) if not computed[1:] else None
+    assert len(computed) == 2  # once at first, once for the damaged row
+    with remembering(db):
+        assert remembered("mean", 0, values, compute) == (1.5, 2.5)
+    assert len(computed) == 2  # healed
+
+
+@pytest.mark.slow
+def test_a_report_over_a_damaged_memo_is_the_same_page(scored: tuple[Path, Path], tmp_path: Path) -> None:
+    """The report's route (issue 61): a number where a tuple belongs crashed it with a traceback."""
+    import re
+
+    from assess.report import write as report
+    from assess.statistics.memo import memo_path
+
+    root, db = scored
+
+    def page(out: str) -> str:
+        html = Path(report.write_report([root], db, out=tmp_path / out)).read_text()
+        return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?", "<time>", html)
+
+    first = page("first")
+    _damage(memo_path(db), "5")
+    assert page("damaged") == first
+
+
+def _flags(db: Path) -> dict[tuple[str, int], str | None]:
+    with Index.open(db) as index:
+        return {(r["prompt_id"], r["seed"]): r["problem"] for r in index.query("SELECT prompt_id, seed, problem FROM samples")}
+
+
+def _scores(db: Path) -> dict[tuple[str, int], tuple[Any, Any]]:
+    with Index.open(db) as index:
+        return {(r["prompt_id"], r["seed"]): (r["value"], (r["unavailable_reason"] or "")[:40]) for r in index.query(
+            "SELECT prompt_id, seed, value, unavailable_reason FROM scores WHERE metric = 'psnr'")}
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True], ids=["cp", "cp-preserve-timestamps"])
+def test_an_image_rewritten_in_place_is_noticed_by_the_rescore_as_by_a_fresh_index(
+        scored: tuple[Path, Path], tmp_path: Path, sample_reads: list[str], keep_mtime: bool) -> None:
+    """Issue 61: `cp other.png images/x.png` writes into the file in place, and the images folder's stat stays as it
+    was; the rescore said "0 written, 8 already current" while a fresh index flags the mismatch. The stamp now
+    holds each image's own state, and a re-read run checks the images written since its last scoring."""
+    import shutil
+
+    root, db = scored
+    run = next((root / "multirun" / "sweep-000").glob("3_*"))
+    images = sorted((run / rundir.IMAGES).iterdir())
+    folder = (run / rundir.IMAGES).stat()
+    before = images[0].stat()
+    shutil.copyfile(images[1], images[0])  # in place: same inode, the folder untouched
+    if keep_mtime:  # `cp --preserve=timestamps`, rsync -t: only the ctime tells (no user call sets it back)
+        os.utime(images[0], ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (run / rundir.IMAGES).stat().st_mtime_ns == folder.st_mtime_ns
+    sample_reads.clear()
+    summary = score([root], db, metrics=["psnr"])
+    assert [Path(p).name for p in sample_reads if p.endswith(rundir.SAMPLES)] == [rundir.SAMPLES]  # that run only
+    assert len(summary.flagged) == 1 and images[0].name in summary.flagged[0] and "does not match" in summary.flagged[0]
+    fresh = tmp_path / "fresh.db"
+    score([root], fresh, metrics=["psnr"])
+    assert _flags(db) == _flags(fresh) and _scores(db) == _scores(fresh)
+
+
+def test_a_scoring_refreshes_each_cell_it_touched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 61: Index.refresh_cell reads every run and sample of its cell and was called twice per run, so a cell that
+    many runs share (re-runs, shared sweeps: the benchmark's `shared` shape) cost the square of its runs. Now once per
+    cell a command touched, whatever the shape; and what it derives is what refreshing after every run derived."""
+    root = tmp_path / "outputs"
+    load_benchmark("scale").build(root, 20, SAMPLES, anchor_samples=20, shape="shared")
+    refreshed: list[str] = []
+    real = Index.refresh_cell
+    monkeypatch.setattr(Index, "refresh_cell", lambda self, conn, key: (refreshed.append(key), real(self, conn, key))[1])
+    db = tmp_path / "index.db"
+    summary = score([root], db, metrics=["psnr"])
+    assert summary.runs == 20 and not summary.failed
+    assert sorted(refreshed) == sorted(set(refreshed)) and len(refreshed) == 2  # the anchor's cell and the shared one
+    with Index.open(db) as index:
+        derived = index.query("SELECT cell_key, split, metric, value, n FROM cell_scores ORDER BY 1, 2, 3")
+        one_by_one = []
+        for key in {r["cell_key"] for r in derived}:
+            with index.write() as conn:
+                real(index, conn, key)
+        one_by_one = index.query("SELECT cell_key, split, metric, value, n FROM cell_scores ORDER BY 1, 2, 3")
+    assert derived == one_by_one and derived
+    refreshed.clear()
+    score([root], db, metrics=["psnr"])
+    assert refreshed == []  # nothing new: nothing touched

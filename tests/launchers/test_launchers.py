@@ -247,7 +247,8 @@ def test_detached_submission_is_followed_with_assess_status(tiny_cache: Path, tm
 @pytest.mark.slow
 @pytest.mark.parametrize("address,says", [("127.0.0.1:1", "nothing answers at 127.0.0.1:1"),
                                           ("ray://127.0.0.1:1", "nothing answers at 127.0.0.1:1"),
-                                          ("nonsense", "'nonsense' is not an address: give auto, host:port")])
+                                          ("nonsense", "'nonsense' is not an address: give auto, host:port"),
+                                          ("", "hydra.launcher.address='': empty (a variable that is not set?)")])
 def test_a_ray_address_nothing_answers_at_is_refused_at_once_before_anything_is_written(address: str, says: str,
                                                                                         tmp_path: Path) -> None:
     """Ray retries an unreachable cluster for minutes: the launcher's preflight answers in seconds, exit 2."""

@@ -78,3 +78,57 @@ def test_the_split_rule_compares_normalised_texts() -> None:
     holdout = [("holdout-000", "a red circle"), ("holdout-001", "Two blue squares!"), ("holdout-002", "a star")]
     assert [(d, h) for d, h, _ in rundir.shared_texts(dev, holdout)] == [("dev-000", "holdout-000"), ("dev-001", "holdout-001")]
     assert rundir.text_hash("A red circle.") == rundir.text_hash("a  red circle") != rundir.text_hash("a red square")
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o077])
+def test_the_interval_memo_follows_the_umask(tmp_path: Path, umask: int) -> None:
+    """Issue 61: sqlite creates its file 0644 whatever the umask; the memo beside the index is created as the index is."""
+    from assess.statistics.memo import memo_path, remembered, remembering
+
+    old = os.umask(umask)
+    try:
+        with remembering(tmp_path / "index.db"):
+            remembered("mean", 0, ([1.0, 2.0],), lambda: (1.0, 2.0))
+    finally:
+        os.umask(old)
+    assert mode(memo_path(tmp_path / "index.db")) == 0o666 & ~umask
+
+
+class _Saved:
+    """A pipeline whose save_pretrained writes a file and a folder, as diffusers' does."""
+
+    def save_pretrained(self, folder: Path) -> None:
+        (Path(folder) / "model_index.json").write_text("{}")
+        (Path(folder) / "unet").mkdir()
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o022])
+def test_a_built_model_folder_follows_the_umask(tmp_path: Path, umask: int) -> None:
+    """A model built into the cache (the tiny model, a family's twin) is read by every colleague sharing the cache:
+    its folder was mkdtemp's 0700."""
+    from render.models.twins import ensure_built
+
+    old = os.umask(umask)
+    try:
+        built = ensure_built(tmp_path / "models" / "tiny-1", _Saved)
+    finally:
+        os.umask(old)
+    assert mode(built) == 0o777 & ~umask and mode(built / "unet") == 0o777 & ~umask
+    assert mode(built / "model_index.json") == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o022])
+def test_a_training_checkpoint_follows_the_umask(tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shapes model's checkpoint.pt was mkstemp's 0600."""
+    from types import SimpleNamespace
+
+    from render.models.shapes import train
+
+    monkeypatch.setattr(train, "_trainable", lambda pipe: {})
+    state = SimpleNamespace(step=1, seconds=0.0, pipe=None, ema={}, optimizer=SimpleNamespace(state_dict=dict))
+    old = os.umask(umask)
+    try:
+        path = train.save_checkpoint(state, train.TrainConfig(), tmp_path)  # type: ignore[arg-type]
+    finally:
+        os.umask(old)
+    assert mode(path) == 0o666 & ~umask

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from render.errors import RenderError
+from render.rundir.redact import shortened
 from render.models.shapes.data import (
     BACKGROUND,
     COLOURS,
@@ -88,7 +89,7 @@ def check(image: np.ndarray, caption: str) -> Verdict:
     """Judge an H x W x 3 image (uint8, or floats in [0, 1]) against a shapes caption."""
     spec = parse_caption(caption)
     if spec is None:
-        raise NotAShapesCaption(f"{caption!r} is not a shapes caption: expected 'a <colour> <shape> <position>' with colour in "
+        raise NotAShapesCaption(f"{shortened(repr(caption), 120)} is not a shapes caption: expected 'a <colour> <shape> <position>' with colour in "
                                 f"{', '.join(COLOURS)}, shape in {', '.join(SHAPES)}, position one of: {', '.join(POSITIONS.values())}")
     pixels = _as_rgb255(image)
     opacity, colour_index = explain_pixels(pixels)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from render.models.shapes.data import sample_batch
+from render.rundir.files import file_mode
 from render.models.shapes.pipeline import ShapesArch, ShapesPipeline, build_shapes_pipeline, image_ids, patchify
 
 CHECKPOINT = "checkpoint.pt"
@@ -133,6 +134,7 @@ def save_checkpoint(state: TrainState, config: TrainConfig, workdir: Path) -> Pa
     }
     fd, tmp = tempfile.mkstemp(prefix=f".{CHECKPOINT}.", dir=workdir)
     try:
+        os.fchmod(fd, file_mode())  # mkstemp makes 0600; the checkpoint follows the umask like every other file
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
             f.flush()
