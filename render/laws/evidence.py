@@ -181,7 +181,7 @@ def traces(ledger: Ledger, runs: Iterable[tuple[str, Any]] = ()) -> list[Trace]:
             found.append(Trace(str(folder / RESULT), "its final's result"))
         spent = read_lines(folder / SPEND)
         if spent:
-            found.append(Trace(str(folder / SPEND), f"its spend log ({len(spent)} line(s))"))
+            found.append(_spend_trace(folder / SPEND, spent))
     from render.laws.lock import lock_files, uses
 
     for use in uses(lock_files(ledger)):
@@ -194,6 +194,16 @@ def traces(ledger: Ledger, runs: Iterable[tuple[str, Any]] = ()) -> list[Trace]:
         found.append(Trace(str(where), "a run", stamp.get("head"), _quality_of(node.get("quality")),
                            bool(stamp.get("head"))))
     return found
+
+
+def _spend_trace(path: Path, lines: list[dict[str, Any]]) -> Trace:
+    """A spend log proves a ledger existed only by a line written under one (naming its head): a first launch that was
+    measured and refused before its chain began (render.laws.spend.launch_stamp) leaves lines that name none, and a
+    refusal leaves the experiment as it found it. Their device time is spent all the same (the log is read whole)."""
+    if any((line.get("ledger") or {}).get("head") for line in lines):
+        return Trace(str(path), f"its spend log ({len(lines)} line(s))")
+    return Trace(str(path), f"its spend log ({len(lines)} line(s), written before any ledger: a refused first launch)",
+                 proves_ledger=False)
 
 
 def run_records(ledger: Ledger, paths: Iterable[Path | str] | None = None) -> list[tuple[str, Any]]:
