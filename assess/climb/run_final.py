@@ -31,6 +31,7 @@ from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
 from assess.index.database import Index
 from assess.statistics.compare import mean_interval, parity_verdict
+from render.laws.restart import reuse_note
 from render.laws.rule import rule_test
 from render.rundir import cell_key_of
 
@@ -75,6 +76,7 @@ class FinalResult:
     vs_control: dict[str, Any] = field(default_factory=dict)  # speed-up and quality difference, incumbent vs control
     commands: list[str] = field(default_factory=list)
     sweeps: list[str] = field(default_factory=list)
+    reuse: str | None = None  # after a recorded restart over a holdout already used: the verdict says it is a reuse
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +161,7 @@ def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalR
     result = FinalResult(exp.name, final.get("claimed_at") or final.get("at", "?"), inc["cell"], " ".join(inc["overrides"]),
                          exp.quality.metric, exp.quality.band, exp.quality.alpha, [incumbent, control, anchor],
                          incumbent.quality["verdict"] if incumbent.quality else None,
-                         commands=list(final.get("commands", [])))
+                         commands=list(final.get("commands", [])), reuse=reuse_note(exp.ledger))
     result.vs_control = _versus(index, exp, inc_key, control_key, inc_deltas, control_deltas)
     return result
 
@@ -393,7 +395,10 @@ def speed_text(d: dict[str, Any] | None) -> str:
 
 def format_final(result: FinalResult) -> str:
     lines = [f"final of experiment {result.experiment} (claimed {result.claimed_at}) on the holdout:",
-             f"winner: {result.incumbent_line}   ({result.metric} parity on the holdout: {result.parity})"]
+             f"winner: {result.incumbent_line}   ({result.metric} parity on the holdout: {result.parity}"
+             + (", on a reused holdout)" if result.reuse else ")")]
+    if result.reuse:
+        lines.append(f"  holdout reuse: {result.reuse}")
     for arm in result.arms:
         q = arm.quality or {}
         delta = _interval({"value": q.get("mean"), "low": q.get("low"), "high": q.get("high")})

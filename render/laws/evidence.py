@@ -232,7 +232,8 @@ def restore_hint(ledger: Ledger, found: list[Trace]) -> str:
     first = (f"copy {kept[-1]} back to {ledger.state_copy}" if kept
              else f"restore {ledger.state_copy.name} from a backup to {where}")
     return (f"{first}; or run with the $HYPERGRID_STATE and out_root that launched it; or give a new climb a new "
-            "experiment.name (its evidence is not this one's)")
+            f"experiment.name (its evidence is not this one's); or start it over on purpose, recorded as such: "
+            f"assess climb {ledger.name} --restart \"<why>\"")
 
 
 def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] | None = None) -> None:
@@ -251,9 +252,13 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
             f"but it has left evidence that one existed: {len(found)} trace(s), e.g. {proof.what} at {proof.path}. A "
             f"lost ledger is not restarted (its rule, anchor, holdout, budget and final would start over); nothing was "
             f"done. Restore it: {restore_hint(ledger, found)}")
+    from render.laws.restart import superseded
+
     heads = {e["hash"] for e in chain}
+    taken_over = superseded(ledger)  # an explicit restart's earlier ledger: another body of evidence, by a command
     # a run under an unknown head is kept apart by the climb (assess.climb.observe), not a refusal
-    foreign = [t for t in found if t.head and chain and t.head not in heads and t.what != "a run"]
+    foreign = [t for t in found if t.head and chain and t.head not in heads and t.head not in taken_over
+               and t.what != "a run"]
     if foreign:
         first = foreign[0]
         raise ExperimentGuard(

@@ -58,6 +58,7 @@ class Kind(Name):
     RELEASE = "release"
     ADOPT = "adopt"  # runs of another state folder taken in: counted, never ranked
     OUT_ROOT = "out_root"  # an output root that holds a copy
+    RESTART = "restart"  # an explicit restart over an earlier, lost ledger (render.laws.restart): its first entry
 
 
 LEDGER = "ledger.jsonl"

@@ -75,10 +75,15 @@ def _overlap(mine: set[str], theirs: Iterable[str]) -> set[str]:
 def locked_by_others(ledger: Ledger, identities: Iterable[str], out_roots: Iterable[Path] = ()) -> str | None:
     """Why these holdout texts cannot be claimed: a claim or a final on one of them by another body of evidence in
     any lock file this experiment can see; None when there is none."""
+    from render.laws.restart import superseded
+
     mine, me = set(identities), origin(ledger)
+    taken_over = superseded(ledger)
     for use in uses(lock_files(ledger, out_roots)):
         if use.get("experiment") == ledger.name and me is not None and use.get("origin") == me:
             continue  # this experiment's own claim: resumed, not repeated
+        if use.get("experiment") == ledger.name and use.get("origin") in taken_over:
+            continue  # its earlier ledger's, taken over by a recorded restart: a reuse, labelled as such
         shared = _overlap(mine, use.get("identities", []))
         if not shared:
             continue

@@ -15,7 +15,7 @@ from render.laws.holdout import HoldoutLocked
 from render.laws.spend import RESERVATION_ENV
 from render.rundir import load_run
 from tests.assess.climb_fixtures import DemoRuns, demo_cell, dev_ids, holdout_ids, restore_hydra  # noqa: F401
-from tests.laws.test_one_body import launch
+from tests.laws.test_one_body import composed, launch  # noqa: F401  (composed: the module's rules, once)
 
 pytestmark = pytest.mark.usefixtures("restore_hydra")
 
