@@ -234,7 +234,11 @@ def holdout_evidence(exp: Experiment, index: Index) -> str | None:
     spent = spent_elsewhere(exp.ledger, prompts)
     if spent:
         return spent
-    found = holdout_samples(exp.ledger.out_roots(), prompts) or holdout_in_index(index, prompts)
+    from render.laws.lock import known_roots
+
+    # every root the ledger knows and every root a render on this machine launched into, whenever it was rendered
+    roots = list(dict.fromkeys([*exp.ledger.out_roots(), *known_roots()]))
+    found = holdout_samples(roots, prompts) or holdout_in_index(index, prompts)
     if found:
         return (f"the holdout is contaminated: {len(found)} run folder(s) already hold samples of its texts (e.g. "
                 f"{found[0]}), rendered before the final by an older version or by hand; a final on it would not "

@@ -243,8 +243,13 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
     was gathered under and is no version the ledger holds. `rule`: the composed rule, when nothing is frozen."""
     from render.laws.rule import recorded_rules
 
+    from render.laws.lock import behind
+
     chain = ledger.reconciled().chain
     versions = recorded_rules(ledger)
+    late = behind(ledger)
+    if late:
+        raise ExperimentGuard(late)
     if not ledger.entries() and any(t.proves_ledger for t in found):  # (a chain without a rule yet is a ledger)
         proof = next(t for t in found if t.proves_ledger)
         raise ExperimentGuard(
