@@ -4,6 +4,7 @@ anchor that match each other but not the rule no longer decide the climb."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
@@ -23,6 +24,21 @@ pytestmark = pytest.mark.usefixtures("restore_hydra")
 CLIP_RULE = "experiment.quality.metric=clip_score"
 
 
+@functools.lru_cache(maxsize=None)
+def _composed():
+    """tiny-demo on clip_score, composed once per module (its rule is read from the environment at each call)."""
+    return compose_cfg("experiment=tiny-demo", CLIP_RULE).experiment
+
+
+@pytest.fixture(scope="module", autouse=True)
+def composed() -> None:
+    """Hydra's first composition, paid once for the module (a shared fixture)."""
+    from tests.assess.climb_fixtures import hydra_state_kept
+
+    with hydra_state_kept():
+        _composed()
+
+
 @pytest.fixture
 def two_clips(tiny_clip: Path, tmp_path: Path) -> tuple[Path, Path]:
     """The rule's CLIP (a folder) and another one: the same network with one more file, so another content digest."""
@@ -38,7 +54,7 @@ def _experiment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clip: Path) -> 
     anchor rendered on 4 dev prompts."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HYPERGRID_CLIP_MODEL", str(clip))
-    freeze_rule(Ledger("tiny-demo", tmp_path / "outputs"), experiment_rule(compose_cfg("experiment=tiny-demo", CLIP_RULE).experiment))
+    freeze_rule(Ledger("tiny-demo", tmp_path / "outputs"), experiment_rule(_composed()))
     runs = DemoRuns((tmp_path / "outputs").resolve())
     sweep = runs.sweep()
     runs.run(sweep, demo_cell(4), dev_ids(4), perturb=shift(1))
@@ -78,17 +94,18 @@ def test_scores_of_another_clip_than_the_rules_are_set_apart(two_clips: tuple[Pa
     assert set(deltas) == set(dev_ids(4)) and not unavailable
 
 
-def test_a_rule_frozen_without_a_model_variable_takes_the_metrics_default_only(two_clips: tuple[Path, Path],
-                                                                               tmp_path: Path,
+def test_a_rule_frozen_without_a_model_variable_takes_the_metrics_default_only(tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A route of our own: the rule was frozen with no HYPERGRID_CLIP_MODEL (its model is clip_score's default hub
     model), and everything was scored with `assess score --clip-model <folder>`, which no variable records: the
     folder's scores are not the rule's."""
     from assess.metrics.model_identity import rule_model
 
-    ours, _ = two_clips
+    ours = tmp_path / "clip"
+    ours.mkdir()
+    (ours / "config.json").write_text('{"model_type": "clip"}')
     monkeypatch.delenv("HYPERGRID_CLIP_MODEL", raising=False)
-    rule = experiment_rule(compose_cfg("experiment=tiny-demo", CLIP_RULE).experiment)
+    rule = experiment_rule(_composed())
     model = rule_model(rule, "clip_score")
     assert model is not None and model.identity is None and "the default openai/clip" in model.named
     from assess.metrics.model_identity import model_config
@@ -108,3 +125,23 @@ def test_a_score_names_the_rules_model_or_is_set_apart() -> None:
     assert "model=sha256:bbbb, not the frozen rule's clip_score model (HYPERGRID_CLIP_MODEL=/m: sha256:aaaa)" in \
         str(model.why_not("model=sha256:bbbb"))
     assert "model=unnamed" in str(model.why_not(None))
+
+
+def test_the_rules_folder_edited_in_place_after_the_freeze_is_another_model(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A route of our own: the rule froze HYPERGRID_CLIP_MODEL's folder by content; its weights replaced in place
+    afterwards (same path, same variable), every new score names the new digest and is set apart: the rule holds the
+    digest of its first launch, not the path."""
+    from assess.metrics.model_identity import model_config, rule_model
+
+    folder = tmp_path / "clip"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "clip"}')
+    (folder / "model.safetensors").write_bytes(b"A" * 64)
+    monkeypatch.setenv("HYPERGRID_CLIP_MODEL", str(folder))
+    rule = experiment_rule(_composed())
+    model = rule_model(rule, "clip_score")
+    assert model is not None and model.why_not(model_config(str(folder))) is None
+    (folder / "model.safetensors").write_bytes(b"B" * 64)
+    why = model.why_not(model_config(str(folder)))
+    assert why is not None and "set apart" in why and rule["metric_models"]["HYPERGRID_CLIP_MODEL"]["identity"] in why
