@@ -61,7 +61,7 @@ def reuse_note(ledger: Ledger) -> str | None:
     superseded no claim or final (or there was no restart)."""
     entry = ledger.first(Kind.RESTART)
     used = (entry or {}).get("holdout_uses") or []
-    if not used:
+    if entry is None or not used:
         return None
     first = used[0]
     return (f"a reuse of the holdout: this experiment's earlier ledger (origin {first.get('origin')}) "
