@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from render.laws.anchor import ExperimentGuard, frozen_anchor
-from render.laws.ledger import LEDGER, Kind, Ledger, experiment_dir
+from render.laws.ledger import LEDGER, Kind, Ledger, experiment_dir, superseded
 from render.rundir import experiment_of
 
 
@@ -257,8 +257,6 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
             f"but it has left evidence that one existed: {len(found)} trace(s), e.g. {proof.what} at {proof.path}. A "
             f"lost ledger is not restarted (its rule, anchor, holdout, budget and final would start over); nothing was "
             f"done. Restore it: {restore_hint(ledger, found)}")
-    from render.laws.restart import superseded
-
     heads = {e["hash"] for e in chain}
     taken_over = superseded(ledger)  # an explicit restart's earlier ledger: another body of evidence, by a command
     # a run under an unknown head is kept apart by the climb (assess.climb.observe), not a refusal

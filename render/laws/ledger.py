@@ -448,3 +448,9 @@ def all_ledgers(out_root: Path) -> list[Ledger]:
         except ValueError:
             continue
     return ledgers
+
+
+def superseded(ledger: Ledger) -> set[str]:
+    """The ledger heads and origins this ledger's explicit restart took over (render.laws.restart): their evidence is
+    another body's, by a recorded command."""
+    return {str(h) for entry in ledger.entries(Kind.RESTART) for h in entry.get("supersedes", [])}

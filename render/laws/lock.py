@@ -20,7 +20,7 @@ import secrets
 from pathlib import Path
 from typing import Any, Iterable
 
-from render.laws.ledger import Ledger
+from render.laws.ledger import Ledger, superseded
 from render.rundir import STATE_DIR, append_to_copies, contains, host_identity, now_iso, read_lines
 
 LOCK_ENV = "HYPERGRID_LOCK"
@@ -87,8 +87,6 @@ def _overlap(mine: set[str], theirs: Iterable[str]) -> set[str]:
 def locked_by_others(ledger: Ledger, identities: Iterable[str], out_roots: Iterable[Path] = ()) -> str | None:
     """Why these holdout texts cannot be claimed: a claim or a final on one of them by another body of evidence in
     any lock file this experiment can see; None when there is none."""
-    from render.laws.restart import superseded
-
     late = behind(ledger)
     if late:
         return late

@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from render.laws.anchor import ExperimentGuard
-from render.laws.ledger import Kind, Ledger
+from render.laws.ledger import Kind, Ledger, superseded
+
+__all__ = ["RESTART", "restart", "reuse_note", "superseded"]
 
 RESTART = "restart"  # the lock's kind of line for a restart (render.laws.lock)
 
@@ -49,11 +51,6 @@ def restart(ledger: Ledger, reason: str, found: Iterable[Any]) -> dict[str, Any]
         if identities:
             record_use(ledger, RESTART, identities, supersedes=supersedes, reason=reason)
         return entry
-
-
-def superseded(ledger: Ledger) -> set[str]:
-    """The ledger heads and origins this ledger's restart took over (their evidence is another body's)."""
-    return {str(h) for entry in ledger.entries(Kind.RESTART) for h in entry.get("supersedes", [])}
 
 
 def reuse_note(ledger: Ledger) -> str | None:
