@@ -466,11 +466,24 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
 @click.option("--adopt", metavar="WHY", default=None,
               help="record, with its reason, the adoption of runs that name the experiment but compare with another "
                    "anchor than its frozen one: listed and counted in the budget, never ranked")
+@click.option("--restart", metavar="WHY", default=None,
+              help="start over, with its reason, an experiment whose ledger is gone (every copy lost, or a fresh state "
+                   "folder where the holdout lock names its final): recorded in a new ledger and the holdout lock; a "
+                   "final on a holdout its earlier ledger used is labelled a reuse")
 @click.option("--json", "as_json", is_flag=True, help="print the generation record(s) as JSON")
 def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool, force: bool, out_root: Path | None,
-          overrides: tuple[str, ...], amend: str | None, adopt: str | None, as_json: bool) -> None:
+          overrides: tuple[str, ...], amend: str | None, adopt: str | None, restart: str | None, as_json: bool) -> None:
     """Decide the next generation of EXPERIMENT's hill climb from the index; print it (or run it)."""
     log = lambda line: echo(line, err=True)  # noqa: E731
+    if restart is not None:
+        from assess.experiment import load_experiment
+        from render.laws.restart import reuse_note
+
+        with user_errors():
+            exp = load_experiment(experiment, overrides, out_root, restart=restart)
+        echo(f"experiment {experiment}: restarted (why: {restart}); its earlier ledger's evidence is kept apart"
+             + (f"; {reuse_note(exp.ledger)}" if reuse_note(exp.ledger) else ""))
+        return
     if adopt is not None:
         from assess.climb.generation import adopt_strangers
 

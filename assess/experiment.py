@@ -351,8 +351,8 @@ def exp_ledger(name: str, out_root: Path) -> Any:
     return Ledger(name, out_root)
 
 
-def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, strict: bool, amend: str | None
-          ) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], str | None]:
+def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, strict: bool, amend: str | None,
+          restart: str | None = None) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], str | None]:
     """(the composed rule, the ledger's amendments, the difference to the rule in force when not strict). With
     `amend`, a differing rule is recorded as an amendment; strictly, it is refused with both versions shown."""
     from render.laws import RuleChanged, amend_rule, check_rule, content_hash, rule_in_force, rule_of
@@ -367,6 +367,8 @@ def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, stric
         rule = rule_of(exp, content(dev), content(holdout), rule_in_force(ledger)[0])
     except BadRule as error:
         raise ExperimentError(str(error)) from None
+    if restart is not None:
+        restart_ledger(ledger, restart)
     check_held(ledger, rule)
     problem = None
     try:
@@ -378,6 +380,18 @@ def _rule(exp: Any, dev: Split, holdout: Split, out_root: Path, name: str, stric
             raise ExperimentError(str(error)) from None
         problem = str(error).split("\n  in force:")[0]
     return rule, tuple(rule_in_force(ledger)[1]), problem
+
+
+def restart_ledger(ledger: Any, reason: str) -> None:
+    """`--restart`: start the experiment over, recorded, over the evidence of its lost ledger (render.laws.restart)."""
+    from render.errors import RenderError
+    from render.laws.evidence import run_records, traces
+    from render.laws.restart import restart
+
+    try:
+        restart(ledger, reason, traces(ledger, run_records(ledger)))
+    except RenderError as error:
+        raise ExperimentError(str(error)) from None
 
 
 def check_held(ledger: Any, rule: dict[str, Any]) -> None:
@@ -394,7 +408,7 @@ def check_held(ledger: Any, rule: dict[str, Any]) -> None:
 
 
 def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | str | None = None, *,
-                    strict: bool = True, amend: str | None = None) -> Experiment:
+                    strict: bool = True, amend: str | None = None, restart: str | None = None) -> Experiment:
     """Compose `experiment=<name>` (plus overrides) and check it, its decision rule against the one in force in its
     ledger (`strict`: refused when it differs; else kept in `rule_problem`; `amend`: recorded as an amendment);
     raises ExperimentError."""
@@ -437,7 +451,7 @@ def load_experiment(name: str, overrides: Sequence[str] = (), out_root: Path | s
     axes = _axes(exp, dev_cfg, name)
     root = Path(out_root if out_root is not None else cfg.out_root)
     seeds = _seeds(exp.seeds)
-    rule, amendments, problem = _rule(exp, dev, holdout, root, name, strict, amend)
+    rule, amendments, problem = _rule(exp, dev, holdout, root, name, strict, amend, restart)
     quality, budget, rungs, eta = _quality(exp, rule_test(rule)), Budget.of(rule["budget"]), _rungs(exp, dev), int(exp.eta)
     from render.laws import rule_in_force
 

@@ -8,12 +8,13 @@ speed-ups are assess.statistics.side_by_side's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from assess.errors import AssessError
+from assess.errors import AssessError, Refused
 from assess.statistics.side_by_side import PairTiming, session_pairs
 from render.rundir import RunDir, cell_label, load_runs
 from render.rundir.session_log import TimingSession
@@ -114,6 +115,24 @@ class Options:
     experiment: str | None = None
 
 
+@contextmanager
+def admission(runs: Sequence[RunDir], sets: Sequence[Sequence[str]], o: Options) -> Iterator[None]:
+    """Every set's session admitted at once, before any pipeline loads (render.laws.admission.admitted_timing): the
+    holdout lock and the budget of each experiment the runs name. Refused: exit 2, nothing timed or written."""
+    from render.errors import RenderError
+    from render.laws.admission import admitted_timing
+
+    sessions = [[r for r in runs if r.cell_key in members] for members in sets]
+    what = f"{'assess retime' if o.purpose == 'retime' else o.purpose + ' timing'} ({o.rounds} rounds, " \
+           f"{len({r.cell_key for group in sessions for r in group})} cells)"
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(admitted_timing(sessions, o.rounds, final=o.purpose == "final", what=what))
+        except RenderError as error:
+            raise Refused(str(error)) from error
+        yield
+
+
 def retime_runs(paths: Sequence[Path | str], db: Path | str | None = None, options: Options = Options(),
                 log: Log | None = None) -> RetimeResult:
     """Time the cells of the runs under `paths` (and their anchors) side by side; record and index each session."""
@@ -145,7 +164,7 @@ def _retime_runs(paths: Sequence[Path | str], db: Path | str | None, options: Op
         raise RetimeRefused("every pair to time is two parallel cells, and a session leads one parallel cell's ranks: "
                             "time each against a width-1 cell (its anchor, its twin)")
     result = RetimeResult(labels={r.cell_key: cell_label(r.overrides, r.is_anchor) for r in runs})
-    with Index.open(db) as index:
+    with admission(runs, sets, o), Index.open(db) as index:
         for members in sets:
             group = [found[k] for k in members]
             for c in group:  # each set loads its own pipelines

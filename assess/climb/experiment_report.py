@@ -195,6 +195,17 @@ def recorded_final(exp: Any, index: Index, final: dict[str, Any] | None) -> Fina
     return final_result(index, exp, final) if final else None
 
 
+def set_apart(exp: Experiment, observed: Observed) -> list[str]:
+    """The evidence the climb did not decide on, and why: runs kept apart or adopted (another ledger, another anchor),
+    and scores set apart by the rule (another metric model than the frozen rule's)."""
+    lines = list(observed.ignored)
+    for coords, cell in sorted(observed.cells.items(), key=lambda item: exp.label(item[0])):
+        apart = [why for why in cell.unavailable.values() if why.startswith("set apart")]
+        if apart:
+            lines.append(f"{exp.label(coords)}: {len(apart)} prompt(s)' {exp.quality.metric} scores {apart[0]}")
+    return lines
+
+
 def write_experiment_report(name: str, db: Path | None = None, out_root: Path | None = None,
                             overrides: tuple[str, ...] = (), out: Path | None = None,
                             what_if_band: float | None = None) -> Path:
@@ -233,6 +244,7 @@ def _experiment_page(name: str, exp: Any, db: Path | None, staging: Path, what_i
         "axes": {a: ", ".join(v) for a, v in exp.axes.items()},
         "budget": budget_line(budget_state(exp, observed)),
         "strangers": [f"{r.path}: {r.why}" for r in observed.strangers],
+        "set_apart": set_apart(exp, observed),
         "rule_problem": exp.rule_problem,
         "amendments": amendment_lines(exp),
         "final": _final_context(result, exp.model),

@@ -239,6 +239,7 @@ def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observ
     """Before crowning an incumbent over rivals within noise that were never timed with it, time them side by side
     (CLIMB_ROUNDS rounds on the dev samples they share; the session's device time is spent from the budget). True
     when a session was recorded (the caller observes again)."""
+    from assess.errors import Refused
     from assess.retime import Options, retime_runs
 
     timed = [c for c in [decision.incumbent, *decision.untimed] if observed.keys.get(c)]
@@ -257,8 +258,12 @@ def time_rivals(exp: Experiment, index: Index, db: Path | None, observed: Observ
                        (*keys, exp.dev.split))
     log(f"within noise on speed: timing {', '.join(exp.label(c) for c in timed)} "
         f"side by side ({CLIMB_ROUNDS} rounds) before choosing")
-    retime_runs([r["path"] for r in runs], db, Options(rounds=CLIMB_ROUNDS, every_pair=True, cells=frozenset(keys),
-                                                       purpose="climb", experiment=exp.name), log=log)
+    try:
+        retime_runs([r["path"] for r in runs], db, Options(rounds=CLIMB_ROUNDS, every_pair=True, cells=frozenset(keys),
+                                                           purpose="climb", experiment=exp.name), log=log)
+    except Refused as refused:  # not admitted (the budget, the holdout lock): decided on the render-time figures
+        log(f"not timing them side by side: {refused}")
+        return False
     return True
 
 

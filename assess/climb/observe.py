@@ -122,7 +122,18 @@ def _scores(index: Index, exp: Experiment, cell_key: str, metric: str, split: st
                        "JOIN samples p USING (cell_key, prompt_sha, seed) "
                        "WHERE s.cell_key = ? AND s.metric = ? AND s.metric_version = ?",
                        (cell_key, metric, SPECS[metric].version))  # the split's texts, whatever run rendered them
-    return {(ids[r["prompt_sha"]], r["seed"]): r for r in rows if r["prompt_sha"] in ids and _held(held, cell_key, r)}
+    return {(ids[r["prompt_sha"]], r["seed"]): _under_rule(exp, metric, r) for r in rows
+            if r["prompt_sha"] in ids and _held(held, cell_key, r)}
+
+
+def _under_rule(exp: Experiment, metric: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A score as the decision may read it: checked against the model the rule in force names for its metric (not
+    only against the anchor's score beside it); one of another model is set apart, unavailable with the reason."""
+    from assess.metrics.model_identity import rule_model
+
+    model = rule_model(exp.rule, metric) if row["value"] is not None else None
+    why = model.why_not(row["config"]) if model is not None else None
+    return row if why is None else {**row, "value": None, "unavailable_reason": why}
 
 
 def typical_reference(index: Index, split: str) -> float | None:

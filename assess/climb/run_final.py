@@ -31,6 +31,7 @@ from assess.errors import AssessError
 from assess.experiment import Experiment, load_experiment
 from assess.index.database import Index
 from assess.statistics.compare import mean_interval, parity_verdict
+from render.laws.restart import reuse_note
 from render.laws.rule import rule_test
 from render.rundir import cell_key_of
 
@@ -75,6 +76,7 @@ class FinalResult:
     vs_control: dict[str, Any] = field(default_factory=dict)  # speed-up and quality difference, incumbent vs control
     commands: list[str] = field(default_factory=list)
     sweeps: list[str] = field(default_factory=list)
+    reuse: str | None = None  # after a recorded restart over a holdout already used: the verdict says it is a reuse
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,7 +161,7 @@ def final_result(index: Index, exp: Experiment, final: dict[str, Any]) -> FinalR
     result = FinalResult(exp.name, final.get("claimed_at") or final.get("at", "?"), inc["cell"], " ".join(inc["overrides"]),
                          exp.quality.metric, exp.quality.band, exp.quality.alpha, [incumbent, control, anchor],
                          incumbent.quality["verdict"] if incumbent.quality else None,
-                         commands=list(final.get("commands", [])))
+                         commands=list(final.get("commands", [])), reuse=reuse_note(exp.ledger))
     result.vs_control = _versus(index, exp, inc_key, control_key, inc_deltas, control_deltas)
     return result
 
@@ -232,7 +234,11 @@ def holdout_evidence(exp: Experiment, index: Index) -> str | None:
     spent = spent_elsewhere(exp.ledger, prompts)
     if spent:
         return spent
-    found = holdout_samples(exp.ledger.out_roots(), prompts) or holdout_in_index(index, prompts)
+    from render.laws.lock import known_roots
+
+    # every root the ledger knows and every root a render on this machine launched into, whenever it was rendered
+    roots = list(dict.fromkeys([*exp.ledger.out_roots(), *known_roots()]))
+    found = holdout_samples(roots, prompts) or holdout_in_index(index, prompts)
     if found:
         return (f"the holdout is contaminated: {len(found)} run folder(s) already hold samples of its texts (e.g. "
                 f"{found[0]}), rendered before the final by an older version or by hand; a final on it would not "
@@ -347,6 +353,7 @@ def time_final(index: Index, exp: Experiment, claim: dict[str, Any], sweeps: Seq
                log: Log) -> None:
     """The headline: the final's incumbent, control and anchor timed side by side on one device, over the holdout
     samples they rendered (once: a resumed final that timed them already does not time them again)."""
+    from assess.errors import Refused
     from assess.retime import Options, retime_runs
 
     cells = frozenset(claim.get("cells") or [])
@@ -355,8 +362,11 @@ def time_final(index: Index, exp: Experiment, claim: dict[str, Any], sweeps: Seq
     if done[0]["n"]:
         return
     log(f"timing the final's arms side by side ({FINAL_ROUNDS} rounds): the headline speed-up")
-    retime_runs(list(sweeps), db, Options(rounds=FINAL_ROUNDS, every_pair=True, cells=cells or None,
-                                          purpose="final", experiment=exp.name), log=log)
+    try:
+        retime_runs(list(sweeps), db, Options(rounds=FINAL_ROUNDS, every_pair=True, cells=cells or None,
+                                              purpose="final", experiment=exp.name), log=log)
+    except Refused as refused:  # not admitted: the final's speed-ups are its render-time figures, and say so
+        log(f"the final's arms are not timed side by side: {refused}")
 
 
 def _dev_summary(decision: Any, coords: tuple[str, ...]) -> dict[str, Any] | None:
@@ -389,7 +399,10 @@ def speed_text(d: dict[str, Any] | None) -> str:
 
 def format_final(result: FinalResult) -> str:
     lines = [f"final of experiment {result.experiment} (claimed {result.claimed_at}) on the holdout:",
-             f"winner: {result.incumbent_line}   ({result.metric} parity on the holdout: {result.parity})"]
+             f"winner: {result.incumbent_line}   ({result.metric} parity on the holdout: {result.parity}"
+             + (", on a reused holdout)" if result.reuse else ")")]
+    if result.reuse:
+        lines.append(f"  holdout reuse: {result.reuse}")
     for arm in result.arms:
         q = arm.quality or {}
         delta = _interval({"value": q.get("mean"), "low": q.get("low"), "high": q.get("high")})

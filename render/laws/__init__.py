@@ -61,9 +61,13 @@ def check_experiment(cfg: Any, overrides: Sequence[str], job: Any) -> None:
 
 def record_launch(jobs: Sequence[Any]) -> None:
     """What an experiment's first launch fixes for good (its anchor, its decision rule, its holdout's reservation),
-    and, on every launch, the cross-check of its ledger's copies (this out_root becomes one of them)."""
+    and, on every launch, the cross-check of its ledger's copies (this out_root becomes one of them); every launch,
+    with or without an experiment, records its out_root among the machine's known roots (render.laws.lock)."""
+    from render.laws.lock import remember_root
+
     done: set[tuple[str, str]] = set()
     for job in jobs:
+        remember_root(job.out_root)  # a holdout previewed here, before or outside any experiment, is found by finals
         experiment = job.experiment
         if experiment is None or (experiment.name, str(job.out_root)) in done:
             continue

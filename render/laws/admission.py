@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from render.errors import RenderError
 from render.laws.gpu_budget import Budget
@@ -353,7 +355,7 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
     return Estimate(total + sum(loads.values()), measured)
 
 
-BUDGET_REFUSAL = "this sweep needs an estimated"  # how a launch refused for budget says so (the climb reads it)
+BUDGET_REFUSAL = "needs an estimated"  # how device work refused for budget says so (the climb reads it)
 
 
 def final_estimate(ledger: Ledger) -> float | None:
@@ -371,16 +373,124 @@ def keep_for_final(ledger: Ledger, final_estimate_s: float | None) -> None:
         ledger.append(Kind.KEEP, seconds=round(final_estimate_s, 3))
 
 
+SHRINK_SWEEP = "Shrink the sweep (fewer cells, a lower prompts.limit)"
+
+
 def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimate: Estimate,
-                 final_estimate_s: float | None = None) -> None:
-    """Refuse a sweep whose estimate does not fit: what is kept for the final (the reserve, or the final's recorded
-    estimate with its margin) is only the final's."""
+                 final_estimate_s: float | None = None, *, what: str = "this sweep", shrink: str = SHRINK_SWEEP) -> None:
+    """Refuse device work (a sweep, a timing session) whose estimate does not fit: what is kept for the final (the
+    reserve, or the final's recorded estimate with its margin) is only the final's."""
     left_s = budget.navigable_s(final, final_estimate_s) - spent_s
-    if estimate.seconds > max(left_s, 0.0):  # a sweep with nothing left to render spends nothing: always admitted
+    if estimate.seconds > max(left_s, 0.0):  # work with nothing left to render spends nothing: always admitted
         price = budget.cost(estimate.seconds)
         reserve = "" if final else f", {budget.kept_s(final_estimate_s) / 3600:.4f} h kept for the final"
         raise BudgetExceeded(
-            f"experiment {name}: {BUDGET_REFUSAL} {estimate.seconds / 3600:.4f} GPU-hours{price}, "
+            f"experiment {name}: {what} {BUDGET_REFUSAL} {estimate.seconds / 3600:.4f} GPU-hours{price}, "
             f"but only {max(left_s, 0) / 3600:.4f} are left (spent and held by running launches {spent_s / 3600:.4f} of "
-            f"{budget.gpu_hours:.4f}{reserve}); nothing was launched. Shrink the sweep (fewer cells, a lower "
-            "prompts.limit) or raise experiment.budget.gpu_hours by an amendment (assess climb <name> --amend)")
+            f"{budget.gpu_hours:.4f}{reserve}); nothing was launched. {shrink} or raise experiment.budget.gpu_hours by "
+            f"an amendment (assess climb {name} --amend)")
+
+
+# -- device work outside a sweep --------------------------------------------------------------
+
+SESSION_WARMUPS = 2  # warm-up calls a contender of a timing session makes, counted in its estimate
+
+
+@dataclass(frozen=True)
+class DeviceWork:
+    """Device work of an experiment outside a sweep (a side-by-side timing session: `assess retime`, the climb's,
+    the final's), admitted as a sweep is."""
+
+    what: str  # how the refusal names it, e.g. "assess retime (20 rounds, 3 cells)"
+    seconds: float  # its estimate, from the records of what it will run
+    final: bool  # the final's own work, under its open claim: it may spend the reserve
+    shrink: str = "Time fewer rounds (--rounds, at least 6) or cells"
+
+
+def session_seconds(runs: Sequence[RunDir], rounds: int) -> float:
+    """A timing session's device seconds, computed from its contenders' sample records: each cell's load, then its
+    warm-ups and rounds at its median recorded call, times the devices it holds."""
+    by_cell: dict[str, list[SampleRecord]] = {}
+    for run in runs:
+        by_cell.setdefault(run.cell_key, []).extend(run.samples)
+    total = 0.0
+    for records in by_cell.values():
+        calls = [r.latency_s * (r.gpus or 1) for r in records if r.latency_s]
+        loads = [r.load_s * (r.gpus or 1) for r in records if r.load_s]
+        total += max(loads, default=0.0) + (rounds + SESSION_WARMUPS) * (statistics.median(calls) if calls else 0.0)
+    return total
+
+
+@contextmanager
+def admitted(ledger: Ledger, composed_budget: Any, work: DeviceWork) -> Iterator[str]:
+    """Admit `work` as a sweep is admitted (under the ledger's lock: spent + live reservations' unused part + its
+    estimate under the navigable ceiling; the reserve only for the final's own work), reserve its estimate while it
+    runs (its spend lines name the reservation, render.laws.spend.ledger_of) and release it after. ExperimentGuard
+    when the experiment has no ledger to admit it under; BudgetExceeded when it does not fit."""
+    from render.laws.anchor import ExperimentGuard
+    from render.laws.rule import budget_in_force
+
+    if ledger.first(Kind.RULE) is None:
+        raise ExperimentGuard(f"experiment {ledger.name}: {work.what} is device work of the experiment, but no copy of "
+                              f"its ledger has its frozen rule ({', '.join(map(str, ledger.copies()))}), so it cannot be "
+                              "admitted against its budget; nothing was run. Run it with the $HYPERGRID_STATE and "
+                              "out_root that launched the experiment, or restore its ledger")
+    with ledger.lock():
+        spent = spent_gpu_seconds(ledger) + outstanding_seconds(ledger)
+        check_budget(ledger.name, budget_in_force(ledger, composed_budget), work.final, spent,
+                     Estimate(work.seconds, 0), final_estimate(ledger), what=work.what, shrink=work.shrink)
+        rid = secrets.token_hex(6)
+        ledger.append(Kind.RESERVATION, rid=rid, seconds=work.seconds, what=work.what, **host_identity(),
+                      started_at=now_iso())
+    inherited = os.environ.get(RESERVATION_ENV)
+    os.environ[RESERVATION_ENV] = f"{ledger.name}:{rid}"  # the session's spend lines name it
+    try:
+        yield rid
+    finally:
+        if inherited is None:
+            os.environ.pop(RESERVATION_ENV, None)
+        else:
+            os.environ[RESERVATION_ENV] = inherited
+        ledger.append(Kind.RELEASE, rid=rid)
+
+
+@contextmanager
+def admitted_timing(sessions: Sequence[Sequence[RunDir]], rounds: int, *, final: bool, what: str) -> Iterator[None]:
+    """Side-by-side timing sessions (render.timing.sessions), each of its runs' cells, admitted before any pipeline is
+    loaded: the texts they time pass the holdout lock (render.laws.holdout.check_timed_texts: a holdout is timed by
+    its final only, before its token is spent), and their estimate (`session_seconds`) is admitted in the budget of
+    every experiment their runs name (`admitted`)."""
+    from contextlib import ExitStack
+
+    from render.laws.holdout import check_timed_texts
+    from render.rundir import experiment_of
+
+    runs = [run for session in sessions for run in session]
+    experiments: dict[str, tuple[Ledger, dict[str, Any]]] = {}
+    for run in runs:
+        experiment = experiment_of(run.run)
+        if experiment is not None:
+            experiments.setdefault(experiment.name, (Ledger(experiment.name, Path(run.run.out_root or run.path.parent)),
+                                                     experiment.budget))
+    texts = sorted({text for session in sessions for text in timed_texts(session)})
+    ledger = next((pair[0] for pair in experiments.values()), None)
+    check_timed_texts(ledger, [Path(r.run.out_root) for r in runs if r.run.out_root], texts,
+                      {r.cell_key for r in runs}, final=final)
+    seconds = sum(session_seconds(session, rounds) for session in sessions)
+    with ExitStack() as stack:
+        for ledger, budget in experiments.values():
+            stack.enter_context(admitted(ledger, budget, DeviceWork(what, seconds, final)))
+        yield
+
+
+def timed_texts(runs: Sequence[RunDir]) -> list[str]:
+    """The texts every cell of `runs` has a recorded sample of: what a session of them times."""
+    by_cell: dict[str, dict[tuple[str, int], str]] = {}
+    for run in runs:
+        for record in run.samples:
+            if record.prompt is not None:
+                by_cell.setdefault(run.cell_key, {})[(record.text_id, record.seed)] = record.prompt
+    if not by_cell:
+        return []
+    first, *rest = by_cell.values()
+    return sorted({text for key, text in first.items() if all(key in other for other in rest)})

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from render.laws.anchor import ExperimentGuard, frozen_anchor
-from render.laws.ledger import LEDGER, Kind, Ledger, experiment_dir
+from render.laws.ledger import LEDGER, Kind, Ledger, experiment_dir, superseded
 from render.rundir import experiment_of
 
 
@@ -181,7 +181,7 @@ def traces(ledger: Ledger, runs: Iterable[tuple[str, Any]] = ()) -> list[Trace]:
             found.append(Trace(str(folder / RESULT), "its final's result"))
         spent = read_lines(folder / SPEND)
         if spent:
-            found.append(Trace(str(folder / SPEND), f"its spend log ({len(spent)} line(s))"))
+            found.append(_spend_trace(folder / SPEND, spent))
     from render.laws.lock import lock_files, uses
 
     for use in uses(lock_files(ledger)):
@@ -194,6 +194,16 @@ def traces(ledger: Ledger, runs: Iterable[tuple[str, Any]] = ()) -> list[Trace]:
         found.append(Trace(str(where), "a run", stamp.get("head"), _quality_of(node.get("quality")),
                            bool(stamp.get("head"))))
     return found
+
+
+def _spend_trace(path: Path, lines: list[dict[str, Any]]) -> Trace:
+    """A spend log proves a ledger existed only by a line written under one (naming its head): a first launch that was
+    measured and refused before its chain began (render.laws.spend.launch_stamp) leaves lines that name none, and a
+    refusal leaves the experiment as it found it. Their device time is spent all the same (the log is read whole)."""
+    if any((line.get("ledger") or {}).get("head") for line in lines):
+        return Trace(str(path), f"its spend log ({len(lines)} line(s))")
+    return Trace(str(path), f"its spend log ({len(lines)} line(s), written before any ledger: a refused first launch)",
+                 proves_ledger=False)
 
 
 def run_records(ledger: Ledger, paths: Iterable[Path | str] | None = None) -> list[tuple[str, Any]]:
@@ -222,7 +232,8 @@ def restore_hint(ledger: Ledger, found: list[Trace]) -> str:
     first = (f"copy {kept[-1]} back to {ledger.state_copy}" if kept
              else f"restore {ledger.state_copy.name} from a backup to {where}")
     return (f"{first}; or run with the $HYPERGRID_STATE and out_root that launched it; or give a new climb a new "
-            "experiment.name (its evidence is not this one's)")
+            f"experiment.name (its evidence is not this one's); or start it over on purpose, recorded as such: "
+            f"assess climb {ledger.name} --restart \"<why>\"")
 
 
 def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] | None = None) -> None:
@@ -232,8 +243,13 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
     was gathered under and is no version the ledger holds. `rule`: the composed rule, when nothing is frozen."""
     from render.laws.rule import recorded_rules
 
+    from render.laws.lock import behind
+
     chain = ledger.reconciled().chain
     versions = recorded_rules(ledger)
+    late = behind(ledger)
+    if late:
+        raise ExperimentGuard(late)
     if not ledger.entries() and any(t.proves_ledger for t in found):  # (a chain without a rule yet is a ledger)
         proof = next(t for t in found if t.proves_ledger)
         raise ExperimentGuard(
@@ -242,8 +258,10 @@ def check_ledger_held(ledger: Ledger, found: list[Trace], rule: dict[str, Any] |
             f"lost ledger is not restarted (its rule, anchor, holdout, budget and final would start over); nothing was "
             f"done. Restore it: {restore_hint(ledger, found)}")
     heads = {e["hash"] for e in chain}
+    taken_over = superseded(ledger)  # an explicit restart's earlier ledger: another body of evidence, by a command
     # a run under an unknown head is kept apart by the climb (assess.climb.observe), not a refusal
-    foreign = [t for t in found if t.head and chain and t.head not in heads and t.what != "a run"]
+    foreign = [t for t in found if t.head and chain and t.head not in heads and t.head not in taken_over
+               and t.what != "a run"]
     if foreign:
         first = foreign[0]
         raise ExperimentGuard(

@@ -204,3 +204,28 @@ def check_holdout(job: Any, cfg: Any) -> None:
         raise HoldoutLocked(f"prompts={cfg.prompts.name} ({cfg.prompts.file}) includes {len(hits)} text(s) of "
                             f"a locked holdout ({owner}), e.g. {hits[0].id} = {hits[0].text!r}; the holdout is rendered only by an "
                             "experiment's final (`assess climb <name> --final`), once")
+
+
+def check_timed_texts(ledger: Ledger | None, out_roots: Iterable[Path], texts: Iterable[str], cells: Iterable[str], *,
+                      final: bool) -> None:
+    """Refuse timing (a side-by-side session: render.timing.sessions) on reserved texts, as a render is refused: a
+    holdout is seen once, by its final. Only the final's own timing (`final`) of its open claim's cells, on that
+    claim's holdout and before its token is spent, may time them; `assess retime` by hand never does."""
+    owners = Reserved()
+    for out_root in dict.fromkeys(out_roots) or [Path.cwd()]:
+        mine = reserved(out_root)
+        owners.by_sha.update(mine.by_sha)
+        owners.by_identity.update(mine.by_identity)
+    hits = [t for t in texts if t in owners]
+    if hits and final and ledger is not None:
+        claim = next((c for c in ledger.entries(Kind.CLAIM) if not token_spent(ledger, c.get("token"))), None)
+        if claim is not None and set(cells) <= set(claim.get("cells") or []):
+            ours = {i for e in ledger.entries(Kind.HOLDOUT) if claim.get("holdout_content") in (None, e.get("content"))
+                    for i in e.get("identities", [])}
+            hits = [t for t in hits if holdout_identity(t) not in ours]
+    if hits:
+        spent = " (its final is complete: its token is spent)" if ledger is not None and ledger.entries(Kind.TOKEN_SPENT) else ""
+        raise HoldoutLocked(f"{len(hits)} text(s) to time belong to a locked holdout ({owners.owner(hits[0])}{spent}), "
+                            f"e.g. {hits[0]!r}: a holdout is seen once, by its final's renders and timing; nothing was "
+                            "timed. Time the experiment's dev runs instead (the final's own timing is `assess climb "
+                            "<name> --final`'s)")

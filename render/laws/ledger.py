@@ -59,6 +59,7 @@ class Kind(Name):
     ADOPT = "adopt"  # runs of another state folder taken in: counted, never ranked
     OUT_ROOT = "out_root"  # an output root that holds a copy
     KEEP = "keep"  # what navigation leaves for the final: its current estimate with a margin (the climb, each generation)
+    RESTART = "restart"  # an explicit restart over an earlier, lost ledger (render.laws.restart): its first entry
 
 
 LEDGER = "ledger.jsonl"
@@ -448,3 +449,9 @@ def all_ledgers(out_root: Path) -> list[Ledger]:
         except ValueError:
             continue
     return ledgers
+
+
+def superseded(ledger: Ledger) -> set[str]:
+    """The ledger heads and origins this ledger's explicit restart took over (render.laws.restart): their evidence is
+    another body's, by a recorded command."""
+    return {str(h) for entry in ledger.entries(Kind.RESTART) for h in entry.get("supersedes", [])}

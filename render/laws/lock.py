@@ -20,7 +20,7 @@ import secrets
 from pathlib import Path
 from typing import Any, Iterable
 
-from render.laws.ledger import Ledger
+from render.laws.ledger import Ledger, superseded
 from render.rundir import STATE_DIR, append_to_copies, contains, host_identity, now_iso, read_lines
 
 LOCK_ENV = "HYPERGRID_LOCK"
@@ -28,18 +28,30 @@ LOCK_FILE = "holdout-lock.jsonl"
 
 
 def machine_lock() -> Path:
-    """The machine-wide lock file (beside the user's cache)."""
+    """The machine-wide lock file: `$HYPERGRID_LOCK`, else a fixed place in the user's home. It does not follow
+    `$HYPERGRID_CACHE`, which people move for disk space (a lock that moved with it would forget every final)."""
     env = os.environ.get(LOCK_ENV)
     if env:
         return Path(env).expanduser()
+    return Path.home() / ".cache" / "hypergrid" / LOCK_FILE
+
+
+def cache_lock() -> Path | None:
+    """Where versions before issue 61 kept the machine lock, beside `$HYPERGRID_CACHE`: still read and written while
+    the variable names a cache elsewhere (None with an explicit `$HYPERGRID_LOCK`)."""
     cache = os.environ.get("HYPERGRID_CACHE")
-    return (Path(cache).expanduser() if cache else Path.home() / ".cache" / "hypergrid") / LOCK_FILE
+    if os.environ.get(LOCK_ENV) or not cache:
+        return None
+    path = Path(cache).expanduser() / LOCK_FILE
+    return None if path == machine_lock() else path
 
 
 def lock_files(ledger: Ledger, out_roots: Iterable[Path] = ()) -> list[Path]:
-    """Every lock file this experiment can see: the machine's, and each out_root's it touched (and `out_roots`)."""
+    """Every lock file this experiment can see: the machine's (and the one beside the cache, where older versions
+    kept it), and each out_root's it touched (and `out_roots`)."""
     roots = dict.fromkeys([*ledger.out_roots(), *(Path(r).resolve() for r in out_roots)])
-    return [machine_lock(), *(Path(root) / STATE_DIR / LOCK_FILE for root in roots)]
+    beside_cache = cache_lock()
+    return [machine_lock(), *([beside_cache] if beside_cache else []), *(Path(root) / STATE_DIR / LOCK_FILE for root in roots)]
 
 
 def origin(ledger: Ledger) -> str | None:
@@ -75,10 +87,16 @@ def _overlap(mine: set[str], theirs: Iterable[str]) -> set[str]:
 def locked_by_others(ledger: Ledger, identities: Iterable[str], out_roots: Iterable[Path] = ()) -> str | None:
     """Why these holdout texts cannot be claimed: a claim or a final on one of them by another body of evidence in
     any lock file this experiment can see; None when there is none."""
+    late = behind(ledger)
+    if late:
+        return late
     mine, me = set(identities), origin(ledger)
+    taken_over = superseded(ledger)
     for use in uses(lock_files(ledger, out_roots)):
         if use.get("experiment") == ledger.name and me is not None and use.get("origin") == me:
             continue  # this experiment's own claim: resumed, not repeated
+        if use.get("experiment") == ledger.name and use.get("origin") in taken_over:
+            continue  # its earlier ledger's, taken over by a recorded restart: a reuse, labelled as such
         shared = _overlap(mine, use.get("identities", []))
         if not shared:
             continue
@@ -89,3 +107,45 @@ def locked_by_others(ledger: Ledger, identities: Iterable[str], out_roots: Itera
                 f"{use['file']}): the holdout is spent per content, whatever the experiment, state folder or out_root. "
                 "Give this experiment a fresh holdout manifest")
     return None
+
+
+def behind(ledger: Ledger) -> str | None:
+    """Why this ledger is behind what a lock records of its own origin (a claim or a completed final this copy does
+    not hold: a working copy taken before the final, its original archived), naming the copy that is ahead; None when
+    it holds everything the locks record of it. Such a ledger refuses to act (render.laws.evidence.check_ledger_held,
+    the claim)."""
+    from render.laws.ledger import Kind
+
+    me = origin(ledger)
+    if me is None:
+        return None
+    holds = {"claim": bool(ledger.entries(Kind.CLAIM)), "final": bool(ledger.entries(Kind.FINAL_RESULT))}
+    for use in uses(lock_files(ledger)):
+        kind = str(use.get("kind"))
+        if use.get("experiment") != ledger.name or use.get("origin") != me or holds.get(kind, True):
+            continue
+        what = "the claim of its final" if kind == "claim" else "its completed final"
+        return (f"experiment {ledger.name}: this copy of its ledger ({ledger.state_copy}) is behind the holdout lock: "
+                f"{use['file']} records {what} on {use.get('at', '?')}, taken under this same ledger (origin {me}) "
+                f"from state folder {use.get('state')} and out_root {use.get('out_root')}, and this copy does not hold "
+                f"it. The copy there is ahead: run with $HYPERGRID_STATE={use.get('state')} and that out_root, or copy "
+                f"its ledger.jsonl here; nothing was done")
+    return None
+
+
+ROOTS_FILE = "out-roots.jsonl"  # beside the machine lock: every output root a render on this machine launched into
+
+
+def remember_root(out_root: Path) -> None:
+    """Record an output root a render launched into (once), so a holdout previewed there, before or outside any
+    experiment, is found by every final's contamination check (`known_roots`)."""
+    path = machine_lock().with_name(ROOTS_FILE)
+    root = str(Path(out_root).resolve())
+    if any(line.get("root") == root for line in read_lines(path)):
+        return
+    append_to_copies([path], [{"id": secrets.token_hex(8), "root": root, "at": now_iso(), **host_identity()}])
+
+
+def known_roots() -> list[Path]:
+    """Every output root a render on this machine launched into (`remember_root`)."""
+    return [Path(str(line["root"])) for line in read_lines(machine_lock().with_name(ROOTS_FILE)) if line.get("root")]
