@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from assess.climb.evaluate import correct, evaluate
+from assess.climb.evaluate import Evaluation, correct, evaluate, verdict_of
 from assess.statistics.compare import Verdict, parity_decision
 from assess.verdicts.answer import sentence
-from assess.verdicts.table import Quality, Rule, Speed, context, row
+from assess.verdicts.table import Quality, Rule, Speed, context, differing, row
 
 BAND, ALPHA = 0.01, 0.05
 NONINF, EQUIV = "noninferiority", "equivalence"
@@ -111,3 +111,50 @@ def test_without_a_band_the_table_gives_no_verdict_and_the_answer_asks_for_one()
     cell = table_row(rule, deltas(-0.3))
     assert cell["verdict"] == "no band"
     assert sentence(context(rule, [cell], [])).next.endswith("--band B")
+
+
+def _broken_category_at_parity() -> Evaluation:
+    """A cell at parity overall (16 prompts) that is out of band on one category of 8 (issue 59's survivors)."""
+    ids = [f"p{i:02d}" for i in range(16)]
+    values = dict(zip(ids, deltas(0.3) + deltas(-0.03)))
+    categories = {p: ("good" if i < 8 else "bad") for i, p in enumerate(ids)}
+    return evaluate(values, {}, ids, BAND, categories)
+
+
+def test_the_climbs_verdict_ignores_a_broken_category_unless_the_rule_asks_per_category() -> None:
+    e = _broken_category_at_parity()
+    assert [a.category for a in e.breaks] == ["bad"]
+    assert verdict_of(e, ALPHA) == Verdict.PARITY, "per category is off unless asked"
+    assert verdict_of(e, ALPHA, per_category=True) == Verdict.OUT
+
+
+def test_an_evaluation_without_a_delta_is_no_data_whoever_asks() -> None:
+    e = evaluate({}, {}, ["p00", "p01"], BAND)
+    assert e.verdict == Verdict.NO_DATA and e.missing == ("p00", "p01")
+    assert verdict_of(e, ALPHA) == Verdict.NO_DATA
+
+
+def test_an_evaluation_as_a_dict_holds_every_figure_and_its_categories_as_dicts() -> None:
+    e = _broken_category_at_parity()
+    out = e.as_dict()
+    assert out["n"] == 16 and out["verdict"] == e.verdict and out["tost_p"] == e.tost_p
+    assert [c["category"] for c in out["categories"]] == [a.category for a in e.categories]
+    assert all(isinstance(c, dict) for c in out["categories"])
+
+
+def test_the_anchors_row_is_the_reference_and_a_verdicts_css_class_is_its_words_hyphenated() -> None:
+    rule = Rule("clip_score", BAND)
+    anchor = row("A", "anchor", "a", "a", rule, [Quality("clip_score", {}, None)], Speed(None, "timed apart"), None,
+                 is_anchor=True)
+    assert (anchor["verdict"], anchor["speedup"], anchor["timed"]) == ("anchor", "1× (reference)", "—")
+    assert anchor["quality"] == [{"metric": "clip_score", "text": "reference"}]
+    cell = row("1", "x", "c", "a", Rule("clip_score", None), [Quality("clip_score", {"p": 0.1}, None)],
+               Speed(None, "timed apart", note="no warm latency"), None)
+    assert (cell["verdict"], cell["verdict_cls"], cell["speed_note"]) == ("no band", "no-band", "no warm latency")
+
+
+def test_a_cells_label_is_its_overrides_that_differ_and_without_any_its_first_three_but_prompts_and_seed() -> None:
+    assert differing([["cache=fbcache", "steps=4", "seed=0"], ["cache=none", "steps=4", "seed=1"]]) == \
+        [["cache=fbcache"], ["cache=none"]]
+    shared = ["prompts=dev", "seed=0", "steps=4", "cache=none", "attention=sdpa", "compile=none"]
+    assert differing([shared, shared]) == [["steps=4", "cache=none", "attention=sdpa"]] * 2
