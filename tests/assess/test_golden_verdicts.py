@@ -158,3 +158,18 @@ def test_a_cells_label_is_its_overrides_that_differ_and_without_any_its_first_th
         [["cache=fbcache"], ["cache=none"]]
     shared = ["prompts=dev", "seed=0", "steps=4", "cache=none", "attention=sdpa", "compile=none"]
     assert differing([shared, shared]) == [["steps=4", "cache=none", "attention=sdpa"]] * 2
+
+
+def test_the_pareto_front_keeps_every_point_no_other_beats_on_both_and_drops_the_dominated() -> None:
+    from assess.statistics.compare import pareto_front
+
+    points = [(1.0, 1.0), (2.0, 0.0), (0.0, 2.0), (0.5, 0.5), (1.0, 1.0)]
+    assert pareto_front(points) == [0, 1, 2, 4], "(0.5, 0.5) is beaten on both; equal points are all kept"
+    assert pareto_front([(1.0, 1.0), (2.0, 2.0)], maximize=(False, False)) == [0]
+
+
+def test_a_mean_interval_of_no_values_is_refused_saying_so() -> None:
+    from assess.statistics.compare import mean_interval
+
+    with pytest.raises(ValueError, match="no values"):
+        mean_interval([])
