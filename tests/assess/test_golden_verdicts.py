@@ -173,3 +173,45 @@ def test_a_mean_interval_of_no_values_is_refused_saying_so() -> None:
 
     with pytest.raises(ValueError, match="no values"):
         mean_interval([])
+
+
+def _answer_of(*cells: tuple[str, float, float, str, list[float]]) -> str:
+    """The answer line of a table of cells (label, speed-up, its low end, how it was timed, deltas) at BAND."""
+    from assess.statistics.compare import Estimate
+
+    rule = Rule("clip_score", BAND)
+    rows = [row(str(i), label, label, "a", rule, [Quality("clip_score", {f"p{j:02d}": d for j, d in enumerate(values)},
+                                                          None)],
+                Speed(Estimate(speed, low, speed + 0.1, 8), timed), None)
+            for i, (label, speed, low, timed, values) in enumerate(cells)]
+    return str(sentence(context(rule, rows, []), "smoke", "outputs/sweep"))
+
+
+def test_the_answer_prefers_a_cell_timed_side_by_side_and_says_its_prompts() -> None:
+    answer = _answer_of(("cache=a", 3.0, 2.9, "timed apart", deltas(0.0)), ("cache=b", 2.0, 1.9, "side by side", deltas(0.0)))
+    assert answer.startswith("Fastest at parity: cache=b, 2.00× [1.90, 2.10] (side by side) faster"), answer
+    assert "on 8 prompts" in answer
+
+
+def test_a_cell_timed_apart_is_never_called_not_yet_surely_faster() -> None:
+    assert "Not yet surely faster" not in _answer_of(("cache=a", 1.2, 0.9, "timed apart", deltas(0.0)))
+    assert "Not yet surely faster" in _answer_of(("cache=a", 1.2, 0.9, "side by side", deltas(0.0)))
+
+
+def test_only_a_faster_undecided_cell_asks_for_more_prompts_not_a_faster_out_one() -> None:
+    out_faster = _answer_of(("cache=a", 2.0, 1.9, "side by side", deltas(0.0)), ("cache=b", 3.0, 2.9, "side by side", deltas(-0.3)))
+    assert "undecided" not in out_faster and out_faster.endswith("Next: `assess report outputs/sweep`"), out_faster
+    undecided = _answer_of(("cache=a", 2.0, 1.9, "side by side", deltas(0.0)), ("cache=b", 3.0, 2.9, "side by side", deltas(-0.01)))
+    assert "1 faster cell(s) undecided on 8 prompts" in undecided, undecided
+
+
+def test_when_every_cell_is_out_the_answer_suggests_gentler_settings() -> None:
+    answer = _answer_of(("cache=a", 2.0, 1.9, "side by side", deltas(-0.3)))
+    assert "gentler settings (more steps, a lower cache threshold), or a band of your own." in answer, answer
+
+
+def test_the_next_render_splits_each_override_at_its_first_equals_sign() -> None:
+    from assess.verdicts.answer import next_render
+
+    assert next_render([{"label": "+pipe.kw=a=b cache=x"}, {"label": "cache=y"}], "dev") == \
+        "python -m render -m +pipe.kw=a=b cache=x,y seed=[0,1]"
