@@ -73,7 +73,7 @@ def test_ci_runs_every_slow_and_slurm_test_and_the_linters() -> None:
 def test_ci_times_every_phase() -> None:
     """.ci/run says where its time went: each install and each tier runs through `phase` (.ci/phases.sh)."""
     phases = [line.split()[1] for line in ci_lines() if line.startswith("phase ")]
-    assert phases == ["install-debian", "install-python", "default-tier", "slow-tier", "cluster-tiers"], phases
+    assert phases == ["install-debian", "install-python", "default-tier", "mutation-check", "slow-tier", "cluster-tiers"], phases
     assert "trap" in (ROOT / ".ci" / "run").read_text() and "phase_summary" in (ROOT / ".ci" / "run").read_text()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from assess.statistics.categories import MIN_PROMPTS, CategoryAnswer, category_answers, warning
 from assess.metrics import SPECS
-from assess.statistics.compare import Estimate, ParityTest, mean_interval, parity_test, parity_verdict, quality_deltas
+from assess.statistics.compare import Estimate, ParityTest, mean_interval, parity_decision, quality_deltas
 
 WORST = 4  # prompts per cell on the "where it breaks" sheet
 CopyImage = Callable[[Any, str], dict[str, Any]]
@@ -65,8 +65,7 @@ def cell_categories(index: Any, cell_key: str, anchor_cell_key: str, split: str,
                                band if band is not None else math.inf, min_prompts, test, higher)
     verdict = note = None
     if band is not None:
-        tost_p, out_p = parity_test(values, band, test, higher)
-        verdict = parity_verdict(tost_p, out_p, alpha, len(values))
+        verdict = parity_decision(values, band, alpha, test, higher)
         note = warning(label, answers) if verdict == "parity" else None
     return CellCategories(cell_key, label, metric, overall, verdict, band, answers, note, deltas)
 

@@ -380,6 +380,15 @@ def parity_verdict(tost_p: float | None, out_p: float | None, alpha: float, n: i
     return Verdict.UNDECIDED
 
 
+def parity_decision(deltas: Sequence[float], band: float, alpha: float,
+                    test: ParityTest | str = ParityTest.NONINFERIORITY, higher_is_better: bool = True) -> Verdict:
+    """A cell's verdict from its paired per-prompt deltas (cell - anchor) under a parity rule: the one function the
+    report's verdict table, `assess status`, the answer line, the category sheet and the climb decide with (the climb
+    keeps the two p-values it reaches it from: assess.climb.evaluate)."""
+    parity_p, out_p = parity_test(deltas, band, test, higher_is_better)
+    return parity_verdict(parity_p, out_p, alpha, len(deltas))
+
+
 def holm(p_values: Mapping[Any, float | None]) -> dict[Any, float | None]:
     """Holm step-down adjusted p-values (monotone, capped at 1); None stays None."""
     given = sorted(((p, k) for k, p in p_values.items() if p is not None), key=lambda x: (x[0], str(x[1])))

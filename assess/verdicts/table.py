@@ -19,7 +19,7 @@ from typing import Any
 from assess.statistics.cost import cell_throughput, cost_text
 from assess.statistics.width import cell_batch, cell_width, twin_of
 from assess.statistics.side_by_side import TIMED_APART
-from assess.statistics.compare import Estimate, ParityTest, Verdict, parity_test, parity_text, parity_verdict
+from assess.statistics.compare import Estimate, ParityTest, Verdict, parity_decision, parity_text
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,7 @@ class Rule:
     def verdict(self, deltas: Sequence[float]) -> Verdict | None:
         if self.band is None:
             return None
-        p, out_p = parity_test(list(deltas), self.band, self.test, self.higher_is_better)
-        return parity_verdict(p, out_p, self.alpha, len(deltas))
+        return parity_decision(list(deltas), self.band, self.alpha, self.test, self.higher_is_better)
 
 
 def floor_text(rule: Rule, metric: str) -> str:
