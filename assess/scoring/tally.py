@@ -47,10 +47,17 @@ class ScoreSummary:
             + (f"; {len(self.failed)} run(s) could not be indexed" if self.failed else "")
         ]
         out += self.unavailable_lines(verbose)
-        out += [f"  flagged {shortened(line)}" for line in self.flagged]
-        out += [f"  {shortened(line)}" for line in self.problems]
-        out += [f"  NOT INDEXED {shortened(line)}" for line in self.failed]
+        out += [f"  flagged {named(line)}" for line in self.flagged]
+        out += [f"  {named(line)}" for line in self.problems]
+        out += [f"  NOT INDEXED {named(line)}" for line in self.failed]
         return out
+
+
+def named(line: str) -> str:
+    """A `<path>: <what>` line as a summary shows it: the path whole (the user needs it to find the run), what
+    follows it shortened when it is long (a prompt, a message)."""
+    path, sep, rest = line.partition(": ")
+    return f"{path}{sep}{shortened(rest)}" if sep else shortened(line)
 
 
 def setup_line(setup: dict[str, Counter[str]]) -> str:
