@@ -40,8 +40,8 @@ def test_a_long_failure_message_is_shortened_in_the_render_summary() -> None:
 
 
 def test_a_long_path_stays_whole_in_the_score_summary_and_only_what_follows_is_shortened() -> None:
-    """A run the user must find by its path (CI's xdist folders made it 300+ characters): the path is never cut."""
-    deep = "/tmp/" + "/".join(["a-deep-folder-of-a-worker"] * 16) + "/outputs/multirun/2026-11-30/10-04-12-3fa2/1_steps=8"
+    """A run the user must find by its path (two paths of a run under an xdist worker's folder made the line 300+ characters): the path is never cut."""
+    deep = "/tmp/" + "/".join(["a-deep-folder-of-a-worker"] * 6) + "/outputs/multirun/2026-11-30/10-04-12-3fa2/1_steps=8"
     summary = ScoreSummary(failed=[f"{deep}: InvalidRunDirectory: {deep}/run.json: not a readable JSON file",
                                    f"{deep}: ValueError: {LONG}"])
     readable, long = [line for line in summary.lines() if "NOT INDEXED" in line]
