@@ -112,7 +112,7 @@ def test_a_dev_sweep_after_the_first_is_judged_on_every_dev_prompt(walked: Walk)
     """Six dev prompts share their text with smoke prompts: their samples, rendered by the first sweep, count in dev
     (the answer said "on 54 prompts")."""
     scored = walked.of("assess score")
-    assert len(scored) == 2
+    assert len(scored) == 3  # the first sweep, the dev sweep, the batch sweep
     answer = next(line for line in scored[1].output.splitlines() if line.startswith("answer:"))
     assert re.search(r"\bon 60 prompts\b", answer), answer
 
