@@ -1087,6 +1087,12 @@ class Index:
         return self.query("SELECT * FROM set_scores WHERE cell_key = ? AND split = ? ORDER BY metric, metric_version",
                           (cell_key, split))
 
+    def session_calls(self, cell_key: str) -> list[float]:
+        """The cell's call latencies in its latest complete side-by-side session, or []."""
+        rows = self.query("SELECT c.latencies FROM timing_cells c JOIN timing_sessions s USING (session) "
+                          "WHERE c.cell_key = ? AND s.complete = 1 ORDER BY s.finished_at DESC LIMIT 1", (cell_key,))
+        return [float(x) for x in json.loads(rows[0]["latencies"])] if rows else []
+
     def runs_of(self, cell_key: str) -> list[dict[str, Any]]:
         return self.query("SELECT * FROM runs WHERE cell_key = ? ORDER BY split, rowid", (cell_key,))
 

@@ -42,6 +42,11 @@ class ReportIndex:
         timed = {r["cell_key"] for r in index.query(
             "SELECT DISTINCT t.cell_key FROM json_each(?) j JOIN timing_cells t ON t.cell_key = j.value", (keys,))}
         self.untimed = self.cell_keys - timed  # cells no side-by-side session timed (assess.statistics.side_by_side)
+        self._calls: dict[str, list[float]] = {}  # each timed cell's calls in its latest complete session
+        for row in index.query("SELECT c.cell_key, c.latencies FROM json_each(?) j JOIN timing_cells c "
+                               "ON c.cell_key = j.value JOIN timing_sessions s USING (session) WHERE s.complete = 1 "
+                               "ORDER BY c.cell_key, s.finished_at DESC", (keys,)):
+            self._calls.setdefault(row["cell_key"], [float(x) for x in json.loads(row["latencies"])])
 
     def _read(self, table: str, keys: str, order: str) -> Rows:
         """Every row of `table` of the cell keys (a JSON list), by cell key and then `order` (the per-cell reads')."""
@@ -82,6 +87,11 @@ class ReportIndex:
         if cell_key not in self.cell_keys:
             return self.index.set_scores_of(cell_key, split)
         return self._set_scores.get((cell_key, split), [])
+
+    def session_calls(self, cell_key: str) -> list[float]:
+        if cell_key not in self.cell_keys:
+            return self.index.session_calls(cell_key)
+        return self._calls.get(cell_key, [])
 
     def runs_of(self, cell_key: str) -> Rows:
         return self._runs.get(cell_key, []) if cell_key in self.cell_keys else self.index.runs_of(cell_key)

@@ -17,7 +17,6 @@ A leaf of assess's statistics: it imports nothing above it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -74,21 +73,13 @@ def median_figure(values: Sequence[float]) -> Figure:
     return Figure(statistics.median(values), *median_interval(values))
 
 
-def _session_calls(index: Any, cell_key: str) -> list[float]:
-    """The cell's call latencies in its latest complete side-by-side session, or []."""
-    rows = index.query("SELECT c.latencies FROM timing_cells c JOIN timing_sessions s USING (session) "
-                       "WHERE c.cell_key = ? AND s.complete = 1 ORDER BY s.finished_at DESC LIMIT 1", (cell_key,))
-    return [float(x) for x in json.loads(rows[0]["latencies"])] if rows else []
-
-
 def cell_throughput(index: Any, cell_key: str, split: str | None = None) -> Throughput | None:
     """The cell's throughput figures (module doc), or None without a warm latency."""
     batch, width = cell_batch(index, cell_key), cell_width(index, cell_key)
-    samples = index.samples_of(cell_key, split) if split else index.query("SELECT * FROM samples WHERE cell_key = ?",
-                                                                             (cell_key,))
+    samples = index.samples_of(cell_key, split) if split else list(index.cell_samples(cell_key).values())
     rows = [r for r in samples if not r["warmup"] and r["latency_s"] is not None]
     peak = max((r["peak_mem_bytes"] for r in rows if r["peak_mem_bytes"] is not None), default=None)
-    calls, timed = _session_calls(index, cell_key), SIDE_BY_SIDE
+    calls, timed = index.session_calls(cell_key), SIDE_BY_SIDE
     if not calls:
         full = [float(r["latency_s"]) for r in rows if (r["batch"] or 1) == batch] or [float(r["latency_s"]) for r in rows]
         # the samples of a call share its latency: counted once per call, not once per image

@@ -383,7 +383,7 @@ def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimat
     left_s = budget.navigable_s(final, final_estimate_s) - spent_s
     if estimate.seconds > max(left_s, 0.0):  # work with nothing left to render spends nothing: always admitted
         price = budget.cost(estimate.seconds)
-        reserve = "" if final else f", {budget.kept_s(final_estimate_s) / 3600:.4f} h kept for the final"
+        reserve = "" if final else f", {budget.kept_text(final_estimate_s)}"
         raise BudgetExceeded(
             f"experiment {name}: {what} {BUDGET_REFUSAL} {estimate.seconds / 3600:.4f} GPU-hours{price}, "
             f"but only {max(left_s, 0) / 3600:.4f} are left (spent and held by running launches {spent_s / 3600:.4f} of "

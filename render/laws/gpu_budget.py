@@ -79,6 +79,14 @@ class Budget:
         (a reserve written before the machine's speed was known must not leave the final short)."""
         return max(self.reserve_s, (final_estimate_s or 0.0) * FINAL_MARGIN)
 
+    def kept_text(self, final_estimate_s: float | None = None) -> str:
+        """What is kept for the final, as a refusal says it: the reserve, or the final's estimate with its margin."""
+        kept = self.kept_s(final_estimate_s)
+        if kept <= self.reserve_s:
+            return f"reserve {self.reserve_gpu_hours:.4f} h kept for the final"
+        return (f"{kept / 3600:.4f} h kept for the final (its estimate with a margin of {FINAL_MARGIN:g}, more than "
+                f"the reserve {self.reserve_gpu_hours:.4f} h)")
+
     def navigable_s(self, final: bool, final_estimate_s: float | None = None) -> float:
         """The device seconds a launch may reach: the budget less what is kept for the final (kept_s), which only
         the final may spend."""

@@ -71,7 +71,7 @@ CASES = ([pytest.param(t, h, deltas(m), v, id=f"{t}-{'higher' if h else 'lower'}
 def table_row(rule: Rule, values: list[float]) -> dict:
     """The verdict table's row of a cell with these deltas (the report's and `assess status`'s)."""
     quality = Quality(rule.metric, {f"p{i:02d}": v for i, v in enumerate(values)}, None)
-    return row("1", "cache=fbcache", "cell", "anchor", rule, [quality], Speed(None, "timed apart"), None)
+    return row("1", "cache=fbcache", "cell", "anchor", rule, [quality], Speed(None, "timed apart"))
 
 
 def climb_verdict(test: str, higher: bool, values: list[float]) -> Verdict:
@@ -144,12 +144,12 @@ def test_an_evaluation_as_a_dict_holds_every_figure_and_its_categories_as_dicts(
 
 def test_the_anchors_row_is_the_reference_and_a_verdicts_css_class_is_its_words_hyphenated() -> None:
     rule = Rule("clip_score", BAND)
-    anchor = row("A", "anchor", "a", "a", rule, [Quality("clip_score", {}, None)], Speed(None, "timed apart"), None,
+    anchor = row("A", "anchor", "a", "a", rule, [Quality("clip_score", {}, None)], Speed(None, "timed apart"),
                  is_anchor=True)
     assert (anchor["verdict"], anchor["speedup"], anchor["timed"]) == ("anchor", "1× (reference)", "—")
     assert anchor["quality"] == [{"metric": "clip_score", "text": "reference"}]
     cell = row("1", "x", "c", "a", Rule("clip_score", None), [Quality("clip_score", {"p": 0.1}, None)],
-               Speed(None, "timed apart", note="no warm latency"), None)
+               Speed(None, "timed apart", note="no warm latency"))
     assert (cell["verdict"], cell["verdict_cls"], cell["speed_note"]) == ("no band", "no-band", "no warm latency")
 
 
@@ -182,7 +182,7 @@ def _answer_of(*cells: tuple[str, float, float, str, list[float]]) -> str:
     rule = Rule("clip_score", BAND)
     rows = [row(str(i), label, label, "a", rule, [Quality("clip_score", {f"p{j:02d}": d for j, d in enumerate(values)},
                                                           None)],
-                Speed(Estimate(speed, low, speed + 0.1, 8), timed), None)
+                Speed(Estimate(speed, low, speed + 0.1, 8), timed))
             for i, (label, speed, low, timed, values) in enumerate(cells)]
     return str(sentence(context(rule, rows, []), "smoke", "outputs/sweep"))
 
