@@ -91,10 +91,14 @@ def listed(text: str) -> set[str]:
 
 
 def equivalents() -> set[str]:
-    """The mutants docs/testing.md's "Mutation testing" section lists as equivalent, each with its reason."""
+    """The mutants docs/testing.md lists under "### Equivalent mutants" (up to the next heading), each with its
+    reason."""
     text = DOCS.read_text()
-    start = text.find("## Mutation testing")
-    return listed(text[start:]) if start >= 0 else set()
+    start = text.find("### Equivalent mutants")
+    if start < 0:
+        return set()
+    end = text.find("\n#", start + 1)
+    return listed(text[start:end if end >= 0 else len(text)])
 
 
 def known_survivors() -> set[str]:
