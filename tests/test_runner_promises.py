@@ -81,8 +81,25 @@ def test_a_bitflipped_image_is_never_reused_and_its_intact_neighbour_is(
     second = _render(out, "second", "prompts.limit=2")
     assert (second.n_rendered, second.n_reused) == (1, 1), "a damaged file was linked, or an intact one rendered again"
     assert caplog.text.count("not reusing sample") == 1, caplog.text
-    for record in rundir.read_samples(second.run_dir, second.cell_key)[0]:
+    records = rundir.read_samples(second.run_dir, second.cell_key)[0]
+    for record in records:
         assert rundir.verify(rundir.ExistingSample(second.run_dir, record)) is None
+    (linked,) = [r for r in records if r.reused_from is not None]
+    assert (linked.prompt_id, linked.reused_from, linked.load_s) == ("smoke-000", "runs/first", 0.0), \
+        "a linked sample names the run it came from and loaded nothing"
+
+
+def test_a_killed_writers_temporary_files_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    from render.rundir.store import remove_stale_temporaries
+
+    images = tmp_path / rundir.IMAGES
+    images.mkdir()
+    kept = [tmp_path / "samples.jsonl", images / "smoke-000__s0.png", tmp_path / "x.tmp"]
+    stale = [tmp_path / ".samples.jsonl.tmp", images / ".smoke-001__s0.png.tmp"]
+    for path in kept + stale:
+        path.write_text("x")
+    remove_stale_temporaries(tmp_path)
+    assert [p.exists() for p in kept + stale] == [True] * 3 + [False] * 2
 
 
 def test_a_cell_failing_after_the_rounds_of_an_interleaved_sweep_is_its_own_and_the_others_finish(
