@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                         "equivalent (docs/testing.md) nor a known survivor (scripts/mutation_survivors.txt)")
     parser.add_argument("--record", action="store_true", help="write this run's survivors to "
                         "scripts/mutation_survivors.txt (those of the modules not run are kept)")
+    parser.add_argument("--budget-s", type=float, help="start no module after this many seconds (CI's bound); "
+                        "those left are named, not checked")
     parser.add_argument("--max-children", type=int, default=2, help="mutmut's worker processes (default 2)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
@@ -204,8 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"decision modules changed since {args.changed}: {', '.join(modules) or 'none'}")
     equivalent, known = equivalents(), known_survivors()
     scores = []
-    failed = []
-    for module in modules:
+    failed, started = [], time.monotonic()
+    for i, module in enumerate(modules):
+        if args.budget_s is not None and time.monotonic() - started > args.budget_s:
+            print(f"not checked within {args.budget_s:.0f} s: {', '.join(modules[i:])}")
+            break
         try:
             scores.append(score(module, args.sample, args.max_children, equivalent))
         except MutmutFailed as error:
