@@ -60,6 +60,12 @@ def test_a_batched_cell_renders_each_sample_once_in_calls_of_its_batch(
     samples = [s for call in calls for s in call]
     assert [len(c) for c in calls] == [2, 1], f"3 samples at batch 2 are a call of 2 and a call of 1, not {calls}"
     assert len(set(samples)) == len(samples) == 3, "a sample was rendered twice"
+    records = sorted(rundir.read_samples(result.run_dir, result.cell_key)[0], key=lambda r: r.prompt_id)
+    assert [r.batch for r in records] == [2, 2, 1], "each sample records the size of the call that rendered it"
+    assert all(r.share_s == pytest.approx(r.latency_s / r.batch, abs=1e-5) for r in records), "and its share of the call's time"
+    from PIL import Image
+
+    assert all(Image.open(result.run_dir / r.image).size == (r.width, r.height) for r in records), "its size as drawn"
 
 
 def test_batches_are_consecutive_windows_of_the_batch_with_no_overlap() -> None:
