@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "testing.md"
 KNOWN = ROOT / "scripts" / "mutation_survivors.txt"
 
+SURVIVORS_HEADER = ("# Mutants of the decision core that survive the fast tests and are not equivalent: each is a promise still to\n"
+                    "# be guarded by a test named after it (docs/testing.md, \"Mutation testing\"). Written by\n"
+                    "# `python scripts/mutation.py --record`; `--strict` (CI) fails on a survivor not listed here.\n")
+
 # each decision module and the fast (default-tier) tests that guard it
 MODULES: dict[str, tuple[str, ...]] = {
     "assess/statistics/parity.py": ("tests/assess/test_parity.py",),
@@ -221,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     new = [name for s in scores for name in s.survivors if name not in known]
     if args.record:
         kept = {name for name in known if not any(name.startswith(dotted(s.module) + ".") for s in scores)}
-        KNOWN.write_text("".join(f"{name}\n" for name in sorted(kept | {n for s in scores for n in s.survivors})))
+        survivors = sorted(kept | {n for s in scores for n in s.survivors})
+        KNOWN.write_text(SURVIVORS_HEADER + "".join(f"{name}\n" for name in survivors))
     if new:
         print(f"{len(new)} survivor(s) neither equivalent nor known (`mutmut show NAME` shows each): " + " ".join(new))
     return 1 if failed or args.strict and new else 0
