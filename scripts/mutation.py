@@ -165,9 +165,11 @@ def results(module: str, names: list[str]) -> dict[str, str]:
 
 
 def forget(module: str) -> None:
-    """Drop mutmut's copy of the module and its results: a copy left by another module's run looks already mutated
-    to mutmut (a newer file), and results kept from older tests would be counted again."""
-    for path in (ROOT / "mutants" / module, ROOT / "mutants" / f"{module}.meta"):
+    """Drop mutmut's copy of the module, its results and the map of which test reaches which function: a copy left
+    by another module's run looks already mutated to mutmut (a newer file), results kept from older tests would be
+    counted again, and a map made while this module was not mutated (another module's run with the same tests)
+    reaches none of its functions."""
+    for path in (ROOT / "mutants" / module, ROOT / "mutants" / f"{module}.meta", ROOT / "mutants" / "mutmut-stats.json"):
         path.unlink(missing_ok=True)
 
 
