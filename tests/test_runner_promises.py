@@ -29,6 +29,12 @@ def _render(out_root: Path, name: str, *overrides: str) -> runner.CellResult:
     return result
 
 
+@pytest.fixture(autouse=True, scope="module")
+def loaded_once(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The tiny pipeline loaded (and diffusers imported) once for the module, not inside its first test."""
+    assert _render(tmp_path_factory.mktemp("warm"), "warm", "prompts.limit=1").status == rundir.CellState.DONE
+
+
 def test_non_finite_pixels_fail_the_cell_as_non_finite_output_and_record_no_sample(
         tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = runner.timed_call
@@ -108,6 +114,7 @@ def test_a_killed_writers_temporary_files_are_removed_and_nothing_else(tmp_path:
     assert [p.exists() for p in kept + stale] == [True] * 3 + [False] * 2
 
 
+@pytest.mark.long("drive() gives each open cell a pipeline of its own: two tiny-model loads, 1.5-3.6 s on 2 busy cores")
 def test_a_cell_failing_after_the_rounds_of_an_interleaved_sweep_is_its_own_and_the_others_finish(
         tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session that could not run leaves its cells to `_finish`: one cell's failure there is recorded in its
