@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "testing.md"
 KNOWN = ROOT / "scripts" / "mutation_survivors.txt"
 
+SURVIVORS_HEADER = ("# Mutants of the decision core that survive the fast tests and are not equivalent: each is a promise still to\n"
+                    "# be guarded by a test named after it (docs/testing.md, \"Mutation testing\"). Written by\n"
+                    "# `python scripts/mutation.py --record`; `--strict` (CI) fails on a survivor not listed here.\n")
+
 # each decision module and the fast (default-tier) tests that guard it
 MODULES: dict[str, tuple[str, ...]] = {
     "assess/statistics/parity.py": ("tests/assess/test_parity.py",),
@@ -91,10 +95,14 @@ def listed(text: str) -> set[str]:
 
 
 def equivalents() -> set[str]:
-    """The mutants docs/testing.md's "Mutation testing" section lists as equivalent, each with its reason."""
+    """The mutants docs/testing.md lists under "### Equivalent mutants" (up to the next heading), each with its
+    reason."""
     text = DOCS.read_text()
-    start = text.find("## Mutation testing")
-    return listed(text[start:]) if start >= 0 else set()
+    start = text.find("### Equivalent mutants")
+    if start < 0:
+        return set()
+    end = text.find("\n#", start + 1)
+    return listed(text[start:end if end >= 0 else len(text)])
 
 
 def known_survivors() -> set[str]:
@@ -157,9 +165,11 @@ def results(module: str, names: list[str]) -> dict[str, str]:
 
 
 def forget(module: str) -> None:
-    """Drop mutmut's copy of the module and its results: a copy left by another module's run looks already mutated
-    to mutmut (a newer file), and results kept from older tests would be counted again."""
-    for path in (ROOT / "mutants" / module, ROOT / "mutants" / f"{module}.meta"):
+    """Drop mutmut's copy of the module, its results and the map of which test reaches which function: a copy left
+    by another module's run looks already mutated to mutmut (a newer file), results kept from older tests would be
+    counted again, and a map made while this module was not mutated (another module's run with the same tests)
+    reaches none of its functions."""
+    for path in (ROOT / "mutants" / module, ROOT / "mutants" / f"{module}.meta", ROOT / "mutants" / "mutmut-stats.json"):
         path.unlink(missing_ok=True)
 
 
@@ -186,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                         "equivalent (docs/testing.md) nor a known survivor (scripts/mutation_survivors.txt)")
     parser.add_argument("--record", action="store_true", help="write this run's survivors to "
                         "scripts/mutation_survivors.txt (those of the modules not run are kept)")
+    parser.add_argument("--budget-s", type=float, help="start no module after this many seconds (CI's bound); "
+                        "those left are named, not checked")
     parser.add_argument("--max-children", type=int, default=2, help="mutmut's worker processes (default 2)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
@@ -200,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"decision modules changed since {args.changed}: {', '.join(modules) or 'none'}")
     equivalent, known = equivalents(), known_survivors()
     scores = []
-    failed = []
-    for module in modules:
+    failed, started = [], time.monotonic()
+    for i, module in enumerate(modules):
+        if args.budget_s is not None and time.monotonic() - started > args.budget_s:
+            print(f"not checked within {args.budget_s:.0f} s: {', '.join(modules[i:])}")
+            break
         try:
             scores.append(score(module, args.sample, args.max_children, equivalent))
         except MutmutFailed as error:
@@ -212,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     new = [name for s in scores for name in s.survivors if name not in known]
     if args.record:
         kept = {name for name in known if not any(name.startswith(dotted(s.module) + ".") for s in scores)}
-        KNOWN.write_text("".join(f"{name}\n" for name in sorted(kept | {n for s in scores for n in s.survivors})))
+        survivors = sorted(kept | {n for s in scores for n in s.survivors})
+        KNOWN.write_text(SURVIVORS_HEADER + "".join(f"{name}\n" for name in survivors))
     if new:
         print(f"{len(new)} survivor(s) neither equivalent nor known (`mutmut show NAME` shows each): " + " ".join(new))
     return 1 if failed or args.strict and new else 0

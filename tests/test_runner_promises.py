@@ -29,6 +29,12 @@ def _render(out_root: Path, name: str, *overrides: str) -> runner.CellResult:
     return result
 
 
+@pytest.fixture(autouse=True, scope="module")
+def loaded_once(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The tiny pipeline loaded (and diffusers imported) once for the module, not inside its first test."""
+    assert _render(tmp_path_factory.mktemp("warm"), "warm", "prompts.limit=1").status == rundir.CellState.DONE
+
+
 def test_non_finite_pixels_fail_the_cell_as_non_finite_output_and_record_no_sample(
         tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = runner.timed_call
@@ -60,6 +66,12 @@ def test_a_batched_cell_renders_each_sample_once_in_calls_of_its_batch(
     samples = [s for call in calls for s in call]
     assert [len(c) for c in calls] == [2, 1], f"3 samples at batch 2 are a call of 2 and a call of 1, not {calls}"
     assert len(set(samples)) == len(samples) == 3, "a sample was rendered twice"
+    records = sorted(rundir.read_samples(result.run_dir, result.cell_key)[0], key=lambda r: r.prompt_id)
+    assert [r.batch for r in records] == [2, 2, 1], "each sample records the size of the call that rendered it"
+    assert all(r.share_s == pytest.approx(r.latency_s / r.batch, abs=1e-5) for r in records), "and its share of the call's time"
+    from PIL import Image
+
+    assert all(Image.open(result.run_dir / r.image).size == (r.width, r.height) for r in records), "its size as drawn"
 
 
 def test_batches_are_consecutive_windows_of_the_batch_with_no_overlap() -> None:
@@ -81,10 +93,28 @@ def test_a_bitflipped_image_is_never_reused_and_its_intact_neighbour_is(
     second = _render(out, "second", "prompts.limit=2")
     assert (second.n_rendered, second.n_reused) == (1, 1), "a damaged file was linked, or an intact one rendered again"
     assert caplog.text.count("not reusing sample") == 1, caplog.text
-    for record in rundir.read_samples(second.run_dir, second.cell_key)[0]:
+    records = rundir.read_samples(second.run_dir, second.cell_key)[0]
+    for record in records:
         assert rundir.verify(rundir.ExistingSample(second.run_dir, record)) is None
+    (linked,) = [r for r in records if r.reused_from is not None]
+    assert (linked.prompt_id, linked.reused_from, linked.load_s) == ("smoke-000", "runs/first", 0.0), \
+        "a linked sample names the run it came from and loaded nothing"
 
 
+def test_a_killed_writers_temporary_files_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    from render.rundir.store import remove_stale_temporaries
+
+    images = tmp_path / rundir.IMAGES
+    images.mkdir()
+    kept = [tmp_path / "samples.jsonl", images / "smoke-000__s0.png", tmp_path / "x.tmp"]
+    stale = [tmp_path / ".samples.jsonl.tmp", images / ".smoke-001__s0.png.tmp"]
+    for path in kept + stale:
+        path.write_text("x")
+    remove_stale_temporaries(tmp_path)
+    assert [p.exists() for p in kept + stale] == [True] * 3 + [False] * 2
+
+
+@pytest.mark.long("drive() gives each open cell a pipeline of its own: two tiny-model loads, 1.5-3.6 s on 2 busy cores")
 def test_a_cell_failing_after_the_rounds_of_an_interleaved_sweep_is_its_own_and_the_others_finish(
         tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session that could not run leaves its cells to `_finish`: one cell's failure there is recorded in its

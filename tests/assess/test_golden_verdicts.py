@@ -215,3 +215,15 @@ def test_the_next_render_splits_each_override_at_its_first_equals_sign() -> None
 
     assert next_render([{"label": "+pipe.kw=a=b cache=x"}, {"label": "cache=y"}], "dev") == \
         "python -m render -m +pipe.kw=a=b cache=x,y seed=[0,1]"
+
+
+def test_a_side_by_side_figure_without_an_interval_is_a_ratio_without_one_and_a_cell_without_a_key_has_none() -> None:
+    from assess.climb.plan import CellData
+    from assess.climb.speed_choice import timed_together
+    from tests.assess.test_climb_speed import PLAN
+
+    a = CellData(("a",), "key-a", side_by_side={"key-b": (0.5, None, None, 3)})
+    ratio = timed_together(PLAN, a, CellData(("b",), "key-b"))
+    assert ratio is not None and (ratio.value, ratio.low, ratio.high) == (0.5, None, None)
+    assert timed_together(PLAN, CellData(("a",), "key-a", side_by_side={"": (0.5, 0.4, 0.6, 3)}), CellData(("b",), "")) \
+        is None, "a cell without a key was never timed"
