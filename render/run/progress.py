@@ -47,7 +47,7 @@ def progress(total: int, desc: str, unit: str = "it", stream: TextIO | None = No
     if getattr(stream, "isatty", lambda: False)():
         from tqdm import tqdm
 
-        class Bar(tqdm):  # type: ignore[misc, type-arg]
+        class Bar(tqdm):
             def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
                 super().set_postfix_str(escape_controls(s), refresh)
 
