@@ -25,6 +25,12 @@ def main() -> None:
 
     install()  # no log line of this process carries a credential (render.rundir.redact)
 
+    import os
+
+    from render.run.secrets import SECRETS_ENV, adopt_secrets
+
+    adopt_secrets(os.environ.pop(SECRETS_ENV, None), remove=True)  # a detached sweep's driver: its credentials
+
     from render.run.quiet import filter_third_party_warnings
 
     filter_third_party_warnings()  # torchao's kernels, diffusers' deprecations: render.run.quiet (HYPERGRID_VERBOSE=1 shows them)

@@ -12,7 +12,6 @@ from click.testing import CliRunner
 
 from assess.cli import cli
 from hydra_plugins.hypergrid import ray_connect
-from hydra_plugins.hypergrid.ray_connect import RayUnavailable
 
 
 @pytest.mark.parametrize("address", ["", "  "])
@@ -23,7 +22,7 @@ def test_an_empty_ray_address_is_refused_and_no_local_cluster_starts(address: st
     started: list[Any] = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda *a, **k: started.append(k))
-    with pytest.raises(RayUnavailable, match=r"hydra.launcher.address='\s*': empty.*auto, host:port or ray://"):
+    with pytest.raises(ray_connect.RayUnavailable, match=r"hydra.launcher.address='\s*': empty.*auto, host:port or ray://"):
         ray_connect.connect(address, None)
     assert started == []
 

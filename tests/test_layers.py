@@ -133,7 +133,8 @@ LAUNCHER_SURFACE = ("render.rundir", "render.errors", "render.app", "render.run.
                     "render.run.live_metrics", "render.run.progress",  # progress: a leaf that prints bars or plain lines
                     "render.timing.sweep_round",  # the side-by-side round a sweep ends with
                     "render.timing.interleave",  # the in-process sweep rendered in interleaved rounds (its own timing)
-                    "render.run.quiet")  # quiet: a leaf, the third-party filters every entry point (a batch's worker) installs
+                    "render.run.quiet",  # quiet: a leaf, the third-party filters every entry point (a batch's worker) installs
+                    "render.run.secrets")  # secrets: a leaf, the credentials a launcher hands its workers through a file
 
 
 def test_the_launchers_know_renders_contract_only(graph: nx.DiGraph) -> None:

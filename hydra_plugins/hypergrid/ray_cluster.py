@@ -85,8 +85,13 @@ class RayJob:
         return "(a Ray task's output is in the cluster's worker logs: `ray logs`)"
 
 
-def run_batch(batch: Any, job_id: str, cwd: str) -> Any:
-    """What a task runs: the job's cells, in the sweep's working folder, named as the launcher's job."""
+def run_batch(batch: Any, job_id: str, cwd: str, secrets: str | None = None) -> Any:
+    """What a task runs: the job's cells, in the sweep's working folder, named as the launcher's job, with the
+    credentials of the launching shell read from the file the launcher wrote (render.run.secrets), never from Ray's
+    runtime environment."""
+    from render.run.secrets import adopt_secrets
+
+    adopt_secrets(secrets)
     os.chdir(cwd)
     os.environ[JOB_ID_ENV] = job_id
     return batch()
@@ -97,24 +102,47 @@ def passed_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(PASSED)}
 
 
+def handed_environment(sweep_dir: Path) -> tuple[dict[str, str], Path | None]:
+    """What a worker takes of the launching shell's environment, split (render.run.secrets): the plain variables
+    for Ray's runtime environment (shown in its dashboard, job info and logs), and the file the credentials were
+    written to, readable by this user only (None when there are none)."""
+    from render.run.secrets import split_secrets, write_secrets
+
+    plain, credentials = split_secrets(passed_environment())
+    return plain, write_secrets(credentials, sweep_dir)
+
+
 class RayLauncher(BatchLauncher):
+    secrets_file: Path | None = None  # this sweep's credentials for its tasks, removed when the sweep ends
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
+        from render.run.secrets import forget
+
+        try:
+            return super().launch(job_overrides, initial_job_idx)
+        finally:
+            forget(self.secrets_file)
+            self.secrets_file = None
+
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import secrets
 
         import ray
 
+        assert self.config is not None
         p = self.params
         gpus = cluster_gpus(p["address"], p["gpus"])  # connected (by the sweeper's preflight, in this process)
         remote = ray.remote(max_calls=1)(run_batch)  # each job a fresh worker process, as a submitit job is
         sweep = secrets.token_hex(3)
         cwd = str(Path.cwd())
-        env = passed_environment()
+        env, self.secrets_file = handed_environment(Path(str(self.config.hydra.sweep.dir)))
+        handed = str(self.secrets_file) if self.secrets_file else None
         submitted: Submitted = []
         for n, (slot, batch) in enumerate(place(cells, list(range(gpus)))):
             job_id = f"ray-{sweep}-{n}"
             options = remote.options(num_gpus=len(slot), num_cpus=p["cpus_per_task"], max_retries=p["max_retries"],
                                      retry_exceptions=False, name=job_id, runtime_env={"env_vars": env})
-            submitted.append((RayJob(options.remote(self.batch(batch), job_id, cwd), job_id), batch))
+            submitted.append((RayJob(options.remote(self.batch(batch), job_id, cwd, handed), job_id), batch))
         log.info("submitted %d Ray task(s) on a cluster of %d GPU(s)", len(submitted), gpus)
         return submitted
 
@@ -127,7 +155,7 @@ class RayLauncher(BatchLauncher):
 
         argv = [a for a in sys.argv[1:] if not a.startswith(("hydra.launcher.wait=", "hydra.sweep.dir="))]
         dashboard = job_server(self.params["address"])
-        job = submit_detached(dashboard, [*argv, f"hydra.sweep.dir={sweep_dir}"], Path.cwd())
+        job = submit_detached(dashboard, [*argv, f"hydra.sweep.dir={sweep_dir}"], Path.cwd(), sweep_dir)
         hold_for_jobs([job], ray_dashboard=dashboard)  # an experiment's reservation lives while the Ray job does
         print(f"submitted the sweep as Ray job {job}: its driver runs on the cluster (`ray job logs {job}`, "
               f"`ray job stop {job}`)")
@@ -143,12 +171,17 @@ def job_server(address: str | None) -> str:
         "http://127.0.0.1:8265" if address in ("auto", "local") else "http://" + address.split("://")[-1].split(":")[0] + ":8265")
 
 
-def submit_detached(dashboard: str, argv: Sequence[str], cwd: Path) -> str:
+def submit_detached(dashboard: str, argv: Sequence[str], cwd: Path, sweep_dir: Path) -> str:
     """`hydra.launcher.wait=false`: the sweep's own command line (waiting) submitted as a Ray job, whose driver runs
-    on the cluster's head and outlives this process (and adopts this launch's budget reservation); its id."""
+    on the cluster's head and outlives this process (and adopts this launch's budget reservation); its id. The
+    credentials reach the driver through a file only this user can read (its path in $HYPERGRID_SECRETS_FILE; the
+    driver reads it and removes it: render.run.secrets), not through the job's info."""
     from ray.job_submission import JobSubmissionClient
 
+    from render.run.secrets import SECRETS_ENV
+
+    env, handed = handed_environment(sweep_dir)
     entrypoint = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "render", *argv, "hydra.launcher.wait=true"])
     client = JobSubmissionClient(dashboard)
     return str(client.submit_job(entrypoint=f"cd {shlex.quote(str(cwd))} && {entrypoint}",
-                                 runtime_env={"env_vars": passed_environment()}))
+                                 runtime_env={"env_vars": {**env, **({SECRETS_ENV: str(handed)} if handed else {})}}))

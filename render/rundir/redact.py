@@ -49,7 +49,7 @@ def shown(text: str) -> str:
     return escape_controls(redact(text))
 
 
-SUMMARY_CHARS = 300  # the most of one recorded text (a prompt, a failure's message) a summary line quotes
+SUMMARY_CHARS = 500  # the most of one recorded text (a prompt, a failure's message, a path and why) a summary line quotes
 
 
 def shortened(text: str, limit: int = SUMMARY_CHARS) -> str:
