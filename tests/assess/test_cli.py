@@ -70,7 +70,7 @@ def test_status_plain_and_json(outputs: RunFactory) -> None:
     as_json = invoke("status", str(sweep), "--json")
     assert as_json.exit_code == 0
     rows = json.loads(as_json.output)
-    assert [(r["name"], r["state"], r["n_done"]) for r in rows] == [("0_steps=8", "done", 8), ("1_steps=4", "pending", 0)]
+    assert [(r["name"], r["state"], r["n_done"]) for r in rows] == [("steps=8", "done", 8), ("steps=4", "pending", 0)]
 
 
 def test_status_of_nothing(tmp_path: Path) -> None:
