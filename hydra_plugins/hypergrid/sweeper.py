@@ -40,6 +40,9 @@ class HypergridSweeper(BasicSweeper):
             resume.continue_in(self.config, configs, earlier)
             print(f"continuing the interrupted sweep {earlier}: its finished samples are kept, the rest rendered")
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        foreign = resume.other_sweep(sweep_dir, job_overrides)
+        if foreign is not None:  # exit 2 before anything is written: two sweeps in one folder mix silently
+            exit_with(foreign)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / MULTIRUN_YAML)
         launcher = str(self.config.hydra.launcher._target_).rsplit(".", 1)[-1]
