@@ -226,3 +226,17 @@ def test_an_interrupted_cell_is_named_by_its_overrides_in_its_error_line(
         key = json.loads((tmp_path / "out" / "runs" / "a" / "run.json").read_text())["cell_key"]
     assert "cell steps=3 cache=none failed (cancelled): Cancelled: received SIGINT" in caplog.text, caplog.text
     assert key not in caplog.text and key[:12] not in caplog.text
+
+
+def test_a_single_runs_summary_names_the_cell_by_its_overrides(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    from render.app import print_summary
+    from render.rundir import CellState
+
+    key = "6b06c966dfcd1f49" * 4
+    print_summary([runner.CellResult(tmp_path / "a", key, "steps=8 cache=fbcache", CellState.DONE, 6),
+                   runner.CellResult(tmp_path / "b", key, "steps=4", CellState.FAILED, category=runner.Category.OOM,
+                                     message="out of memory")])
+    done, failed, where = capsys.readouterr().out.splitlines()
+    assert done == f"done    steps=8 cache=fbcache: 6 rendered, 0 reused  {tmp_path / 'a'}"
+    assert failed == "FAILED  steps=4: oom: out of memory" and key[:12] not in done + failed
