@@ -131,6 +131,7 @@ def _no_session(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(retime, "retime_runs", no_session)
 
 
+@pytest.mark.slow  # a score and a retime of four runs: about twice test_score_a_sweep
 def test_retime_ends_as_score_does_with_the_answer_and_the_next_command(
         sweep_with_anchor: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scored = invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr")
