@@ -22,8 +22,8 @@ from typing import Any
 from assess.errors import NoRunsFound, RunDirError
 from assess.statistics.noise import noise
 from assess.report.speed_notes import engagement_note
-from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, SweepInfo, find_run_dirs, is_sweep_folder, load_run,
-                           load_sweep, parse_time, writer_state)
+from render.rundir import (JOBS_JSON, SWEEP_JSON, CellState, RunDir, SweepCell, SweepInfo, cell_label, find_run_dirs,
+                           is_sweep_folder, load_run, load_sweep, parse_time, writer_state)
 from render.rundir.watchdog import project
 from render.rundir.records import SampleRecord
 from render.rundir.redact import redact
@@ -33,7 +33,7 @@ STATES = tuple(s.value for s in CellState if s != CellState.SUBMITTED)  # what `
 
 @dataclass(frozen=True)
 class CellStatus:
-    name: str  # the run directory's name, or the SWEEP.json cell's folder/overrides when pending
+    name: str  # the cell as the user wrote it, its overrides (render.rundir.cell_label); an unreadable one's folder
     state: CellState
     cell_key: str | None
     category: str | None  # failed: FAILED.json category
@@ -86,7 +86,7 @@ def run_status(run: RunDir, now: datetime) -> CellStatus:
     if state == CellState.DONE:
         records = (r.as_dict() for r in run.samples)  # read only for a cache cell (asdict of 100,000 samples: seconds)
         detail = "; ".join(filter(None, [detail, engagement_note(run.cell, records)]))
-    return CellStatus(run.path.name, state, run.cell_key, category, done, run.n_expected, elapsed, eta,
+    return CellStatus(cell_label(run.overrides, run.is_anchor), state, run.cell_key, category, done, run.n_expected, elapsed, eta,
                       detail.splitlines()[0] if detail else "", str(run.path), slow, str(run.sweep) if run.sweep else None)
 
 
@@ -138,7 +138,7 @@ def _submitted(sweep: SweepInfo) -> set[int]:
 
 
 def _pending(cell: SweepCell, sweep: SweepInfo, submitted: set[int]) -> CellStatus:
-    name = cell.subdir or (f"{cell.job_num}_" if cell.job_num is not None else "") + ",".join(cell.overrides)
+    name = cell_label(cell.overrides) if cell.overrides else cell.subdir or f"cell {cell.job_num}"
     state, detail = CellState.PENDING, ""
     sweep_state, why = writer_state(sweep.record, ask_slurm=False)
     if sweep_state == CellState.CRASHED and cell.job_num not in submitted:

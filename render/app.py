@@ -42,12 +42,12 @@ def failed_line(result: dict[str, Any]) -> str:
 
 
 def print_summary(results: list[CellResult]) -> None:
-    """One line per cell: what happened and where to look."""
+    """One line per cell, named by its overrides (`describe`: render.rundir.cell_label): what happened, where to look."""
     for r in results:
         if r.status == CellState.DONE:
-            line = f"done    {r.cell_key}  {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}"
+            line = f"done    {r.describe}: {r.n_rendered} rendered, {r.n_reused} reused  {r.run_dir}"
         else:
-            line = f"FAILED  {r.cell_key}  {failed_line(r.__dict__)}"
+            line = f"FAILED  {failed_line(r.__dict__)}"
         print(shown(line))
 
 

@@ -153,7 +153,12 @@ def _final_context(result: FinalResult | None, model: str) -> dict[str, Any] | N
     return {**asdict(result), "arms": arms,
             "vs_speedup": speed_text(vs.get("speedup")),
             "vs_quality": _interval(vs.get("quality_diff")) if vs.get("quality_diff") else "n/a",
-            "run_line": f"python -m render model={model} {result.incumbent_line}"}
+            "run_line": winner_line(result, model)}
+
+
+def winner_line(result: FinalResult, model: str) -> str:
+    """The command that renders the final's winner."""
+    return f"python -m render model={model} {result.incumbent_line}"
 
 
 def final_answer(result: FinalResult, model: str) -> Answer:
@@ -171,7 +176,7 @@ def final_answer(result: FinalResult, model: str) -> Answer:
         int((incumbent.quality or {}).get("n") or 0),
         {"speedup": speed_text(incumbent.speedup), "timed": incumbent.timed or ("" if incumbent.speedup else
                                                                                 "no warm latency")},
-        over_control, control.note or "", f"python -m render model={model} {result.incumbent_line}"))
+        over_control, control.note or "", winner_line(result, model)))
 
 
 def experiment_answer(exp: Experiment, result: FinalResult | None, decision: Decision,

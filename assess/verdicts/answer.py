@@ -1,5 +1,7 @@
 """The one sentence a sweep's verdict table comes to: the fastest cell at parity, or why there is none yet, and the
-one next command. The report puts it above its table; `assess score` and `assess status` end with it.
+one next command. The report puts it above its table; `assess score`, `assess status` and `assess retime` end with it.
+An experiment's report opens with its own, from the same pieces: the final's winner (final_sentence) or, before the
+final, where the climb stands (climb_sentence).
 
 It reads the verdict table's rows (assess.verdicts.table.row): each cell's verdict under the rule, its speed-up with its
 interval and how it was timed, and how many prompts decided it. An undecided cell says how many prompts would decide

@@ -85,3 +85,32 @@ def continue_in(config: DictConfig, composed: Sequence[DictConfig], folder: Path
     for job in composed:
         with read_write(job), open_dict(job):
             job.hydra.sweep.dir = str(folder)
+
+
+def other_sweep(folder: Path, job_overrides: Sequence[Sequence[str]]) -> Optional[str]:
+    """Why `folder` cannot take this sweep: its SWEEP.json records another sweep (other cells, by their overrides),
+    whose runs and record this one would mix with (SWEEP.json would then describe only the second); None when it
+    holds no sweep, or this same one (a re-run: skip-if-done resumes it)."""
+    try:
+        sweep = load_sweep(folder) if (folder / SWEEP_JSON).is_file() else None
+    except (OSError, ValueError):
+        return None  # an unreadable record is `assess status`'s to name; the cells' own checks still apply
+    if sweep is None:
+        return None
+    theirs = [tuple(c.overrides) for c in sweep.cells]
+    if theirs == [tuple(o) for o in job_overrides]:
+        return None
+    from render.rundir import cell_label
+
+    shown = ", ".join(cell_label(o) for o in theirs[:4]) + (f", ... ({len(theirs)} cells)" if len(theirs) > 4 else "")
+    return (f"hydra.sweep.dir={folder}: the folder already holds another sweep ({shown}); this sweep's cells would "
+            f"mix with its runs and its SWEEP.json would describe only this one. Give a folder of its own: "
+            f"hydra.sweep.dir={free_sibling(folder)} (or leave hydra.sweep.dir out for a new dated folder)")
+
+
+def free_sibling(folder: Path) -> Path:
+    """The first `<folder>-2`, `<folder>-3`, ... that does not exist."""
+    n = 2
+    while folder.with_name(f"{folder.name}-{n}").exists():
+        n += 1
+    return folder.with_name(f"{folder.name}-{n}")

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from hydra_plugins.hypergrid import resume, summary
 from hydra_plugins.hypergrid import lifecycle as sweep
 from render.run.live_metrics import MetricsUnavailable, start_exporter, stop_exporter
-from render.run.preflight import exit_with
+from render.run.preflight import PreflightError, exit_with
 from render.rundir import MULTIRUN_YAML
 
 
@@ -40,6 +40,9 @@ class HypergridSweeper(BasicSweeper):
             resume.continue_in(self.config, configs, earlier)
             print(f"continuing the interrupted sweep {earlier}: its finished samples are kept, the rest rendered")
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        foreign = resume.other_sweep(sweep_dir, job_overrides)
+        if foreign is not None:  # exit 2 before anything is written: two sweeps in one folder mix silently
+            exit_with(PreflightError(foreign))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / MULTIRUN_YAML)
         launcher = str(self.config.hydra.launcher._target_).rsplit(".", 1)[-1]

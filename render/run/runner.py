@@ -353,8 +353,7 @@ class CellWriter:
         projection = project(self.run, self.records, None)  # a sample just finished: none is in progress
         if projection is not None and projection.overdue and not self.warned:
             self.warned = True
-            log.warning("watchdog: cell %s (%s) is slow: %s", self.result.describe, self.job.cell.key,
-                        projection.message())
+            log.warning("watchdog: cell %s is slow: %s", self.result.describe, projection.message())
 
     def fill(self, pending: list[tuple[str, str, int]], progress: Any) -> None:
         """Render or link every pending sample, a call per `batch` of them (one for a cell of batch 1); samples
@@ -506,7 +505,7 @@ class CellRun:
         job, run_dir, result = self.job, self.run_dir, self.result
         state = resume_state(run_dir) if run_dir.exists() else None
         if state is not None:
-            log.info("cell %s already ended (%s) in %s: nothing to do", job.cell.key, state, run_dir)
+            log.info("cell %s already ended (%s) in %s: nothing to do", self.label, state, run_dir)
             if state == CellState.FAILED:
                 failed = rundir.load_json(run_dir / rundir.FAILED)
                 result.status, result.category, result.message = CellState.FAILED, Category(failed["category"]), failed["message"]
@@ -566,7 +565,7 @@ class CellRun:
         result, job = self.result, self.job
         result.status, result.category = CellState.FAILED, classify(error)
         result.message = f"{type(error).__name__}: {error}{kernel_note(job.cell.axes.get('quant'))}{batch_note(job, result)}"
-        log.error("cell %s failed (%s): %s", job.cell.key, result.category, result.message)
+        log.error("cell %s failed (%s): %s", self.label, result.category, result.message)
         _record_failure(self.run_dir, result, traceback.format_exc(), self.writer.current if self.writer else None)
         self.ended = True
 
@@ -586,5 +585,5 @@ def _record_failure(run_dir: Path, result: CellResult, trace: str, sample: dict[
         rundir.write_failed(run_dir, result.category or Category.ERROR, result.message or "", trace, sample=sample,
                             n_samples_done=len(records))
     except (OSError, rundir.RunDirError) as error:
-        log.error("cell %s: FAILED.json could not be written in %s: %s", result.cell_key, run_dir, error)
+        log.error("cell %s: FAILED.json could not be written in %s: %s", result.describe, run_dir, error)
         result.message = f"{result.message}; FAILED.json could not be written ({type(error).__name__}: {error})"

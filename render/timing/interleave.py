@@ -183,8 +183,8 @@ class Interleave:
             outcome.left_out += [f"{r.label}: {error}" for r in cells]
             return
         except Exception as error:  # noqa: BLE001 - the anchor's timing failed: the cells still render (_finish)
-            log.warning("interleaved rounds against %s failed: %s: %s", anchor_key, type(error).__name__, error,
-                        exc_info=True)
+            log.warning("interleaved rounds of %s with their anchor failed: %s: %s", ", ".join(r.label for r in cells),
+                        type(error).__name__, error, exc_info=True)
             outcome.left_out += [f"{r.label}: {type(error).__name__}: {error}" for r in cells]
             return
         spent = time.perf_counter() - started

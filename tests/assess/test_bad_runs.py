@@ -81,8 +81,8 @@ def test_status_shows_an_unreadable_run_with_its_problem_and_the_others(spoil, p
     result = invoke("status", str(sweep), "--json")
     assert result.exit_code == 1
     rows = {row["name"]: row for row in json.loads(result.output)}
-    assert set(rows) == {"0_steps=28", "1_steps=8"}  # the unreadable cell is not also listed as pending
-    assert rows["0_steps=28"]["state"] == "done"
+    assert set(rows) == {"anchor", "1_steps=8"}  # the unreadable cell is not also listed as pending (by its folder)
+    assert rows["anchor"]["state"] == "done"
     assert rows["1_steps=8"]["state"] == "unreadable" and problem in rows["1_steps=8"]["detail"]
     plain = invoke("status", str(sweep))
     assert plain.exit_code == 1 and "1 unreadable" in plain.output.splitlines()[-1]
@@ -113,8 +113,8 @@ def test_status_of_an_output_root_goes_on_past_a_sweep_record_it_cannot_read(out
         rows = {(Path(row["sweep"]).name, row["name"]): row for row in json.loads(result.output)}
         assert rows[("11-00-00-bbbb", "SWEEP.json")]["state"] == "unreadable"
         assert "not a readable JSON file" in rows[("11-00-00-bbbb", "SWEEP.json")]["detail"]
-        assert rows[("11-00-00-bbbb", "0_steps=8")]["state"] == "done"
-    assert {name for _, name in rows} == {"SWEEP.json", "0_steps=8"}
+        assert rows[("11-00-00-bbbb", "steps=8")]["state"] == "done"
+    assert {name for _, name in rows} == {"SWEEP.json", "steps=8"}
 
 
 def test_an_index_that_cannot_be_created_or_a_report_folder_under_a_file_is_one_line(sweep_with_anchor: Path,

@@ -122,13 +122,13 @@ def test_status_json_carries_each_cells_answers_per_category(outputs, db) -> Non
     import json
 
     rows = {r["name"]: r for r in json.loads(result.output)}
-    quality = rows["1_steps=8"]["quality"]["smoke"]
+    quality = rows["steps=8"]["quality"]["smoke"]
     assert quality["metric"] == "ssim" and quality["what_if"]["verdict"] == "parity" and quality["warning"]
     assert "verdict" not in quality and quality["what_if"]["label"].startswith("what if: band=0.3")  # (issue 28)
     by_category = {c["category"]: c for c in quality["categories"]}
     assert by_category["text"]["breaks"] and by_category["text"]["n"] == 8 and by_category["text"]["low"] is not None
     assert not by_category["animals"]["breaks"] and by_category["animals"]["mean"] == pytest.approx(0.0, abs=1e-9)
-    assert "quality" not in rows["0_anchor"]
+    assert "quality" not in rows["anchor"]
     bad = CliRunner().invoke(cli, ["status", str(sweep), "--json", "--db", str(db), "--quality-metric", "fid"])
     assert bad.exit_code == 1 and "unknown quality metric 'fid'" in bad.output
 

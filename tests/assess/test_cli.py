@@ -70,7 +70,7 @@ def test_status_plain_and_json(outputs: RunFactory) -> None:
     as_json = invoke("status", str(sweep), "--json")
     assert as_json.exit_code == 0
     rows = json.loads(as_json.output)
-    assert [(r["name"], r["state"], r["n_done"]) for r in rows] == [("0_steps=8", "done", 8), ("1_steps=4", "pending", 0)]
+    assert [(r["name"], r["state"], r["n_done"]) for r in rows] == [("steps=8", "done", 8), ("steps=4", "pending", 0)]
 
 
 def test_status_of_nothing(tmp_path: Path) -> None:
@@ -131,6 +131,7 @@ def _no_session(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(retime, "retime_runs", no_session)
 
 
+@pytest.mark.slow  # a score and a retime of four runs: about twice test_score_a_sweep
 def test_retime_ends_as_score_does_with_the_answer_and_the_next_command(
         sweep_with_anchor: Path, db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scored = invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr")

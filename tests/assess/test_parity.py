@@ -86,10 +86,10 @@ def test_score_records_each_parallel_sample_against_its_twin(outputs: RunFactory
     from assess.status import status, with_drift
 
     details = {r.name: r.detail for r in with_drift(status(sweep), db)}  # `assess status` with the index beside it
-    assert details["2_ring"].startswith("PARALLEL-DRIFT: 8 of 8 sample(s) outside the band")
+    assert details["parallel=ring"].startswith("PARALLEL-DRIFT: 8 of 8 sample(s) outside the band")
     floor = "lossless floor: 1 - SSIM 0 (95 % up to 0) on attention=sdpa against the anchor, 4 prompt(s)"
-    assert details["2_ring"].endswith(floor)  # the floor beside the drift
-    assert not details["1_ulysses"].startswith("PARALLEL-DRIFT")
+    assert details["parallel=ring"].endswith(floor)  # the floor beside the drift
+    assert not details["parallel=ulysses"].startswith("PARALLEL-DRIFT")  # status names cells by their overrides
     assert with_drift(status(sweep), db.with_name("none.db")) == status(sweep)  # no index: the folders alone
     notes: list[str] = []
     write_report([sweep], db, tmp_path / "report", notes=notes)  # the report says both, the drift as a warning

@@ -42,16 +42,16 @@ def test_states_of_a_sweep(outputs: RunFactory) -> None:
                 started_at=(LATER - timedelta(minutes=2)).isoformat())
     outputs.run(sweep, "3_steps=2", make_cell(steps=2), overrides=["steps=2"], terminal=None, n_done=1, pid=dead_pid())
     rows = by_name(status(sweep, now=LATER))
-    assert rows["0_steps=28"].state == "done" and (rows["0_steps=28"].n_done, rows["0_steps=28"].n_expected) == (8, 8)
-    assert rows["0_steps=28"].elapsed_s == 60.0
-    failed = rows["1_steps=8"]
+    assert rows["anchor"].state == "done" and (rows["anchor"].n_done, rows["anchor"].n_expected) == (8, 8)
+    assert rows["anchor"].elapsed_s == 60.0
+    failed = rows["steps=8"]
     assert (failed.state, failed.category, failed.n_done, failed.detail) == ("failed", "oom", 3, "oom while rendering")
-    running = rows["2_steps=4"]
+    running = rows["steps=4"]
     assert running.state == "running" and running.detail == f"pid {os.getpid()}"
     assert running.elapsed_s == 120.0 and running.eta_s == pytest.approx(6 * 120.0 / 2)
-    crashed = rows["3_steps=2"]
+    crashed = rows["steps=2"]
     assert crashed.state == "crashed" and crashed.detail.endswith("is gone") and crashed.eta_s is None
-    pending = rows["4_steps=1"]
+    pending = rows["steps=1"]
     assert (pending.state, pending.n_done, pending.n_expected, pending.path) == ("pending", 0, 8, None)
 
 
@@ -103,15 +103,15 @@ def test_a_sweep_without_runs_is_all_pending(outputs: RunFactory) -> None:
     sweep = outputs.sweep(cells=[{"num": n, "overrides": [f"steps={s}"], "subdir": f"{n}_steps={s}", "cell_key": "k",
                                   "describe": "tiny", "expected_samples": 8} for n, s in enumerate((8, 4))])
     rows = status(sweep)
-    assert [(r.name, r.state) for r in rows] == [("0_steps=8", "pending"), ("1_steps=4", "pending")]
+    assert [(r.name, r.state) for r in rows] == [("steps=8", "pending"), ("steps=4", "pending")]
 
 
 def test_sweep_json_is_optional_and_matched_by_overrides(outputs: RunFactory) -> None:
     sweep = outputs.sweep(cells=[{"overrides": ["steps=8"]}, {"overrides": ["steps=4"]}])
     outputs.run(sweep, "0_steps=8", make_cell(steps=8), overrides=["steps=8"])
-    assert [(r.name, r.state) for r in status(sweep)] == [("0_steps=8", "done"), ("1_steps=4", "pending")]
+    assert [(r.name, r.state) for r in status(sweep)] == [("steps=8", "done"), ("steps=4", "pending")]
     (sweep / "SWEEP.json").unlink()
-    assert [(r.name, r.state) for r in status(sweep)] == [("0_steps=8", "done")]
+    assert [(r.name, r.state) for r in status(sweep)] == [("steps=8", "done")]
 
 
 def test_status_of_one_run_and_of_nothing(outputs: RunFactory, tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_plain_format(outputs: RunFactory) -> None:
     lines = format_plain(status(sweep)).splitlines()
     assert lines[0].split() == ["cell", "cell", "key", "state", "samples", "elapsed", "eta", "detail"]
     assert lines[1].split()[2:5] == ["failed", "(timeout)", "8/8"]
-    assert lines[2].split() == ["1_steps=4", "k", "pending", "0/8", "-", "-"]
+    assert lines[2].split() == ["steps=4", "k", "pending", "0/8", "-", "-"]
     assert lines[-1] == "2 cell(s): 1 failed, 1 pending; samples 8/16"
 
 
@@ -147,5 +147,5 @@ def test_rich_table(outputs: RunFactory, capsys: pytest.CaptureFixture[str], mon
     outputs.run(sweep, "0_steps=8", make_cell(steps=8), overrides=["steps=8"], terminal="failed", category="oom")
     print_table(status(sweep))
     out = capsys.readouterr().out
-    assert "0_steps=8" in out and "failed (oom)" in out and "1_x=[a]" in out
+    assert "steps=8" in out and "failed (oom)" in out and "x=[a]" in out and "0_steps=8" not in out
     assert "2 cell(s): 1 failed, 1 pending; samples 8/16" in out

@@ -207,3 +207,36 @@ def test_the_renderers_own_check_right_after_a_sample_sees_nothing_in_progress()
     assert right_after is not None and not right_after.overdue and right_after.projected_s == pytest.approx(0.3)
     stalled = project(run, samples, started + timedelta(seconds=3))
     assert stalled is not None and stalled.overdue, "from outside (assess status), a stall still shows"
+
+
+def test_an_interrupted_cell_is_named_by_its_overrides_in_its_error_line(
+        tiny_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The Ctrl-C line names the cell as the report and status do (`steps=3 cache=none`), never by its hex key."""
+    from render.run.signals import Cancelled
+
+    def interrupted(*args, **kwargs):
+        raise Cancelled("received SIGINT", 2)
+
+    monkeypatch.setattr(runner, "render_samples", interrupted)
+    caplog.set_level(logging.ERROR, "render")
+    try:
+        result = render(tmp_path / "out", "a", "steps=3", "cache=none")
+        key = result.cell_key
+    except Cancelled:
+        key = json.loads((tmp_path / "out" / "runs" / "a" / "run.json").read_text())["cell_key"]
+    assert "cell steps=3 cache=none failed (cancelled): Cancelled: received SIGINT" in caplog.text, caplog.text
+    assert key not in caplog.text and key[:12] not in caplog.text
+
+
+def test_a_single_runs_summary_names_the_cell_by_its_overrides(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    from render.app import print_summary
+    from render.rundir import CellState
+
+    key = "6b06c966dfcd1f49" * 4
+    print_summary([runner.CellResult(tmp_path / "a", key, "steps=8 cache=fbcache", CellState.DONE, 6),
+                   runner.CellResult(tmp_path / "b", key, "steps=4", CellState.FAILED, category=runner.Category.OOM,
+                                     message="out of memory")])
+    done, failed, where = capsys.readouterr().out.splitlines()
+    assert done == f"done    steps=8 cache=fbcache: 6 rendered, 0 reused  {tmp_path / 'a'}"
+    assert failed == "FAILED  steps=4: oom: out of memory" and key[:12] not in done + failed
