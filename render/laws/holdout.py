@@ -83,6 +83,14 @@ class Reserved:
                 self.by_identity.setdefault(value, owner)
         self._pattern = None
 
+    def merge(self, other: Reserved) -> None:
+        """Take `other`'s reserved texts too (each keeps its first owner)."""
+        for value, owner in other.by_sha.items():
+            self.by_sha.setdefault(value, owner)
+        for value, owner in other.by_identity.items():
+            self.by_identity.setdefault(value, owner)
+        self._pattern = None
+
     def __contains__(self, text: str) -> bool:
         return self.owner(text) is not None
 
@@ -213,9 +221,7 @@ def check_timed_texts(ledger: Ledger | None, out_roots: Iterable[Path], texts: I
     claim's holdout and before its token is spent, may time them; `assess retime` by hand never does."""
     owners = Reserved()
     for out_root in dict.fromkeys(out_roots) or [Path.cwd()]:
-        mine = reserved(out_root)
-        owners.by_sha.update(mine.by_sha)
-        owners.by_identity.update(mine.by_identity)
+        owners.merge(reserved(out_root))
     hits = [t for t in texts if t in owners]
     if hits and final and ledger is not None:
         claim = next((c for c in ledger.entries(Kind.CLAIM) if not token_spent(ledger, c.get("token"))), None)
