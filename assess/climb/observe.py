@@ -143,7 +143,7 @@ def typical_reference(index: Index, split: str) -> float | None:
 
 
 def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, reference: float | None = None,
-                 held: Held = None) -> tuple[frozenset[str], dict[str, list[float]]]:
+                 held: Held = None) -> tuple[frozenset[str], dict[str, list[float]], dict[str, list[int]]]:
     """(prompts whose every seed is rendered, prompt -> warm latencies) of a cell on a split, its samples matched
     to the split's prompts by text identity. With `reference` (typical_reference) and a reference timing on every
     warm sample of the cell, each latency is paired with its own job's: latency x reference / ref_s, so cells timed
@@ -151,12 +151,13 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
     it holds (the experiment's evidence: observe)."""
     ids = split_ids(exp, split)
     # by text identity alone: a sample counts in every split that holds its text (rendered under smoke, it is dev's too)
-    rows = [r for r in index.query("SELECT prompt_sha, seed, latency_s, ref_s, warmup FROM samples "
+    rows = [r for r in index.query("SELECT prompt_sha, seed, latency_s, ref_s, warmup, batch FROM samples "
                                    "WHERE cell_key = ?", (cell_key,)) if _held(held, cell_key, r)]
     warm = [r for r in rows if not r["warmup"] and r["latency_s"] is not None]
     paired = reference is not None and bool(warm) and all(r["ref_s"] for r in warm)
     seeds: dict[str, set[int]] = defaultdict(set)
     latencies: dict[str, list[float]] = defaultdict(list)
+    sizes: dict[str, list[int]] = defaultdict(list)  # the size of the call behind each latency (its record's batch)
     for r in rows:
         prompt = ids.get(r["prompt_sha"])
         if prompt is not None and r["seed"] in exp.seeds:
@@ -164,8 +165,9 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
             if not r["warmup"] and r["latency_s"] is not None:
                 scale = reference / r["ref_s"] if paired and reference is not None else 1.0
                 latencies[prompt].append(float(r["latency_s"]) * scale)
+                sizes[prompt].append(int(r["batch"] or 1))
     rendered = frozenset(p for p, s in seeds.items() if s >= set(exp.seeds))
-    return rendered, dict(latencies)
+    return rendered, dict(latencies), dict(sizes)
 
 
 def with_same_work(index: Index, exp: Experiment, cells: dict[Coords, CellData]) -> dict[Coords, CellData]:
@@ -296,7 +298,7 @@ def observe(index: Index, exp: Experiment) -> Observed:
             notes.append(f"{exp.label(coords)}: {len(counts)} cell keys; using {key} (most samples)")
         mine = [r for r in group if r["cell_key"] == key]
         mine_held = None if key == anchor_key else held  # the frozen anchor's samples are its, wherever rendered
-        rendered, latencies = sample_table(index, exp, key, exp.dev.split, reference, mine_held)
+        rendered, latencies, sizes = sample_table(index, exp, key, exp.dev.split, reference, mine_held)
         deltas, unscored, unavailable = quality_deltas(index, exp, key, anchor_key, exp.dev.split, rendered, mine_held)
         if unscored:
             to_score |= {Path(r["sweep"] or r["path"]) for r in mine}
@@ -306,10 +308,10 @@ def observe(index: Index, exp: Experiment) -> Observed:
         cells[coords] = CellData(coords, key, rendered, deltas, latencies, unscored, unavailable, failed, blocked,
                                  is_anchor=key == anchor_key, idle_cache=idle_cache(index, mine[-1], exp.dev.split),
                                  noise=noise, noisy=noisy, drift=drifting(index.parity(key)), width=cell_width(index, key),
-                                 batch=cell_batch(index, key))
+                                 batch=cell_batch(index, key), call_sizes=sizes)
     cells = with_side_by_side(index, with_same_work(index, exp, cells))
-    anchor_rendered, anchor_latencies = (sample_table(index, exp, anchor_key, exp.dev.split, reference) if anchor_key
-                                         else (frozenset(), {}))
+    anchor_rendered, anchor_latencies, _ = (sample_table(index, exp, anchor_key, exp.dev.split, reference)
+                                            if anchor_key else (frozenset(), {}, {}))
     latest = dev_runs[-1] if dev_runs else None
     to_score |= set(unindexed_runs(index, exp))
     evidence, evidence_runs = evidence_samples(index, exp, [*keys.values(), *([anchor_key] if anchor_key else [])],

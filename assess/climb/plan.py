@@ -119,7 +119,12 @@ class Plan:
         ranking of the climb reads, so its speed intervals scale with them."""
         if cell.per_image == 1 or self.objective is Objective.latency:
             return cell.latencies
-        return {p: [self.objective.per_image(x, cell.per_image) for x in xs] for p, xs in cell.latencies.items()}
+        out = {}
+        for p, xs in cell.latencies.items():  # each latency over the size of the call that rendered it (its record's)
+            sizes = cell.call_sizes.get(p) or []
+            sizes = sizes if len(sizes) == len(xs) else [cell.batch] * len(xs)
+            out[p] = [self.objective.per_image(x, cell.width / size) for x, size in zip(xs, sizes, strict=True)]
+        return out
 
     def width_ratio(self, a: CellData, b: CellData) -> float:
         """What a latency ratio a/b (timed side by side) is multiplied by to be the objective's ratio."""
@@ -156,6 +161,9 @@ class CellData:
     drift: str | None = None  # a parallel cell outside the band against its width-1 twin (assess.statistics.parity): never crowned
     width: int = 1  # the GPUs the cell holds (its parallel value)
     batch: int = 1  # samples per call: the objective gpu_seconds ranks latency x width / batch (GPUs an image holds)
+    # prompt -> the size of the call behind each of its latencies (the record's batch: a rung that does not fill the
+    # batch renders smaller calls, and an image of a call of 2 costs half the call, not a quarter)
+    call_sizes: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
     @property
     def per_image(self) -> float:

@@ -98,7 +98,7 @@ def _holdout_arm(index: Index, exp: Experiment, role: str, overrides: list[str],
 
     if key is None:
         return Arm(role, overrides, None, note="not rendered on the holdout"), {}
-    rendered, latencies = sample_table(index, exp, key, exp.holdout.split, typical_reference(index, exp.holdout.split))
+    rendered, latencies, _ = sample_table(index, exp, key, exp.holdout.split, typical_reference(index, exp.holdout.split))
     deltas, unscored, _unavailable = quality_deltas(index, exp, key, anchor_key, exp.holdout.split, rendered)
     arm = Arm(role, overrides, key, n_samples=len(rendered) * len(exp.seeds))
     if unscored:

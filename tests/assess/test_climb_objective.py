@@ -204,3 +204,22 @@ def test_the_climb_moves_along_batch_under_gpu_seconds_and_its_verdict_says_the_
     assert "objective gpu_seconds (median warm latency x the cell's GPUs / its batch, GPU-s/image)" in throughput
     assert incumbent_line(throughput).startswith("incumbent (parity at rung 4): steps=8 cache=none scheduler=default "
                                                  "batch=4, chosen on speed"), throughput
+
+
+def test_a_batched_cells_gpu_seconds_divide_each_call_by_the_calls_own_size_not_the_configured_batch() -> None:
+    """Issue 61: a batch-4 cell whose rung held 2 samples a call looked cheaper than it was: the objective divided a
+    call's latency by 4 (0.0475 s/image against the records' 0.0825). Each latency is divided by the size of the call
+    that rendered it, as its record holds it; a record without one falls back to the configured batch."""
+    plan = dataclasses.replace(PLAN, objective=Objective.gpu_seconds)
+    latencies = np.full(len(IDS), 0.165)
+    halves = cell(("8", "none"), 0.0, latencies, batch=4, call_sizes={p: [2] for p in IDS})
+    full = cell(("8", "none"), 0.0, latencies, batch=4, call_sizes={p: [4] for p in IDS})
+    unknown = cell(("8", "none"), 0.0, latencies, batch=4)
+    def values(c: object) -> list[float]:
+        return [x for xs in plan.per_image(c).values() for x in xs]  # type: ignore[arg-type]
+
+    assert values(halves) == pytest.approx([0.0825] * len(IDS))
+    assert values(full) == pytest.approx([0.04125] * len(IDS))
+    assert values(unknown) == pytest.approx([0.04125] * len(IDS))
+    latency = dataclasses.replace(plan, objective=Objective.latency)
+    assert latency.per_image(halves) == halves.latencies  # what an image waits is its call, whatever its size
