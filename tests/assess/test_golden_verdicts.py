@@ -227,3 +227,20 @@ def test_a_side_by_side_figure_without_an_interval_is_a_ratio_without_one_and_a_
     assert ratio is not None and (ratio.value, ratio.low, ratio.high) == (0.5, None, None)
     assert timed_together(PLAN, CellData(("a",), "key-a", side_by_side={"": (0.5, 0.4, 0.6, 3)}), CellData(("b",), "")) \
         is None, "a cell without a key was never timed"
+
+
+def test_a_batched_cell_at_parity_with_the_fewest_gpu_seconds_an_image_is_named_beside_the_fastest() -> None:
+    """The answer's throughput half reads each row's batch and its one cost per image (assess.statistics.cost): the
+    fastest cell at parity, and the batched one that renders the most images per GPU-hour."""
+    from assess.statistics.compare import Estimate
+
+    rule = Rule("clip_score", BAND)
+    quality = [Quality("clip_score", {f"p{j:02d}": d for j, d in enumerate(deltas(0.0))}, None)]
+    fast = row("1", "batch=1", "k1", "a", rule, quality, Speed(Estimate(3.0, 2.9, 3.1, 8), "side by side",
+                                                               gpu_s_per_image=0.30))
+    batched = row("2", "batch=4", "k4", "a", rule, quality, Speed(Estimate(1.5, 1.4, 1.6, 8), "side by side", batch=4,
+                                                                  gpu_s_per_image=0.15))
+    answer = str(sentence(context(rule, [fast, batched], []), "smoke", "outputs/sweep"))
+    assert answer.startswith("Fastest at parity: batch=1, 3.00×"), answer
+    assert "Most images per GPU-hour at parity: batch=4, 0.0417 GPU-h per 1,000 images (0.0833 GPU-h for the fastest)" \
+        in answer, answer
