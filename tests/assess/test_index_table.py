@@ -51,6 +51,7 @@ def build(table: sqlite_utils.db.Table, chunk: list[list[Any]], mode: dict[str, 
                                                  mode.get("ignore", False), True)
 
 
+@pytest.mark.long("150 hypothesis examples, each built twice by the library and by the cache (3-5 s on 2 busy cores)")
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(rows, modes), min_size=1, max_size=4))
 def test_every_chunk_gets_the_librarys_statement_and_parameters(chunks: list[tuple[list[list[Any]], dict]]) -> None:
