@@ -10,6 +10,7 @@ import enum
 import sqlite3
 from typing import Any
 
+import pytest
 import sqlite_utils
 from hypothesis import given, settings
 from hypothesis import strategies as st
