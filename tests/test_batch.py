@@ -69,6 +69,12 @@ def swept(tiny_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     cwd = tmp_path_factory.mktemp("batched")
     done = run_render(*SWEEP, cwd=cwd, timing_round=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    # the sweep's round keeps to its share and leaves the batched cells (six rounds of whole-batch calls) to retime,
+    # as its last line says: the user's next command
+    (sweep,) = (cwd / "outputs" / "multirun").glob("*/*")
+    retimed = subprocess.run([sys.executable, "-m", "assess", "retime", str(sweep), "--rounds", "6", "--db",
+                              str(cwd / "index.db")], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert retimed.returncode == 0, retimed.stdout[-3000:] + retimed.stderr[-3000:]
     wide = run_render("model=tiny", "steps=4", "prompts.limit=6", "parallel=ulysses", cwd=cwd, timeout=600)  # for the fleet
     assert wide.returncode == 0, wide.stderr[-3000:]
     scored = subprocess.run([sys.executable, "-m", "assess", "score", str(cwd / "outputs"), "--db", str(cwd / "index.db"),
@@ -121,7 +127,8 @@ def test_the_index_holds_each_batched_samples_call_and_its_drift_against_batch_1
 
 @pytest.mark.slow
 def test_the_side_by_side_round_times_a_batched_cell_a_call_at_a_time(swept: Path) -> None:
-    """The batched contenders are timed as they render, a full call per round: every image of it waits the call."""
+    """The batched contenders are timed a full call per round (by `assess retime`, the sweep's round leaving them when
+    their rounds pass its share): every image of a call waits the call."""
     sessions = [json.loads(line) for path in (swept / "outputs").rglob("timings.jsonl") for line in path.read_text().splitlines()]
     keys = {r["cell_key"]: b for b, rs in records_by_cell(swept).items() if b != "anchor" for r in rs}
     timed = {keys[c["cell_key"]] for s in sessions for c in s["contenders"] if c["cell_key"] in keys}

@@ -165,7 +165,7 @@ def sample_table(index: Index, exp: Experiment, cell_key: str, split: str, refer
             if not r["warmup"] and r["latency_s"] is not None:
                 scale = reference / r["ref_s"] if paired and reference is not None else 1.0
                 latencies[prompt].append(float(r["latency_s"]) * scale)
-                sizes[prompt].append(int(r["batch"] or 1))
+                sizes[prompt].append(int(r["batch"] or 0))  # 0: the record does not say (the cell's batch)
     rendered = frozenset(p for p, s in seeds.items() if s >= set(exp.seeds))
     return rendered, dict(latencies), dict(sizes)
 

@@ -123,7 +123,7 @@ class Plan:
         for p, xs in cell.latencies.items():  # each latency over the size of the call that rendered it (its record's)
             sizes = cell.call_sizes.get(p) or []
             sizes = sizes if len(sizes) == len(xs) else [cell.batch] * len(xs)
-            out[p] = [self.objective.per_image(x, cell.width / size) for x, size in zip(xs, sizes, strict=True)]
+            out[p] = [self.objective.per_image(x, cell.width / (size or cell.batch)) for x, size in zip(xs, sizes, strict=True)]
         return out
 
     def width_ratio(self, a: CellData, b: CellData) -> float:

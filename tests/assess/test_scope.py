@@ -7,6 +7,8 @@ scored together; each sweep's report must count, label and time only its own sam
 
 from __future__ import annotations
 
+from render.rundir import cell_label
+
 import json
 import statistics
 from html.parser import HTMLParser
@@ -157,7 +159,9 @@ def test_a_report_of_everything_is_a_union_by_cell(rendered: dict[str, Path]) ->
 def test_status_covers_a_sweep_and_groups_everything_by_sweep(rendered: dict[str, Path]) -> None:
     for name in ("a", "b"):
         rows = status(rendered[name])
-        assert {r.name for r in rows} == {p.parent.name for p in rendered[name].glob("*/run.json")}
+        # each cell named by its overrides (render.rundir.cell_label), as every screen names it
+        assert {r.name for r in rows} == {cell_label(json.loads(p.read_text())["overrides"])
+                                          for p in rendered[name].glob("*/run.json")}
         assert all(r.n_done == r.n_expected == 3 and r.sweep == str(rendered[name]) for r in rows)
     text = format_plain(status(rendered["outputs"]))
     for name in ("a", "b", "c"):
