@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 import re
-import shlex
 from pathlib import Path
 
-from tests.conftest import run_render
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,10 +74,5 @@ def test_ci_times_every_phase() -> None:
     assert "trap" in (ROOT / ".ci" / "run").read_text() and "phase_summary" in (ROOT / ".ci" / "run").read_text()
 
 
-@pytest.mark.slow
-def test_readmes_default_sweep_runs(tiny_cache: Path, tmp_path: Path) -> None:
-    main = readme_commands()[0]
-    render_args = shlex.split(main.split("&&")[-1])[3:]  # after "python -m render"
-    result = run_render(*render_args, cwd=tmp_path, timing_round=True)  # as the README runs it: with its round
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "cells done" in result.stdout
+# The README's first command is run as written by tests/test_journey.py (its walk's first step, asserted with what
+# the README shows it print).
