@@ -470,11 +470,27 @@ def retime(paths: tuple[Path, ...], db: Path, rounds: int, seconds: float | None
               help="start over, with its reason, an experiment whose ledger is gone (every copy lost, or a fresh state "
                    "folder where the holdout lock names its final): recorded in a new ledger and the holdout lock; a "
                    "final on a holdout its earlier ledger used is labelled a reuse")
+@click.option("--plan", "show_plan", is_flag=True,
+              help="print, before anything runs, each rung's and the final's cells, samples and estimated GPU-hours, "
+                   "the reserve, and whether the budget fits")
+@click.option("--seconds-per-step", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="with --plan: cost each sample at S device seconds a denoising step (else from the model's history)")
 @click.option("--json", "as_json", is_flag=True, help="print the generation record(s) as JSON")
 def climb(experiment: str, db: Path, apply: bool, generations: int, final: bool, force: bool, out_root: Path | None,
-          overrides: tuple[str, ...], amend: str | None, adopt: str | None, restart: str | None, as_json: bool) -> None:
+          overrides: tuple[str, ...], amend: str | None, adopt: str | None, restart: str | None, show_plan: bool,
+          seconds_per_step: float | None, as_json: bool) -> None:
     """Decide the next generation of EXPERIMENT's hill climb from the index; print it (or run it)."""
     log = lambda line: echo(line, err=True)  # noqa: E731
+    if seconds_per_step is not None and not show_plan:
+        raise click.UsageError("--seconds-per-step goes with --plan")
+    if show_plan:
+        if apply or final or amend or adopt or restart is not None:
+            raise click.UsageError("--plan only reads: give it without --apply, --final, --amend, --adopt or --restart")
+        from assess.climb.planning import climb_plan
+
+        with user_errors():
+            echo("\n".join(climb_plan(experiment, out_root, overrides, seconds_per_step).lines()))
+        return
     if restart is not None:
         from assess.experiment import load_experiment
         from render.laws.restart import reuse_note
