@@ -108,6 +108,16 @@ def test_the_demo_climb_stops_and_runs_its_final_with_no_amendment(walked: Walk)
 
 
 @pytest.mark.slow
+def test_the_demos_plan_is_costed_from_the_readmes_renders_and_fits_its_budget(walked: Walk) -> None:
+    """`assess climb demo --plan`, before the climb: each stage costed from the shapes model's renders the README's
+    sweeps made on this machine (not unknown), the final's share kept back, and the budget fits a pass."""
+    (plan,) = walked.of("assess climb demo --plan")
+    assert plan.code == 0, plan.output[-3000:]
+    assert "costed from shapes's renders at 32x32 on cpu" in plan.output and "? GPU-h" not in plan.output, plan.output
+    assert plan.output.strip().splitlines()[-1].startswith("answer: fits: "), plan.output
+
+
+@pytest.mark.slow
 def test_a_dev_sweep_after_the_first_is_judged_on_every_dev_prompt(walked: Walk) -> None:
     """Six dev prompts share their text with smoke prompts: their samples, rendered by the first sweep, count in dev
     (the answer said "on 54 prompts")."""
