@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from assess.errors import Refused
 from assess.winner.record import WINNER, Winner, differing_versions, read_winner
 
 SCHEDULER_CONFIG = "_hypergrid_scheduler_config"  # the pipeline's scheduler config before the first apply
 
 
-class WinnerRefused(ValueError):
-    """A cell that cannot be applied to this pipeline, with the reason; nothing was applied."""
+class WinnerRefused(Refused, ValueError):
+    """A cell that cannot be applied to this pipeline, with the reason; nothing was applied (the CLI exits 2)."""
 
 
 class VersionWarning(UserWarning):
@@ -41,6 +42,7 @@ class Applied:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)  # each axis' derived values (the cache's)
     winner: Winner | None = None
     anchor_overrides: list[str] = field(default_factory=list)
+    job: Any = field(default=None, repr=False)  # the renderer's job for the cell (render.cell.Job): verify times it
 
     def call_kwargs(self, prompt: str, seed: int) -> dict[str, Any]:
         """The pipeline call for one image, exactly as the renderer makes it (steps, guidance, size, the seeded CPU
@@ -260,7 +262,7 @@ def configure_pipeline(pipe: Any, job: Any, found: Source) -> Applied:
                          family=cell.model.family, scheduler_config=getattr(pipe, SCHEDULER_CONFIG))
     records = axes.configure(target, cell)
     anchor = found.winner.anchor.get("overrides", []) if found.winner is not None else job.anchor_overrides
-    return Applied(cell, list(found.overrides), job.device, records, found.winner, list(anchor))
+    return Applied(cell, list(found.overrides), job.device, records, found.winner, list(anchor), job)
 
 
 def _calibration_sample(job: Any, winner: Winner | None) -> tuple[str, int]:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from assess.errors import AssessError
+from assess.errors import Refused
 
 WINNER = "winner.yaml"
 SCHEMA = 1
@@ -22,7 +22,7 @@ LIBRARIES = ("torch", "diffusers", "torchao")  # the versions a verdict was meas
 SAMPLES = 4  # judged samples a winner file lists (what `assess verify` renders again)
 
 
-class WinnerFileError(AssessError, ValueError):
+class WinnerFileError(Refused, ValueError):
     """A winner file that cannot be read or breaks the contract."""
 
 
