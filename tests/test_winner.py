@@ -193,3 +193,28 @@ def test_importing_hypergrid_imports_no_torch() -> None:
 
     code = "import sys, hypergrid; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_the_finals_incumbent_is_written_as_a_winner_file_with_its_holdout_result(runs: dict[str, Path],
+                                                                                 tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from assess.climb.run_final import Arm, FinalResult, write_final_winner
+
+    run = load_run(runs["shapes"])
+    quality = {"mean": -0.001, "low": -0.004, "high": 0.002, "n": 1, "verdict": "parity"}
+    speed = {"value": 7.7, "low": 6.9, "high": 8.4, "n": 20}
+    result = FinalResult("demo", "2026-12-07T20:00:00+00:00", {}, "steps=4 scheduler=dpmpp-2m", "shapes_fit", 0.01,
+                         0.05, [Arm("incumbent", ["steps=4", "scheduler=dpmpp-2m"], run.cell_key, quality=quality,
+                                    speedup=speed, timed="side by side"), Arm("anchor", [], None)],
+                         "parity", sweeps=[str(runs["shapes"].parent)])
+    said: list[str] = []
+    exp = SimpleNamespace(name="demo", out_root=tmp_path, holdout=SimpleNamespace(split="holdout"))
+    path = write_final_winner(result, exp, said.append)  # type: ignore[arg-type]
+    assert path == tmp_path / "experiments" / "demo" / "winner.yaml" and said[-1].startswith(f"winner file: {path}")
+    winner = read_winner(path)
+    e = winner.evidence
+    assert (e.verdict, e.split, e.timed, e.speedup, e.prompts) == ("parity", "holdout", "side by side", speed, 1)
+    assert e.holdout is not None and e.holdout["verdict"] == "parity" and winner.source["kind"] == "final"
+    pipe = fresh(runs["shapes"])
+    same_samples(pipe, hypergrid.apply(pipe, path), runs["shapes"])

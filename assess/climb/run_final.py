@@ -352,10 +352,11 @@ def write_final_winner(result: FinalResult, exp: Experiment, log: Log) -> Path |
     `assess verify` read. None (and said) when there is none to write."""
     from assess.winner.record import WINNER, write_winner
     from assess.winner.write import final_winner
+    from render.errors import RenderError
 
     try:
         winner = final_winner(result, exp)
-    except ValueError as error:
+    except (ValueError, RenderError) as error:  # its runs unreadable, or its overrides no longer compose to its cell
         log(f"no winner file: {error}")
         return None
     if winner is None:

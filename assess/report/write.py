@@ -770,9 +770,11 @@ def winner_section(staging: Path, out_dir: Path, verdict: dict[str, Any], runs: 
     from assess.winner.record import WINNER, write_winner
     from assess.winner.write import python_snippet, sweep_winner
 
+    from render.errors import RenderError
+
     try:
         winner = sweep_winner(verdict, runs, sweeps, rule.alpha, rule.floors.get(rule.metric))
-    except ValueError as error:  # its overrides no longer compose to the judged cell: no file, and the report says why
+    except (ValueError, RenderError) as error:  # its overrides no longer compose to the judged cell: no file, and the report says why
         return {"problem": f"no winner file: {error}"}
     if winner is None:
         return None
