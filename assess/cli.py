@@ -367,7 +367,7 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
             path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems,
                                 band=band, notes=notes, test=parity_test, price_per_gpu_hour=price_per_gpu_hour)
     echo(str(path))
-    from assess.winner.record import WINNER
+    from assess.winner.contract import WINNER
 
     if (path.parent / WINNER).is_file():
         echo(f"winner: {path.parent / WINNER} (apply it: hypergrid.apply(pipe, \"{path.parent / WINNER}\"); "

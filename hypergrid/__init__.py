@@ -13,7 +13,7 @@ hypergrid imports no torch: each function imports what it needs when it runs.
 from __future__ import annotations
 
 from assess.winner.apply import Applied, VersionWarning, WinnerRefused, apply, load
-from assess.winner.record import JudgedSample, Winner, WinnerFileError, read_winner
+from assess.winner.contract import JudgedSample, Winner, WinnerFileError, read_winner
 from assess.winner.verify import Verification, verify
 
 __all__ = ["Applied", "JudgedSample", "VersionWarning", "Verification", "Winner", "WinnerFileError", "WinnerRefused",

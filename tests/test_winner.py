@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import hypergrid
-from assess.winner.record import Evidence, read_winner, write_winner
-from assess.winner.write import winner_of
+from assess.winner.contract import Evidence, read_winner, write_winner
+from assess.winner.judged import winner_of
 from render.app import PIPELINES
 from render.cell import build_job
 from render.rundir import SampleStore, digest, load_run

@@ -350,8 +350,8 @@ def run_final(name: str, db: Path | None = None, out_root: Path | None = None, o
 def write_final_winner(result: FinalResult, exp: Experiment, log: Log) -> Path | None:
     """The final's incumbent as winner.yaml in the experiment's folder (assess.winner): what `hypergrid.apply` and
     `assess verify` read. None (and said) when there is none to write."""
-    from assess.winner.record import WINNER, write_winner
-    from assess.winner.write import final_winner
+    from assess.winner.contract import WINNER, write_winner
+    from assess.winner.judged import final_winner
     from render.errors import RenderError
 
     try:

@@ -767,17 +767,18 @@ def winner_section(staging: Path, out_dir: Path, verdict: dict[str, Any], runs: 
                    sweeps: list[Path], rule: Any) -> dict[str, Any] | None:
     """The sweep's fastest cell at parity written as winner.yaml into the report folder (assess.winner), and what the
     report shows of it: its overrides and the copy-paste Python; None without a cell at parity."""
-    from assess.winner.record import WINNER, write_winner
-    from assess.winner.write import python_snippet, sweep_winner
-
+    from assess.verdicts.answer import fastest_at_parity
+    from assess.winner.contract import WINNER, write_winner
+    from assess.winner.judged import python_snippet, sweep_winner
     from render.errors import RenderError
 
-    try:
-        winner = sweep_winner(verdict, runs, sweeps, rule.alpha, rule.floors.get(rule.metric))
-    except (ValueError, RenderError) as error:  # its overrides no longer compose to the judged cell: no file, and the report says why
-        return {"problem": f"no winner file: {error}"}
-    if winner is None:
+    best = fastest_at_parity(verdict)
+    if best is None:
         return None
+    try:
+        winner = sweep_winner(verdict, best, runs, sweeps, rule.alpha, rule.floors.get(rule.metric))
+    except (ValueError, RenderError) as error:  # its overrides no longer compose to the judged cell: no file, and why
+        return {"problem": f"no winner file: {error}"}
     write_winner(staging / WINNER, winner)
     return {"file": WINNER, "overrides": winner.override_line, "python": python_snippet(out_dir / WINNER)}
 

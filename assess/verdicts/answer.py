@@ -100,7 +100,7 @@ class Answer:
 
 def fastest_at_parity(table: dict[str, Any]) -> dict[str, Any] | None:
     """The verdict table's answer: its fastest row at parity (side-by-side speed-ups before those timed apart), None
-    when no cell is at parity. The sentence and the winner file (assess.winner.write) both name it."""
+    when no cell is at parity. The sentence and the winner file (assess.winner.judged) both name it."""
     parity = [r for r in table["rows"] if not r["is_anchor"] and r["verdict"] == "parity"]
     if not parity or table.get("band") is None:
         return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import Refused
-from assess.winner.record import WINNER, Winner, differing_versions, read_winner
+from assess.winner.contract import WINNER, Winner, differing_versions, read_winner
 
 SCHEDULER_CONFIG = "_hypergrid_scheduler_config"  # the pipeline's scheduler config before the first apply
 

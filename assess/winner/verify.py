@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.winner.apply import Applied, VersionWarning, WinnerRefused, apply, pipeline_device, read_source
-from assess.winner.record import JudgedSample, Winner
+from assess.winner.contract import JudgedSample, Winner
 
 IDENTICAL, WITHIN_FLOOR, DIFFERS = "identical", "within the lossless floor", "differs"
 DEFAULT_SAMPLES = 2

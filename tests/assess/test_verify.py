@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from assess.cli import cli
-from assess.winner.record import read_winner
+from assess.winner.contract import read_winner
 from render.app import PIPELINES
 from render.cell import build_job
 from render.rundir import SampleStore, load_run

@@ -1,6 +1,6 @@
 """The winner file written where a verdict is reached: a sweep's fastest cell at parity (`assess report`, beside its
 index.html) and a climb's final incumbent (the experiment's folder, beside final-result.json). Both build the same
-record (assess.winner.record.Winner) from the judged runs, and check that its overrides compose back to the judged
+record (assess.winner.contract.Winner) from the judged runs, and check that its overrides compose back to the judged
 cell before writing it (render.cell.cell_overrides)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from assess.winner.record import LIBRARIES, Evidence, Winner, judged_samples, write_winner
+from assess.winner.contract import LIBRARIES, Evidence, Winner, judged_samples
 
 
 def python_snippet(winner_path: Path | str, model: str = "<your model folder or hub id>") -> str:
@@ -46,16 +46,11 @@ def checked(winner: Winner) -> Winner:
     return winner
 
 
-def sweep_winner(table: dict[str, Any], runs: Sequence[dict[str, Any]], sweeps: Sequence[Path], alpha: float,
-                 floor: Any = None) -> Winner | None:
-    """The winner of a sweep's verdict table (its fastest cell at parity, assess.verdicts.answer.fastest_at_parity),
-    None without one."""
-    from assess.verdicts.answer import fastest_at_parity
+def sweep_winner(table: dict[str, Any], best: dict[str, Any], runs: Sequence[dict[str, Any]], sweeps: Sequence[Path],
+                 alpha: float, floor: Any = None) -> Winner:
+    """The winner of a sweep's verdict table: `best`, its row the answer names (assess.verdicts.answer.fastest_at_parity)."""
     from render.rundir import load_run
 
-    best = fastest_at_parity(table)
-    if best is None:
-        return None
     judged = [load_run(r["path"]) for r in runs if r["cell_key"] in (best["cell_key"], best["anchor_cell_key"])]
     split = next((str(r["split"]) for r in runs if r["cell_key"] == best["cell_key"]), "dev")
     evidence = Evidence(
@@ -101,7 +96,3 @@ def _interval(value: Any, low: Any, high: Any, n: Any) -> dict[str, Any] | None:
             "high": None if high is None else float(high), "n": None if n is None else int(n)}
 
 
-def write_sweep_winner(out_dir: Path, table: dict[str, Any], runs: Sequence[dict[str, Any]], sweeps: Sequence[Path],
-                       alpha: float, floor: Any = None) -> Path | None:
-    winner = sweep_winner(table, runs, sweeps, alpha, floor)
-    return None if winner is None else write_winner(out_dir, winner)
