@@ -63,7 +63,7 @@ def test_the_report_writes_the_fastest_cell_at_parity_as_a_winner_file_with_its_
     assert (e.verdict, e.band, e.band_source, e.prompts, e.split) == ("parity", 0.5, "--band on the command line", 2, "smoke")
     assert e.quality is not None and e.quality["low"] <= e.quality["value"] <= e.quality["high"]
     assert {s.sha256 for s in winner.samples} == {s.sha256 for s in run.samples}
-    assert set(winner.versions) >= {"torch", "diffusers"} and winner.source["kind"] == "sweep"
+    assert set(winner.versions) == {"torch", "diffusers", "torchao"} and winner.source["kind"] == "sweep"
     html = (reported["report"] / "index.html").read_text()
     assert 'id="winner-python"' in html and "hypergrid.apply(pipe" in html
 
