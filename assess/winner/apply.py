@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from assess.errors import Refused
+from render.cell import cell_overrides as written_out
 from assess.winner.contract import WINNER, Winner, differing_versions, read_winner
 
 SCHEDULER_CONFIG = "_hypergrid_scheduler_config"  # the pipeline's scheduler config before the first apply
@@ -69,14 +70,14 @@ def read_source(source: Any) -> Source:
     """A winner file, a folder with winner.yaml or run.json, a Winner, or an override string."""
     if isinstance(source, Winner):
         return Source(list(source.overrides), source, "a winner", source.cell)
-    if isinstance(source, Path) or (isinstance(source, str) and "=" not in source):
+    if isinstance(source, Path) or (isinstance(source, str) and ("=" not in source or Path(source).expanduser().exists())):
         path = Path(source).expanduser()
         if path.is_file() or (path / WINNER).is_file():
             winner = read_winner(path)
             return Source(list(winner.overrides), winner, str(path), winner.cell)
         if path.is_dir():
             cell = run_cell(path)
-            return Source(cell_overrides(cell), None, str(path), cell)
+            return Source(written_out(cell), None, str(path), cell)
         raise WinnerRefused(f"{source}: no such winner file or run folder; give a winner.yaml, a run folder, or an "
                             "override string such as \"model=flux-dev steps=4 cache=fbcache\"")
     if isinstance(source, str):
@@ -95,12 +96,6 @@ def run_cell(folder: Path) -> dict[str, Any]:
     except RunDirError as error:
         raise WinnerRefused(f"{folder}: {error}") from None
     return run.cell
-
-
-def cell_overrides(cell: dict[str, Any]) -> list[str]:
-    from render.cell import cell_overrides as written_out
-
-    return written_out(cell)
 
 
 def compose_job(overrides: list[str], device: str, *, what: str = "the cell") -> Any:
