@@ -119,7 +119,8 @@ def verify_applied(pipe: Any, applied: Applied, *, model: str | None, anchor: An
         raise WinnerRefused(f"samples={samples}: verify renders at least one judged sample, and the winner lists "
                             f"{len(winner.samples)}")
     chosen = winner.samples[:samples]
-    checks = [check_sample(pipe, applied, s, winner) for s in chosen]
+    exact = applied.cell.device_kind == winner.device_kind and not versions_differ  # then only the same bytes hold
+    checks = [check_sample(pipe, applied, s, winner, exact) for s in chosen]
     speed, latencies = time_against_anchor(pipe, applied, chosen, model=model, anchor=anchor, rounds=rounds)
     return Verification(applied.describe(), applied.device, checks, speed, winner.evidence.speedup,
                         winner.evidence.timed, latencies, versions_differ or [])
@@ -138,12 +139,17 @@ def render_png(pipe: Any, applied: Applied, prompt: str, seed: int) -> bytes:
     return png_bytes(pixels, f"sample ({prompt[:40]}, seed {seed})", applied.cell.model.fps)
 
 
-def check_sample(pipe: Any, applied: Applied, sample: JudgedSample, winner: Winner) -> SampleCheck:
+def check_sample(pipe: Any, applied: Applied, sample: JudgedSample, winner: Winner, exact: bool) -> SampleCheck:
+    """The sample rendered again against its judged image: the same bytes; else, where the device kind or the library
+    versions differ from the winner's (`exact` false), within the metric's lossless floor."""
     from render.rundir import digest
 
     png = render_png(pipe, applied, sample.prompt, sample.seed)
     if digest(png) == sample.sha256:
         return SampleCheck(sample.prompt_id, sample.seed, IDENTICAL)
+    if exact:
+        return SampleCheck(sample.prompt_id, sample.seed, DIFFERS, f"other bytes on the device kind ({winner.device_kind}) "
+                           "and library versions it was judged with, where a render is reproduced byte for byte")
     floor = winner.evidence.floor
     metric = winner.evidence.metric
     judged = Path(sample.image)

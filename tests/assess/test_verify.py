@@ -124,3 +124,29 @@ def test_hypergrid_verify_on_the_users_pipeline_says_identical_and_times_both(re
     found = hypergrid.verify(pipe, reported["report"], samples=1)
     assert [s.outcome for s in found.samples] == ["identical"] and found.samples_hold
     assert found.speedup is not None and found.speedup["n"] == 6 and set(found.latencies) == {"applied", "anchor"}
+
+
+@pytest.mark.parametrize("floor,exact,outcome", [(1.0, False, "within the lossless floor"), (1e-9, False, "differs"),
+                                                 (1.0, True, "differs")])
+def test_other_bytes_hold_within_the_lossless_floor_only_off_the_judged_device_and_versions(
+        reported: dict[str, Path], floor: float, exact: bool, outcome: str) -> None:
+    from dataclasses import replace
+
+    from diffusers import FluxPipeline
+
+    import hypergrid
+    from assess.winner.verify import check_sample
+    from render.rundir import cell_key_of
+
+    winner = read_winner(reported["winner"])
+    cell = {**winner.cell, "cache": {"name": "fbcache", "threshold": 0.9}}  # renders other bytes than were judged
+    forged = replace(winner, cell=cell, cell_key=cell_key_of(cell),
+                     overrides=[o.replace("cache.threshold=0.2", "cache.threshold=0.9") for o in winner.overrides],
+                     evidence=replace(winner.evidence, floor={"metric": "ssim", "value": floor, "high": None, "n": 2,
+                                                              "sibling": "attention=math"}))
+    pipe = FluxPipeline.from_pretrained(reported["model"])
+    pipe.set_progress_bar_config(disable=True)
+    applied = hypergrid.apply(pipe, forged)
+    found = check_sample(pipe, applied, winner.samples[0], forged, exact)
+    assert found.outcome == outcome, found
+    assert ("ssim drift" in found.detail) != exact
