@@ -367,6 +367,11 @@ def report(sweeps: tuple[Path, ...], db: Path, out: Path | None, quality_metric:
             path = write_report(list(sweeps), db, out=out, quality_metric=quality_metric, problems=problems,
                                 band=band, notes=notes, test=parity_test, price_per_gpu_hour=price_per_gpu_hour)
     echo(str(path))
+    from assess.winner.contract import WINNER
+
+    if (path.parent / WINNER).is_file():
+        echo(f"winner: {path.parent / WINNER} (apply it: hypergrid.apply(pipe, \"{path.parent / WINNER}\"); "
+             f"check it where it serves: assess verify {path.parent / WINNER} --model <folder or hub id>)")
     for line in notes:
         echo(line)
     for line in problems:
@@ -413,6 +418,47 @@ def _is_experiment(name: str) -> bool:
     from assess.experiment import experiment_names
 
     return "/" not in name and name in experiment_names()
+
+
+@cli.command()
+@click.argument("winner", type=click.Path(path_type=Path))
+@click.option("--model", "model", required=True, metavar="FOLDER|HUB_ID",
+              help="where your copy of the winner's weights is: a diffusers folder or a hub id")
+@click.option("--device", default="auto", show_default=True, metavar="DEVICE",
+              help="torch device to verify on: cpu, cuda, cuda:N, auto (CUDA when present)")
+@click.option("--samples", type=click.IntRange(min=1), default=2, show_default=True, metavar="N",
+              help="judged samples to render again and compare")
+@click.option("--rounds", type=click.IntRange(min=6), default=6, show_default=True, metavar="N",
+              help="side-by-side rounds of the applied pipeline against the anchor")
+@click.option("--json", "as_json", is_flag=True, help="print the verification as JSON")
+def verify(winner: Path, model: str, device: str, samples: int, rounds: int, as_json: bool) -> None:
+    """Check a WINNER file (winner.yaml, or a folder holding one) where it will serve: load the model from --model
+    with the winner's levers (hypergrid.load: the renderer's code), render a few of its judged samples and compare
+    them with the judged images (identical, or within the metric's lossless floor), and time it against the anchor
+    side by side on this device. Exit 0 when it holds, 1 when it does not, 2 when it cannot be applied (other
+    weights, a lever this pipeline cannot take); docs/production.md."""
+    import warnings
+
+    from assess.winner.apply import VersionWarning, load
+    from assess.winner.verify import verify_applied
+    from render.cell import resolve_device
+    from render.errors import RenderError
+
+    with user_errors():
+        try:
+            torch_device, _ = resolve_device(device)
+        except RenderError as error:
+            raise Refused(str(error)) from error
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", VersionWarning)
+            pipe, applied = load(winner, model, torch_device)
+        differ = [str(w.message) for w in caught if issubclass(w.category, VersionWarning)]
+        for line in differ:
+            echo(f"warning: {line}", err=True)
+        result = verify_applied(pipe, applied, model=model, samples=samples, rounds=rounds, versions_differ=differ)
+    echo(json.dumps(result.as_dict(), indent=1) if as_json else "\n".join(result.lines()))
+    if not result.holds:
+        sys.exit(1)
 
 
 @cli.command()

@@ -203,6 +203,41 @@ def anchor_overrides(cfg: DictConfig, anchor: Cell) -> list[str]:
             f"height={anchor.height}", f"width={anchor.width}", f"guidance={anchor.guidance}", f"dtype={anchor.model.dtype}"]
 
 
+def cell_overrides(canonical: dict[str, Any]) -> list[str]:
+    """Overrides that compose exactly this canonical cell (a run's `cell`, a winner's): the model by its config name,
+    every key field of every axis written out (`cache=fbcache cache.threshold=0.1`), so nothing rests on a default
+    that may change. A writer composes them back and compares keys (assess.winner)."""
+    model = canonical["model"]
+    out = [f"model={model['name']}", f"dtype={model['dtype']}", f"steps={canonical['steps']}",
+           f"guidance={canonical['guidance']}", f"height={canonical['height']}", f"width={canonical['width']}"]
+    for axis in axes.AXES:
+        if canonical.get(axis.name) is None:  # an axis left out of the key at its default
+            continue
+        value = canonical[axis.name]
+        if isinstance(value, dict):
+            out += [f"{axis.name}={value['name']}",
+                    *(f"{axis.name}.{k}={hydra_value(v)}" for k, v in value.items() if k != "name")]
+        else:
+            out.append(f"{axis.name}={hydra_value(value)}")
+    return out + ([f"batch={canonical['batch']}"] if canonical.get("batch", 1) > 1 else [])
+
+
+def hydra_value(value: Any) -> str:
+    """A value as Hydra's override grammar reads it back (null, true, 0.1, [1,2], 'quoted text')."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if re.fullmatch(r"[A-Za-z_][\w.\-/:]*", text) and text not in ("null", "true", "false"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def check_prompts_fit(cfg: DictConfig) -> None:
     """A split written for some models only (the shapes captions) is refused for the others: a model fits by its
     name, or by the project id (`hypergrid:<name>`) a model of another name inherits (conf/model/my-tiny.yaml)."""

@@ -118,6 +118,32 @@ def test_the_demos_plan_is_costed_from_the_readmes_renders_and_fits_its_budget(w
 
 
 @pytest.mark.slow
+def test_the_demos_final_writes_its_winner_file_and_the_winner_applies_to_a_fresh_pipeline_bit_for_bit(
+        walked: Walk) -> None:
+    """The climb ends with a file, not a line: the final's incumbent as winner.yaml in the experiment's folder, with
+    its holdout result; applied to the shapes model loaded afresh, its judged holdout samples come back bit for bit."""
+    import hypergrid
+    from render.laws import experiment_dir
+    from render.models.shapes import ShapesPipeline, shapes_model_dir
+    from render.rundir import digest
+    from render.run.runner import png_bytes
+
+    (final,) = walked.of("assess climb demo --final")
+    folder = experiment_dir(walked.cwd / "outputs", "demo")
+    assert f"winner file: {folder / 'winner.yaml'}" in final.output, final.output[-3000:]
+    result = json.loads((folder / "final-result.json").read_text())
+    winner = hypergrid.read_winner(folder / "winner.yaml")
+    assert winner.cell_key == result["arms"][0]["cell_key"] and winner.source["kind"] == "final"
+    assert winner.evidence.holdout is not None and winner.evidence.holdout["verdict"] == result["parity"]
+    pipe = ShapesPipeline.from_pretrained(shapes_model_dir())
+    pipe.set_progress_bar_config(disable=True)
+    applied = hypergrid.apply(pipe, folder / "winner.yaml")
+    for sample in winner.samples[:2]:
+        image = pipe(**applied.call_kwargs(sample.prompt, sample.seed)).images[0]
+        assert digest(png_bytes(image, "a holdout sample")) == sample.sha256
+
+
+@pytest.mark.slow
 def test_a_dev_sweep_after_the_first_is_judged_on_every_dev_prompt(walked: Walk) -> None:
     """Six dev prompts share their text with smoke prompts: their samples, rendered by the first sweep, count in dev
     (the answer said "on 54 prompts")."""

@@ -343,7 +343,28 @@ def run_final(name: str, db: Path | None = None, out_root: Path | None = None, o
 
     complete_final(ledger, claim, result.as_dict())
     atomic_write_json(experiment_dir(exp.out_root, name) / RESULT, result.as_dict())
+    write_final_winner(result, exp, log)
     return result
+
+
+def write_final_winner(result: FinalResult, exp: Experiment, log: Log) -> Path | None:
+    """The final's incumbent as winner.yaml in the experiment's folder (assess.winner): what `hypergrid.apply` and
+    `assess verify` read. None (and said) when there is none to write."""
+    from assess.winner.contract import WINNER, write_winner
+    from assess.winner.judged import final_winner
+    from render.errors import RenderError
+
+    try:
+        winner = final_winner(result, exp)
+    except (ValueError, RenderError) as error:  # its runs unreadable, or its overrides no longer compose to its cell
+        log(f"no winner file: {error}")
+        return None
+    if winner is None:
+        return None
+    path = write_winner(experiment_dir(exp.out_root, exp.name) / WINNER, winner)
+    log(f"winner file: {path} (hypergrid.apply(pipe, \"{path}\"); check it where it serves: assess verify {path} "
+        "--model <folder or hub id>)")
+    return path
 
 
 FINAL_ROUNDS = 20  # side-by-side rounds of the final's arms: the headline's interval (assess.statistics.side_by_side)

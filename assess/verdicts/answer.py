@@ -98,6 +98,15 @@ class Answer:
         return f"{self.text} Next: `{self.next}`"
 
 
+def fastest_at_parity(table: dict[str, Any]) -> dict[str, Any] | None:
+    """The verdict table's answer: its fastest row at parity (side-by-side speed-ups before those timed apart), None
+    when no cell is at parity. The sentence and the winner file (assess.winner.judged) both name it."""
+    parity = [r for r in table["rows"] if not r["is_anchor"] and r["verdict"] == "parity"]
+    if not parity or table.get("band") is None:
+        return None
+    return max(parity, key=lambda r: (not str(r.get("timed", "")).startswith(TIMED_APART), r.get("speed_value") or 0.0))
+
+
 def sentence(table: dict[str, Any], prompts: str = "smoke", sweep: str = "<sweep>") -> Answer:
     """The answer of a verdict table (assess.verdicts.table.context) in one sentence, with the one next command."""
     rows = [r for r in table["rows"] if not r["is_anchor"]]
@@ -109,9 +118,8 @@ def sentence(table: dict[str, Any], prompts: str = "smoke", sweep: str = "<sweep
         return Answer(f"No verdict: no parity band ({table['rule']}).", f"{report} --band B")
     parity = [r for r in rows if r["verdict"] == "parity"]
     metric = table["metrics"][0]
-    if parity:
-        best = max(parity, key=lambda r: (not str(r.get("timed", "")).startswith(TIMED_APART),
-                                          r.get("speed_value") or 0.0))
+    best = fastest_at_parity(table)
+    if best is not None:
         text = (f"Fastest at parity: {best['label']}, {_speed(best)} faster than the anchor, {metric} within "
                 f"{band:g} of it on {best.get('n_prompts', 0)} prompts.") + _cheapest(parity, best)
         unsure = _not_surely_faster(best, sweep)

@@ -146,6 +146,9 @@ def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, 
         "speedup": "1× (reference)" if is_anchor else speed.text(), "timed": "—" if is_anchor else speed.timed,
         "speed_value": speed.estimate.value if speed.estimate is not None else None,
         "speed_low": speed.estimate.low if speed.estimate is not None else None,
+        "speed_high": speed.estimate.high if speed.estimate is not None else None,
+        "speed_n": speed.estimate.n if speed.estimate is not None else None,
+        **_quality_numbers(main),
         "n_prompts": len(main.deltas) if main is not None else 0, "needed": needed,
         "speed_note": speed.note, "per_gpu": speed.per_gpu(),
         "quality": [{"metric": q.metric, "text": "reference" if is_anchor else q.text()} for q in quality],
@@ -153,6 +156,13 @@ def row(mark: str, label: str, cell_key: str, anchor_cell_key: str, rule: Rule, 
         "cost": cost_text(speed.gpu_s_per_image, rule.price_per_gpu_hour),
         "batch": speed.batch, "gpu_s_image": speed.gpu_s_per_image,
     }
+
+
+def _quality_numbers(main: Quality | None) -> dict[str, float | None]:
+    """The rule metric's delta and its interval as numbers (the winner file's evidence; `quality` holds the text)."""
+    e = main.estimate if main is not None else None
+    return {"quality_value": e.value if e else None, "quality_low": e.low if e else None,
+            "quality_high": e.high if e else None}
 
 
 def differing(overrides: Sequence[Sequence[str]]) -> list[list[str]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from render.rundir.redact import RECORDED_ENV, redact
 
-PACKAGES = ("torch", "diffusers", "transformers", "accelerate", "hydra-core", "hypergrid")
+PACKAGES = ("torch", "diffusers", "torchao", "transformers", "accelerate", "hydra-core", "hypergrid")  # torchao: a winner file names it (assess.winner)
 
 
 def versions() -> dict[str, str | None]:
