@@ -828,6 +828,18 @@ class Index:
                 f"JOIN runs r ON r.path = f.path WHERE f.path IN ({','.join('?' * len(chunk))})", chunk))
         return found
 
+    def compared_with(self, anchor_samples: dict[str, set[tuple[str, int]]]) -> dict[Path, set[tuple[str, int]]]:
+        """The run folders holding a cell's sample scored against one of these anchor samples (anchor cell key -> its
+        (text identity, seed)), each with those samples: whose reference scores read that anchor image."""
+        found: dict[Path, set[tuple[str, int]]] = {}
+        for anchor, keys in anchor_samples.items():
+            for row in self.conn.execute(
+                    "SELECT DISTINCT s.run_path, s.prompt_sha, s.seed FROM scores c JOIN samples s "
+                    "USING (cell_key, prompt_sha, seed) WHERE c.reference_cell_key = ?", (anchor,)):
+                if (row["prompt_sha"], row["seed"]) in keys:
+                    found.setdefault(Path(row["run_path"]), set()).add((row["prompt_sha"], row["seed"]))
+        return found
+
     def unchanged_runs(self, paths: Sequence[str]) -> set[str]:
         """The run folders among `paths` whose content is as their last scoring indexed it (the same content stamp:
         render.rundir.walk.content_stamp): their `runs` rows are current, and nothing needs to read them again."""
