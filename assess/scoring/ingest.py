@@ -579,7 +579,7 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
         for folder in anchors:
             one(folder)
         compared = index.compared_with(written) if written else {}
-        more = [folder for folder in compared if folder not in set(cells)]
+        more = [folder for folder in compared if folder not in set(cells)]  # outside the paths, or current
         for folder in more:
             found.stamps.setdefault(folder, content_stamp(folder))
             if folder in found.counted:  # counted as current: it is read after all
@@ -588,10 +588,14 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
                 total += 1
         for folder in [*cells, *more]:
             one(folder)
+        # a set score reads every anchor image it pairs: each against an anchor written since is scored again
+        reread = index.sets_against(set(written)) if written else set()
+        found.cells |= index.cells_of_runs([str(folder) for folder in more]) | reread
         if progress and not heads:
             progress(total, total)
         if set_metrics:
-            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force, touched=touched)
+            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force, touched=touched,
+                       stale={cell for cell, _, _ in reread})
         touched.refresh(index, summary)
     if created and not summary.runs:
         remove_if_empty(path)  # nothing indexed, no index file

@@ -381,3 +381,27 @@ def test_a_rewritten_anchor_image_rescores_the_cells_compared_with_it_as_a_fresh
     images[0].write_bytes(original)  # put back
     score([root] if scope == "root" else [anchor], db, metrics=["psnr"])
     assert _cell_scores(db) == before
+
+
+def test_a_rewritten_anchor_image_rescores_the_set_scores_of_its_cells_when_the_anchor_alone_is_scored(
+        tmp_path: Path, tiny_clip: Path) -> None:
+    """The set metrics (CMMD: a cell's images against its anchor's) read the anchor's images too: a scoring of the
+    anchor's folder alone that finds one rewritten scores its cells' sets again, as a fresh index does."""
+    import shutil
+
+    root = tmp_path / "outputs"
+    load_benchmark("scale").build(root, 4, 3, anchor_samples=3)
+    options = {"metrics": ["cmmd"], "metric_models": {"cmmd": str(tiny_clip)}}
+    db, fresh = tmp_path / "index.db", tmp_path / "fresh.db"
+    score([root], db, **options)
+    anchor = root / "anchors" / "tiny" / "x" / "a"
+    images = sorted((anchor / rundir.IMAGES).iterdir())
+    shutil.copyfile(images[1], images[0])
+    score([anchor], db, **options)
+    score([root], fresh, **options)
+
+    def sets(path: Path) -> dict[str, tuple[Any, Any]]:
+        with Index.open(path) as index:
+            return {r["cell_key"]: (r["n"], r["value"]) for r in index.query("SELECT * FROM set_scores")}
+
+    assert sets(db) == sets(fresh) and len(sets(db)) == 3
