@@ -331,8 +331,9 @@ class Estimate:
 
 
 def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History, measure: Any = None) -> Estimate:
-    """Seconds the jobs' pending samples will take. `measure(job) -> (seconds per sample, load seconds)` is asked
-    for cells without history (a one-sample preflight measurement): a first launch is estimated with its model
+    """Seconds the jobs' pending samples will take, with the calibration renders of a cell that renders (MagCache
+    without ratios: one per process that configures it). `measure(job) -> (seconds per sample, load seconds)` is
+    asked for cells without history (a one-sample preflight measurement): a first launch is estimated with its model
     load and a safety margin (FIRST_LAUNCH_MARGIN)."""
     total, measured = 0.0, 0
     loads: dict[str, float] = {}
@@ -351,7 +352,8 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
             per_sample *= FIRST_LAUNCH_MARGIN
             loads[c.model.name] = max(loads.get(c.model.name, 0.0), load_s * FIRST_LAUNCH_MARGIN)
             measured += 1
-        total += n * per_sample * job.gpus  # GPU-seconds: a parallel cell holds its width for each sample
+        # GPU-seconds: a parallel cell holds its width for each sample, and for a cache's calibration render
+        total += (n + job.calibration_renders) * per_sample * job.gpus
     return Estimate(total + sum(loads.values()), measured)
 
 

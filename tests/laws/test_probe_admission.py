@@ -90,3 +90,19 @@ def test_the_reference_workload_of_an_experiments_cell_is_spent(tiny_cache: Path
     assert result.status == "done", result.message
     reference = [line for line in spend_lines(Ledger("tiny-demo", out)) if line["what"] == Purpose.REFERENCE]
     assert len(reference) == 2 and sum(line["s"] for line in reference) > 0, "its start and its end"
+
+
+def test_a_cache_that_calibrates_has_its_calibration_render_in_the_sweeps_estimate(tmp_path: Path) -> None:
+    """MagCache without ratios renders the cell once before its samples (a route of our own: device work inside the
+    sweep that its admission did not count): one more sample's time in the estimate, none with given ratios."""
+    from render.laws.admission import estimate_jobs
+    from tests.laws.test_admission import PER_SAMPLE_S, _history
+
+    out = tmp_path / "outputs"
+    estimates = {}
+    for ratios in ([], ["cache.mag_ratios=[1.0,1.0]"]):
+        job = build_job(compose_cfg("experiment=tiny-demo", "prompts.limit=1", "seed=0", "steps=2", "cache=magcache",
+                                    *ratios, out_root=out))
+        _history(out, job.cell.key, job.cell.key)
+        estimates[bool(ratios)] = estimate_jobs([job], {job.cell.key: 1}, History.scan([out])).seconds
+    assert estimates == {False: pytest.approx(2 * PER_SAMPLE_S), True: pytest.approx(PER_SAMPLE_S)}
