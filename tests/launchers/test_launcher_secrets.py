@@ -114,6 +114,7 @@ def test_sbatch_is_handed_no_credential_and_submitits_job_files_are_private(
     handed = launcher.handed.file
     assert handed is not None and stat.S_IMODE(handed.stat().st_mode) == 0o600 and _private(handed.parent)
     (pickled,) = list((sweep / ".submitit").rglob("*_submitted.pkl"))
+    _worker_entry_point_only(monkeypatch)
     batch = pickle.loads(pickled.read_bytes()).function  # what the job runs, as submitit's worker loads it
     batch.cells = []
     monkeypatch.delenv("HF_TOKEN")
@@ -141,3 +142,10 @@ def test_the_gpus_launchers_job_gets_its_credentials_through_the_file_not_its_co
                    and p.suffix in (".out", ".err"))
     assert _leaks(logs) == []
     assert json.loads(launcher.handed.file.read_text())["env"]["HF_TOKEN"] == TOKEN
+
+
+def _worker_entry_point_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch run in this test process installs nothing process-wide: its third-party filters and the redacting log
+    factory are a worker's, an entry point's (tests/test_quiet.py sees every warning as Python shows it)."""
+    monkeypatch.setattr("render.run.quiet.filter_third_party_warnings", lambda: None)
+    monkeypatch.setattr("render.rundir.redact.install", lambda: None)

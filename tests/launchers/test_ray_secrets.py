@@ -51,6 +51,7 @@ def test_a_task_reads_its_credentials_from_the_file(tmp_path: Path, monkeypatch:
     from hydra_plugins.hypergrid.worker import CellBatch
     from render.run.secrets import write_secrets
 
+    _worker_entry_point_only(monkeypatch)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.chdir(tmp_path)
     batch = CellBatch(None, None, None, [], write_secrets({"HF_TOKEN": TOKEN}, tmp_path))  # type: ignore[arg-type]
@@ -141,3 +142,10 @@ def test_credentials_reach_no_job_info_task_list_or_log_of_the_cluster(tiny_cach
     while time.monotonic() < deadline and list((sweep / ".secrets").glob("*")):
         time.sleep(1)
     assert not list((sweep / ".secrets").glob("*"))
+
+
+def _worker_entry_point_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch run in this test process installs nothing process-wide: its third-party filters and the redacting log
+    factory are a worker's, an entry point's (tests/test_quiet.py sees every warning as Python shows it)."""
+    monkeypatch.setattr("render.run.quiet.filter_third_party_warnings", lambda: None)
+    monkeypatch.setattr("render.rundir.redact.install", lambda: None)
