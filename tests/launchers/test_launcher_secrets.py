@@ -100,7 +100,9 @@ def test_sbatch_is_handed_no_credential_and_submitits_job_files_are_private(
     for folder in (bin_dir, out, sweep):
         folder.mkdir()
     (bin_dir / "sbatch").write_text(FAKE_SBATCH.format(out=out))
-    (bin_dir / "sbatch").chmod(0o755)
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'MaxArraySize = 1001'\n")  # the cluster's answer, at once
+    for command in ("sbatch", "scontrol"):
+        (bin_dir / command).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     launcher = _launcher("slurm", sweep, out / "report")
     submitted = launcher.submit_privately(_cells(sweep), sweep)
