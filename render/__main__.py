@@ -26,10 +26,12 @@ def main() -> None:
     install()  # no log line of this process carries a credential (render.rundir.redact)
 
     import os
+    import sys
 
     from render.run.secrets import SECRETS_ENV, adopt_secrets
 
-    adopt_secrets(os.environ.pop(SECRETS_ENV, None), remove=True)  # a detached sweep's driver: its credentials
+    # a detached sweep's driver: its credentials, and the overrides that carry one (kept out of its Ray job's info)
+    sys.argv.extend(adopt_secrets(os.environ.pop(SECRETS_ENV, None), remove=True))
 
     from render.run.quiet import filter_third_party_warnings
 

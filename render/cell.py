@@ -65,6 +65,13 @@ class Job:
         return width_of(self.cell.axes["parallel"])
 
     @property
+    def calibration_renders(self) -> int:
+        """Renders of the cell's settings its axes make before its samples, output discarded (a cache's calibration)."""
+        from render.axes.caches import calibration_renders
+
+        return calibration_renders(self.cell.axes["cache"])
+
+    @property
     def sample_ids(self) -> list[tuple[str, int]]:
         return [(p.id, s) for p in self.prompts for s in self.seeds]
 

@@ -30,6 +30,20 @@ def test_a_cells_name_reaches_the_progress_lines_escaped(stream: io.StringIO) ->
     assert ESCAPED in written and "\x1b]" not in written and "\x9b" not in written and "\u202e" not in written
 
 
+@pytest.mark.parametrize("stream", [io.StringIO(), Terminal()], ids=["lines", "tqdm"])
+def test_a_cells_name_reaches_the_progress_lines_without_its_credentials(stream: io.StringIO) -> None:
+    """Issue 61, principle 5: a cell named by an override that carries a password (a hub URL with user:password@)
+    reached the terminal, and a worker's log (a submitit job's, a Ray worker's), whole in the progress lines."""
+    from render.run.progress import progress
+
+    bar = progress(total=1, desc="steps=2 model.id=https://reader:hubPassw0rd61@hub/m samples", unit="img", stream=stream)
+    bar.set_postfix_str("token=hf_notarealtoken61")
+    bar.update(1)
+    bar.close()
+    written = stream.getvalue()
+    assert "hubPassw0rd61" not in written and "hf_notarealtoken61" not in written and "https://***@hub/m" in written
+
+
 def test_the_render_summary_shows_a_cells_name_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     from pathlib import Path
 

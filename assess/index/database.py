@@ -828,6 +828,33 @@ class Index:
                 f"JOIN runs r ON r.path = f.path WHERE f.path IN ({','.join('?' * len(chunk))})", chunk))
         return found
 
+    def compared_with(self, anchor_samples: dict[str, set[tuple[str, int]]]) -> dict[Path, set[tuple[str, int]]]:
+        """The run folders holding a cell's sample scored against one of these anchor samples (anchor cell key -> its
+        (text identity, seed)), each with those samples: whose reference scores read that anchor image."""
+        found: dict[Path, set[tuple[str, int]]] = {}
+        for anchor, keys in anchor_samples.items():
+            for row in self.conn.execute(
+                    "SELECT DISTINCT s.run_path, s.prompt_sha, s.seed FROM scores c JOIN samples s "
+                    "USING (cell_key, prompt_sha, seed) WHERE c.reference_cell_key = ?", (anchor,)):
+                if (row["prompt_sha"], row["seed"]) in keys:
+                    found.setdefault(Path(row["run_path"]), set()).add((row["prompt_sha"], row["seed"]))
+        return found
+
+    def cells_of_runs(self, paths: Sequence[str]) -> set[tuple[str, str, str]]:
+        """(cell key, split, anchor cell key) of the cells' runs among `paths` (anchors left out)."""
+        found: set[tuple[str, str, str]] = set()
+        for start in range(0, len(paths), 500):
+            chunk = list(paths[start : start + 500])
+            found.update((r["cell_key"], r["split"], r["anchor_cell_key"]) for r in self.query(
+                "SELECT cell_key, split, anchor_cell_key FROM runs WHERE is_anchor = 0 AND "
+                f"path IN ({','.join('?' * len(chunk))})", chunk))
+        return found
+
+    def sets_against(self, anchors: set[str]) -> set[tuple[str, str, str]]:
+        """(cell key, split, anchor cell key) of every set score against one of these anchor cells."""
+        return {(r["cell_key"], r["split"], r["reference_cell_key"]) for anchor in sorted(anchors) for r in self.query(
+            "SELECT DISTINCT cell_key, split, reference_cell_key FROM set_scores WHERE reference_cell_key = ?", (anchor,))}
+
     def unchanged_runs(self, paths: Sequence[str]) -> set[str]:
         """The run folders among `paths` whose content is as their last scoring indexed it (the same content stamp:
         render.rundir.walk.content_stamp): their `runs` rows are current, and nothing needs to read them again."""

@@ -359,31 +359,29 @@ def _score_clip(run: RunDir, sample: SampleRecord, metrics: list[SampleMetric], 
 REWRITE_SLACK_S = 0.02  # a ctime lags the clock a stamp is read from by up to a tick of the kernel's coarse clock
 
 
-def rewritten(run: RunDir, since: str | None) -> frozenset[Key]:
+def written_since(run: RunDir, since: str | None) -> list[SampleRecord]:
     """The samples whose image file was written after `since` (when the run's last scoring took its stamp; ctime, which
-    no user call sets back) and no longer matches its record: their scores are of another image. Only these files are
-    hashed, and only in a run whose stamp changed."""
+    no user call sets back): only in a run whose stamp changed."""
     if since is None:
-        return frozenset()
+        return []
     after = datetime.fromisoformat(since).timestamp() - REWRITE_SLACK_S
-    found = set()
+    found = []
     for sample in run.samples:
         try:
             written = run.image_path(sample).stat().st_ctime
         except OSError:
             continue  # missing or outside the folder: ingest flags it
-        if written >= after and mismatch(run.path, sample) is not None:
-            found.add((sample.text_id, sample.seed))
-    return frozenset(found)
+        if written >= after:
+            found.append(sample)
+    return found
 
 
 def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: ScoreSummary,
-              force: bool = False, cache: ImageCache | None = None, since: str | None = None,
+              force: bool = False, cache: ImageCache | None = None, stale: frozenset[Key] = frozenset(),
               refresh: bool = True) -> None:
-    """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time; with `since` (the
-    time its last scoring saw it), the samples whose image was rewritten since are scored again (as unavailable: their
-    image does not match its record), as a fresh index scores them."""
-    stale = frozenset() if force else rewritten(run, since)
+    """Compute and write the sample metrics of one (already ingested) run, CHUNK samples at a time; the `stale`
+    samples (their image, or their anchor's, was rewritten since the last scoring: `rewritten`, `compared_with`) are
+    scored again whatever their scores, as a fresh index scores them."""
     todo, current = _plan(index, run, metrics, force, stale)
     summary.current += current
     needed = [s for s in run.samples if any((s.text_id, s.seed) in keys for keys in todo.values())]
@@ -470,6 +468,7 @@ class _Found:
     cells: set[tuple[str, str, str]] = field(default_factory=set)  # (cell key, split, anchor key) of non-anchor runs
     anchor_dirs: set[Path] = field(default_factory=set)
     seen_at: dict[Path, str] = field(default_factory=dict)  # a changed folder -> when its last scoring took its stamp
+    counted: dict[Path, dict[str, Any]] = field(default_factory=dict)  # a folder counted from its run_files row
     stamped_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())  # this scoring's stamps
 
 
@@ -487,14 +486,21 @@ def _skip_or_read(index: Index, folders: Sequence[Path], found: _Found, plan: st
             if row is not None:
                 found.seen_at[folder] = row["scored_at"]
             continue
-        summary.runs += 1
-        summary.samples += row["n_samples"]
-        summary.current += row["n_scores"]
-        summary.problems += json.loads(row["problems"] or "[]")
+        _count(summary, row, 1)
+        found.counted[folder] = row
         if not row["is_anchor"]:
             found.cells.add((row["cell_key"], row["split"], row["anchor_cell_key"]))
         if row["anchor_dir"]:
             found.anchor_dirs.add(Path(row["anchor_dir"]))
+
+
+def _count(summary: ScoreSummary, row: dict[str, Any], sign: int) -> None:
+    """Count (sign 1) a run folder scored as its `run_files` row says, or take it back (-1: it is read after all)."""
+    summary.runs += sign
+    summary.samples += sign * row["n_samples"]
+    summary.current += sign * row["n_scores"]
+    for problem in json.loads(row["problems"] or "[]"):
+        summary.problems.append(problem) if sign > 0 else summary.problems.remove(problem)
 
 
 def _heads(folders: Sequence[Path], failed: list[str]) -> list[RunDir]:
@@ -554,26 +560,63 @@ def score(paths: Sequence[Path | str], index_path: Path | str | None = None, met
         index.sync_metric_catalogue()
         heads, found = _plan_runs(index, folders, plan, force, summary)
         total, cache, touched = len(found.stamps), ImageCache(), Touched()
-        for done, head in enumerate(heads, start=total - len(heads) + 1):
-            _score_one(index, head.path, (found.stamps[head.path], found.stamped_at, found.seen_at.get(head.path)), plan,
-                       sample_metrics, summary, force, cache, log, touched)
+        # the anchors are read first: the cells compared with an anchor image written since its last scoring (a
+        # rewrite in place, or the file put back) are then scored again on those samples, read or not otherwise
+        anchors, cells = [h.path for h in heads if h.is_anchor], [h.path for h in heads if not h.is_anchor]
+        written: dict[str, set[Key]] = {}  # anchor cell key -> its samples whose image was written since
+        compared: dict[Path, set[Key]] = {}  # a run folder -> its samples compared with one of those
+        done = total - len(heads)
+
+        def one(folder: Path) -> None:
+            nonlocal done
+            done += 1
+            _score_one(index, folder, (found.stamps[folder], found.stamped_at, found.seen_at.get(folder)), plan,
+                       sample_metrics, summary, force, cache, log, touched,
+                       Rescore(frozenset(compared.get(folder, ())), written))
             if progress:
                 progress(done, total)
+
+        for folder in anchors:
+            one(folder)
+        compared = index.compared_with(written) if written else {}
+        more = [folder for folder in compared if folder not in set(cells)]  # outside the paths, or current
+        for folder in more:
+            found.stamps.setdefault(folder, content_stamp(folder))
+            if folder in found.counted:  # counted as current: it is read after all
+                _count(summary, found.counted.pop(folder), -1)
+            else:
+                total += 1
+        for folder in [*cells, *more]:
+            one(folder)
+        # a set score reads every anchor image it pairs: each against an anchor written since is scored again
+        reread = index.sets_against(set(written)) if written else set()
+        found.cells |= index.cells_of_runs([str(folder) for folder in more]) | reread
         if progress and not heads:
             progress(total, total)
         if set_metrics:
-            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force, touched=touched)
+            score_sets(index, found.cells, set_metrics, summary, read=read_image, force=force, touched=touched,
+                       stale={cell for cell, _, _ in reread})
         touched.refresh(index, summary)
     if created and not summary.runs:
         remove_if_empty(path)  # nothing indexed, no index file
     return summary
 
 
+@dataclass(frozen=True)
+class Rescore:
+    """What a scoring of one run scores again whatever its scores say, and what it tells the later runs."""
+
+    compared: frozenset[Key] = frozenset()  # its samples compared with an anchor image written since its last scoring
+    written: dict[str, set[Key]] | None = None  # an anchor run adds its samples whose image was written since
+
+
 def _score_one(index: Index, folder: Path, stamped: tuple[str, str, str | None], plan: str,
                metrics: list[SampleMetric], summary: ScoreSummary, force: bool, cache: ImageCache, log: Log | None,
-               touched: Touched) -> None:
+               touched: Touched, rescore: Rescore = Rescore()) -> None:
     """Read one run folder, index it, score it, and record its stamp (with when it was taken) and what the scoring
-    left. `stamped`: (its stamp now, when this scoring took it, when the last scoring took its own, if any)."""
+    left. `stamped`: (its stamp now, when this scoring took it, when the last scoring took its own, if any). A sample
+    whose image was written since (`written_since`) and no longer matches its record is scored again (as unavailable,
+    as a fresh index scores it), and so is each sample `rescore` names."""
     stamp, stamped_at, seen_at = stamped
     try:
         run = load_run(folder)
@@ -587,8 +630,12 @@ def _score_one(index: Index, folder: Path, stamped: tuple[str, str, str | None],
     if log:
         log(f"scoring {run.path} ({len(run.samples)} samples)")
     before = (summary.written + summary.current, sum(summary.unavailable.values()), len(summary.flagged))
+    since = [] if force else written_since(run, seen_at)
+    if run.is_anchor and since and rescore.written is not None:
+        rescore.written.setdefault(run.cell_key, set()).update((s.text_id, s.seed) for s in since)
+    stale = frozenset((s.text_id, s.seed) for s in since if mismatch(run.path, s) is not None) | rescore.compared
     if not _guarded(summary, run, functools.partial(score_run, index, run, metrics, summary, force=force, cache=cache,
-                                                   since=seen_at, refresh=False),
+                                                   stale=stale, refresh=False),
                     index):
         return
     summary.runs += 1

@@ -62,16 +62,19 @@ def _images(pairs: list[tuple[dict[str, Any], dict[str, Any]]], read: ReadImage)
 
 
 def score_sets(index: Index, cells: Iterable[tuple[str, str, str]], metrics: list[SetMetric], summary: ScoreSummary,
-               read: ReadImage, force: bool = False, touched: Any = None) -> None:
+               read: ReadImage, force: bool = False, touched: Any = None, stale: Iterable[str] = ()) -> None:
     """Score every set metric of every (cell key, split, anchor cell key) of the runs scored (not the anchors'),
     against the cell's anchor; each cell written is refreshed then, or by `touched` (assess.scoring.ingest.Touched)
-    once the scoring ends."""
+    once the scoring ends. The `stale` cells are scored again whatever their scores (their anchor's images were
+    written since: the pairs' paths are the same, their pixels not)."""
+    stale = set(stale)
     for cell_key, split, anchor_key in sorted(set(cells)):
         pairs = paired_samples(index, cell_key, anchor_key, split)
         digest = pairs_digest(pairs)
         loaded: tuple[list[Any], list[Any], int] | None = None
         for metric in metrics:
-            if not force and _current(index.set_score(cell_key, split, metric.spec.name), metric, digest):
+            if not force and cell_key not in stale and _current(index.set_score(cell_key, split, metric.spec.name),
+                                                                 metric, digest):
                 summary.current += 1
                 continue
             loaded = loaded or _images(pairs, read)

@@ -8,6 +8,7 @@ thing a subclass provides is `submit`.
 from __future__ import annotations
 
 import logging
+import os
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,6 +22,7 @@ from hydra_plugins.hypergrid.placement import CellSpec, cell_spec, seconds_per_s
 from hydra_plugins.hypergrid.oom import oom_kills
 from hydra_plugins.hypergrid.watch import watch
 from hydra_plugins.hypergrid.worker import CellBatch, collect
+from render.run.secrets import Handed, forget, hand, private_folder, withheld
 from render.run.signals import Cancelled
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,8 @@ Submitted = list[tuple[Any, list[CellSpec]]]
 
 
 class BatchLauncher(BaseSubmititLauncher):
+    handed: Handed | None = None  # what this sweep handed its engine: the plain environment, the credentials' file
+
     @abstractmethod
     def submit(self, cells: list[CellSpec]) -> Submitted:
         """Submit the cells as jobs; return each job with the cells it runs."""
@@ -46,18 +50,45 @@ class BatchLauncher(BaseSubmititLauncher):
             if handed is not None:
                 return handed
         oom_before = oom_kills()
-        submitted = self.submit(cells)
-        record_jobs(sweep_dir, submitted)
-        if not self.params.get("wait", True):  # only slurm has the option: the gpus launcher always waits
+        submitted = self.submit_privately(cells, sweep_dir)
+        if not self.params.get("wait", True):  # only slurm has the option: its jobs read the credentials file later
             return detached(submitted, sweep_dir)
         try:
             watch(submitted)
+            return collect(submitted, oom_before)
         except Cancelled:  # SIGTERM / SIGINT to the launcher: its jobs stop too, and their cells record it
             log.warning("cancelled: stopping %d job(s); each records `cancelled` in the cell it interrupts", len(submitted))
             self.stop(submitted)
             collect(submitted, oom_before)
             raise
-        return collect(submitted, oom_before)
+        finally:  # every job has ended: its credentials file goes (a detached sweep's stays for its jobs' requeues)
+            forget(self.handed.file if self.handed else None)
+
+    def environment(self) -> dict[str, str]:
+        """What a job takes of this process's environment: all of it (sbatch and submitit's local controller pass it
+        on), the Ray launcher a fixed part."""
+        return dict(os.environ)
+
+    def submit_privately(self, cells: list[CellSpec], sweep_dir: Path) -> Submitted:
+        """Submit the cells with the credentials kept from the engine (render.run.secrets): written to a file only
+        this user reads, whose path each job's CellBatch carries, and out of the environment the engine inherits
+        while it is handed the jobs; submitit's job files (the pickled cells with their overrides, the scripts, the
+        logs) in a folder only this user reads."""
+        from submitit.core.utils import JobPaths
+
+        self.handed = hand(self.environment(), sweep_dir)
+        if self.params.get("submitit_folder"):
+            folder = JobPaths.get_first_id_independent_folder(self.params["submitit_folder"]).absolute()
+            if sweep_dir.absolute() in folder.parents:
+                private_folder(folder)  # a folder of the user's choice elsewhere is theirs to keep private
+        try:
+            with withheld([k for k in self.environment() if k not in self.handed.env]):
+                submitted = self.submit(cells)
+        except BaseException:
+            forget(self.handed.file)
+            raise
+        record_jobs(sweep_dir, submitted)
+        return submitted
 
     def hand_over(self, cells: list[CellSpec], sweep_dir: Path) -> list[JobReturn] | None:
         """`wait=false` where the jobs cannot outlive this process: hand the whole sweep to something that waits for
@@ -71,7 +102,8 @@ class BatchLauncher(BaseSubmititLauncher):
 
     def batch(self, cells: Sequence[CellSpec]) -> CellBatch:
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
-        return CellBatch(self.hydra_context, self.config, self.task_function, cells)
+        return CellBatch(self.hydra_context, self.config, self.task_function, cells,
+                         self.handed.file if self.handed else None)
 
     def timeout_min(self, batches: Sequence[Sequence[CellSpec]]) -> int:
         """The configured time limit, else one derived from the costliest job's cells."""

@@ -85,13 +85,10 @@ class RayJob:
         return "(a Ray task's output is in the cluster's worker logs: `ray logs`)"
 
 
-def run_batch(batch: Any, job_id: str, cwd: str, secrets: str | None = None) -> Any:
-    """What a task runs: the job's cells, in the sweep's working folder, named as the launcher's job, with the
-    credentials of the launching shell read from the file the launcher wrote (render.run.secrets), never from Ray's
-    runtime environment."""
-    from render.run.secrets import adopt_secrets
-
-    adopt_secrets(secrets)
+def run_batch(batch: Any, job_id: str, cwd: str) -> Any:
+    """What a task runs: the job's cells, in the sweep's working folder, named as the launcher's job (the batch reads
+    the launching shell's credentials from the file the launcher wrote: render.run.secrets, never from Ray's runtime
+    environment)."""
     os.chdir(cwd)
     os.environ[JOB_ID_ENV] = job_id
     return batch()
@@ -102,47 +99,27 @@ def passed_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(PASSED)}
 
 
-def handed_environment(sweep_dir: Path) -> tuple[dict[str, str], Path | None]:
-    """What a worker takes of the launching shell's environment, split (render.run.secrets): the plain variables
-    for Ray's runtime environment (shown in its dashboard, job info and logs), and the file the credentials were
-    written to, readable by this user only (None when there are none)."""
-    from render.run.secrets import split_secrets, write_secrets
-
-    plain, credentials = split_secrets(passed_environment())
-    return plain, write_secrets(credentials, sweep_dir)
-
-
 class RayLauncher(BatchLauncher):
-    secrets_file: Path | None = None  # this sweep's credentials for its tasks, removed when the sweep ends
-
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Any:
-        from render.run.secrets import forget
-
-        try:
-            return super().launch(job_overrides, initial_job_idx)
-        finally:
-            forget(self.secrets_file)
-            self.secrets_file = None
+    def environment(self) -> dict[str, str]:
+        return passed_environment()
 
     def submit(self, cells: list[CellSpec]) -> Submitted:
         import secrets
 
         import ray
 
-        assert self.config is not None
+        assert self.handed is not None
         p = self.params
         gpus = cluster_gpus(p["address"], p["gpus"])  # connected (by the sweeper's preflight, in this process)
         remote = ray.remote(max_calls=1)(run_batch)  # each job a fresh worker process, as a submitit job is
         sweep = secrets.token_hex(3)
         cwd = str(Path.cwd())
-        env, self.secrets_file = handed_environment(Path(str(self.config.hydra.sweep.dir)))
-        handed = str(self.secrets_file) if self.secrets_file else None
         submitted: Submitted = []
         for n, (slot, batch) in enumerate(place(cells, list(range(gpus)))):
             job_id = f"ray-{sweep}-{n}"
             options = remote.options(num_gpus=len(slot), num_cpus=p["cpus_per_task"], max_retries=p["max_retries"],
-                                     retry_exceptions=False, name=job_id, runtime_env={"env_vars": env})
-            submitted.append((RayJob(options.remote(self.batch(batch), job_id, cwd, handed), job_id), batch))
+                                     retry_exceptions=False, name=job_id, runtime_env={"env_vars": self.handed.env})
+            submitted.append((RayJob(options.remote(self.batch(batch), job_id, cwd), job_id), batch))
         log.info("submitted %d Ray task(s) on a cluster of %d GPU(s)", len(submitted), gpus)
         return submitted
 
@@ -174,14 +151,15 @@ def job_server(address: str | None) -> str:
 def submit_detached(dashboard: str, argv: Sequence[str], cwd: Path, sweep_dir: Path) -> str:
     """`hydra.launcher.wait=false`: the sweep's own command line (waiting) submitted as a Ray job, whose driver runs
     on the cluster's head and outlives this process (and adopts this launch's budget reservation); its id. The
-    credentials reach the driver through a file only this user can read (its path in $HYPERGRID_SECRETS_FILE; the
-    driver reads it and removes it: render.run.secrets), not through the job's info."""
+    credentials (variables, and the overrides that carry one) reach the driver through a file only this user can read
+    (its path in $HYPERGRID_SECRETS_FILE; the driver reads it, appends those overrides to its command line and removes
+    it: render.run.secrets), not through the job's info (its runtime environment, its entrypoint)."""
     from ray.job_submission import JobSubmissionClient
 
-    from render.run.secrets import SECRETS_ENV
+    from render.run.secrets import SECRETS_ENV, hand
 
-    env, handed = handed_environment(sweep_dir)
-    entrypoint = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "render", *argv, "hydra.launcher.wait=true"])
+    handed = hand(passed_environment(), sweep_dir, argv)
+    entrypoint = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "render", *handed.argv, "hydra.launcher.wait=true"])
     client = JobSubmissionClient(dashboard)
-    return str(client.submit_job(entrypoint=f"cd {shlex.quote(str(cwd))} && {entrypoint}",
-                                 runtime_env={"env_vars": {**env, **({SECRETS_ENV: str(handed)} if handed else {})}}))
+    env = {**handed.env, **({SECRETS_ENV: str(handed.file)} if handed.file else {})}
+    return str(client.submit_job(entrypoint=f"cd {shlex.quote(str(cwd))} && {entrypoint}", runtime_env={"env_vars": env}))

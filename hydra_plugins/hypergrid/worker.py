@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any, ContextManager, Sequence
 
 from hydra.core.singleton import Singleton
@@ -28,17 +29,24 @@ JOB_ID_ENV = "HYPERGRID_JOB_ID"  # set by a launcher whose jobs are not submitit
 
 class CellBatch:
     def __init__(self, hydra_context: HydraContext, config: DictConfig, task_function: TaskFunction,
-                 cells: Sequence[CellSpec]) -> None:
+                 cells: Sequence[CellSpec], secrets: Path | None = None) -> None:
         self.hydra_context, self.config, self.task_function = hydra_context, config, task_function
         self.cells = list(cells)
+        self.secrets = secrets  # the file the launcher wrote this sweep's credentials to (render.run.secrets): its path only
         self.singleton_state = Singleton.get_state()
 
     def __call__(self) -> list[JobReturn]:
         import submitit
 
+        from render.rundir.redact import install
         from render.run.quiet import filter_third_party_warnings
+        from render.run.secrets import adopt_secrets
 
-        filter_third_party_warnings()  # a submitit worker is an entry point of its own (render.run.quiet)
+        # a worker is an entry point of its own: no log line of it carries a credential (render.rundir.redact), the
+        # credentials it needs come from the launcher's file, never from the engine (render.run.secrets)
+        install()
+        adopt_secrets(self.secrets)
+        filter_third_party_warnings()  # render.run.quiet
         Singleton.set_state(self.singleton_state)
         setup_globals()
         job_id = os.environ.get(JOB_ID_ENV) or submitit.JobEnvironment().job_id  # a Ray task's, else submitit's

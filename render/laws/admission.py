@@ -331,8 +331,9 @@ class Estimate:
 
 
 def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History, measure: Any = None) -> Estimate:
-    """Seconds the jobs' pending samples will take. `measure(job) -> (seconds per sample, load seconds)` is asked
-    for cells without history (a one-sample preflight measurement): a first launch is estimated with its model
+    """Seconds the jobs' pending samples will take, with the calibration renders of a cell that renders (MagCache
+    without ratios: one per process that configures it). `measure(job) -> (seconds per sample, load seconds)` is
+    asked for cells without history (a one-sample preflight measurement): a first launch is estimated with its model
     load and a safety margin (FIRST_LAUNCH_MARGIN)."""
     total, measured = 0.0, 0
     loads: dict[str, float] = {}
@@ -351,7 +352,8 @@ def estimate_jobs(jobs: Sequence[Any], pending: dict[str, int], history: History
             per_sample *= FIRST_LAUNCH_MARGIN
             loads[c.model.name] = max(loads.get(c.model.name, 0.0), load_s * FIRST_LAUNCH_MARGIN)
             measured += 1
-        total += n * per_sample * job.gpus  # GPU-seconds: a parallel cell holds its width for each sample
+        # GPU-seconds: a parallel cell holds its width for each sample, and for a cache's calibration render
+        total += (n + job.calibration_renders) * per_sample * job.gpus
     return Estimate(total + sum(loads.values()), measured)
 
 
@@ -377,11 +379,14 @@ SHRINK_SWEEP = "Shrink the sweep (fewer cells, a lower prompts.limit)"
 
 
 def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimate: Estimate,
-                 final_estimate_s: float | None = None, *, what: str = "this sweep", shrink: str = SHRINK_SWEEP) -> None:
-    """Refuse device work (a sweep, a timing session) whose estimate does not fit: what is kept for the final (the
-    reserve, or the final's recorded estimate with its margin) is only the final's."""
+                 final_estimate_s: float | None = None, *, what: str = "this sweep", shrink: str = SHRINK_SWEEP,
+                 unknown: bool = False) -> None:
+    """Refuse device work (a sweep, a timing session, a probe) whose estimate does not fit: what is kept for the final
+    (the reserve, or the final's recorded estimate with its margin) is only the final's. `unknown`: work whose cost
+    nothing predicts yet (a probe's first step) needs some budget left."""
     left_s = budget.navigable_s(final, final_estimate_s) - spent_s
-    if estimate.seconds > max(left_s, 0.0):  # work with nothing left to render spends nothing: always admitted
+    # work with nothing left to render spends nothing: always admitted
+    if estimate.seconds > max(left_s, 0.0) or (unknown and left_s <= 0.0):
         price = budget.cost(estimate.seconds)
         reserve = "" if final else f", {budget.kept_text(final_estimate_s)}"
         raise BudgetExceeded(
@@ -389,6 +394,22 @@ def check_budget(name: str, budget: Budget, final: bool, spent_s: float, estimat
             f"but only {max(left_s, 0) / 3600:.4f} are left (spent and held by running launches {spent_s / 3600:.4f} of "
             f"{budget.gpu_hours:.4f}{reserve}); nothing was launched. {shrink} or raise experiment.budget.gpu_hours by "
             f"an amendment (assess climb {name} --amend)")
+
+
+def admit_step(ledger: Ledger, composed_budget: Any, final: bool, history: History, what: str, next_s: float) -> None:
+    """One step of device work whose cost is learnt as it runs (preflight's measurement of a cell without history:
+    its model load, a cache's calibration render, its timed renders), admitted before it starts as a sweep is, under
+    the ledger's lock: spend (what the earlier steps took among it) + live reservations' unused part + the step's
+    estimate (`next_s`: what its like took before; 0 when nothing predicts it, which then needs some budget left)
+    under the navigable ceiling, the reserve only for the final's own work. It reserves nothing (its spend lines are
+    in the log as it runs) and writes no ledger entry, so a launch refused after it leaves the experiment as it found
+    it. BudgetExceeded when it does not fit."""
+    from render.laws.rule import budget_in_force
+
+    with ledger.lock():
+        spent = spent_gpu_seconds(ledger, history) + outstanding_seconds(ledger, exclude=inherited_reservation(ledger))
+        check_budget(ledger.name, budget_in_force(ledger, composed_budget), final, spent, Estimate(next_s, 0),
+                     final_estimate(ledger), what=what, unknown=next_s <= 0)
 
 
 # -- device work outside a sweep --------------------------------------------------------------

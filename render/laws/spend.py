@@ -4,7 +4,7 @@
 
 One line per piece of device work, appended (fsync'ed) to every copy as it ends, whether it succeeded
 or not: a sample's pipeline calls (warm-ups and repeats included, a failed or cancelled call up to its
-failure), a preflight measurement, a cache's calibration render, a model load. Each line has an id; the
+failure), a preflight measurement, a cache's calibration render, a model load, the reference workload. Each line has an id; the
 log is the union of its copies, so deleting run folders, sample records or one copy returns nothing to
 the budget. A sample line names the sample (cell key, text identity, seed), so a sample found in a run
 directory but in no log (rendered before the log existed, or by a version without it) is still counted,
@@ -40,6 +40,7 @@ class Purpose:
     SAMPLE = "sample"
     MEASURE = "measure"  # preflight's one-sample measurement of a cell without history
     CALIBRATE = "calibrate"  # a cache's calibration render (MagCache)
+    REFERENCE = "reference"  # the reference workload timed at a cell's start and end (render.run.measure)
     LOAD = "load"  # a model load
     FAILED = "failed"  # a call that raised (out of memory, non-finite output, cancelled, ...)
     RETIME = "retime"  # a side-by-side timing session of the experiment's cells (render.timing.sessions): loads, warm-ups, rounds

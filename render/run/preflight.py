@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,7 +31,7 @@ from render.laws import Ledger, check_experiment, experiment_rule, record_launch
 from render.laws.evidence import check_evidence
 from render.laws.gpu_budget import BudgetError
 from render.laws.rule import budget_in_force
-from render.laws.admission import (BudgetExceeded, History, adopt, check_budget, estimate_jobs, final_estimate,
+from render.laws.admission import (BudgetExceeded, History, adopt, admit_step, check_budget, estimate_jobs, final_estimate,
                                    inherited_reservation, outstanding_seconds, reserve, spent_gpu_seconds)
 from render.compose.limits import check_numbers
 from render.run.live_metrics import check_metrics
@@ -201,16 +203,20 @@ def preflight_budget(jobs: list[Job]) -> None:
             for j in ([job, anchor_job(job)] if job.render_anchor and not job.is_anchor else [job]) + ([twin] if twin else []):
                 cells.setdefault(j.cell.key, j)
                 pending.setdefault(j.cell.key, set()).update(store.pending(j.cell.key, j.samples))
+        experiment = group[0].experiment
+        assert experiment is not None  # grouped by it
+
+        def admit(what: str, next_s: float) -> None:  # each step of a measurement, admitted before it runs
+            admit_step(ledger, experiment.budget, experiment.final, history, f"preflight's measurement ({what})", next_s)
+
         try:
             estimate = estimate_jobs(list(cells.values()), {k: len(v) for k, v in pending.items()}, history,
-                                     measure=measure_one_sample)
+                                     measure=lambda job: measure_one_sample(job, admit))
             with ledger.lock():  # admission: concurrent launches, from any out_root, cannot pass together
                 # a detached Ray sweep's driver is its launch's: it adopts the reservation it inherited, not a second
                 inherited = inherited_reservation(ledger)
                 spent = (spent_gpu_seconds(ledger, History.scan(ledger.out_roots()))
                          + outstanding_seconds(ledger, exclude=inherited))
-                experiment = group[0].experiment
-                assert experiment is not None  # grouped by it
                 check_budget(name, budget_in_force(ledger, experiment.budget), experiment.final, spent, estimate,
                              final_estimate(ledger))
                 if inherited:
@@ -222,28 +228,40 @@ def preflight_budget(jobs: list[Job]) -> None:
         log.info("experiment %s: estimated %.1f s for this sweep (%d cells measured in preflight)", name, estimate.seconds, estimate.measured_cells)
 
 
-def measure_one_sample(job: Job) -> tuple[float, float]:
+def measure_one_sample(job: Job, admit: Callable[[str, float], None] = lambda what, next_s: None
+                       ) -> tuple[float, float]:
     """No history for this cell's model and setting: render one sample (after a warm-up) and time it; returns
-    (seconds per sample, seconds the model took to load). In-process sweeps keep the loaded pipeline."""
+    (seconds per sample, seconds the model took to load). In-process sweeps keep the loaded pipeline. Each step
+    (the load, a cache's calibration render, each render) is device work before the sweep's admission: `admit(what,
+    estimate)` admits it first (render.laws.admission.admit_step: its estimate is what the previous render took),
+    and it is spent whether or not the sweep is admitted."""
     from render.laws.spend import Purpose, spend_load, spending
     from render.run.loader import PIPELINES, configure
     from render.run.runner import render_sample
 
     if job.gpus > 1:  # its ranks start with the render: its width-1 self is measured (estimate_jobs scales by width,
         job = single_device_job(job)  # so the estimate assumes no speed-up: never under the cost)
+    name = job.cell.describe()
+    admit(f"cell {name}: its model load", 0.0)
     loaded = PIPELINES.get(job.cell.model, job.device, load_options(job.cell))
     spend_load(job, loaded)
     prompt = job.prompts[0].text
+    took = [0.0]  # what the last render took: the next one's estimate
+
+    def timed(what: str, purpose: str) -> tuple[float, ...]:
+        admit(f"cell {name}: {what}", took[0])
+        start = time.perf_counter()
+        with spending(job, purpose):
+            _, calls, _, _ = render_sample(loaded, job, prompt, job.seeds[0])
+        took[0] = (time.perf_counter() - start) * job.gpus
+        return tuple(calls)
 
     def calibrate() -> None:
-        with spending(job, Purpose.CALIBRATE):
-            render_sample(loaded, job, prompt, job.seeds[0])
+        timed("a calibration render", Purpose.CALIBRATE)
 
     configure(loaded, job.cell, calibrate=calibrate)
-    with spending(job, Purpose.MEASURE):  # device work before admission: spent whether or not the sweep is admitted
-        render_sample(loaded, job, prompt, job.seeds[0])
-    with spending(job, Purpose.MEASURE):
-        _, calls, _, _ = render_sample(loaded, job, prompt, job.seeds[0])
+    timed("its warm-up render", Purpose.MEASURE)
+    calls = timed("its timed render", Purpose.MEASURE)
     loaded.fresh = True  # what follows still counts as a warm-up for this configuration
     return calls[0], loaded.load_s
 

@@ -8,20 +8,20 @@ import math
 import sys
 from typing import Any, TextIO
 
-from render.rundir.redact import escape_controls
+from render.rundir.redact import shown
 
 
 class LineProgress:
     """tqdm's update/close for a stream that is not a terminal: `<desc>: <done>/<total> <unit>` lines."""
 
     def __init__(self, total: int, desc: str, unit: str, stream: TextIO, steps: int = 4) -> None:
-        self.total, self.desc, self.unit, self.stream = total, escape_controls(desc), unit, stream
+        self.total, self.desc, self.unit, self.stream = total, shown(desc), unit, stream
         self.done, self._marks, self._said = 0, {max(1, math.ceil(total * k / steps)) for k in range(1, steps + 1)}, -1
         self.postfix = ""
 
     def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
         """What the bar is on now (tqdm's postfix): said after the count, e.g. the cell of an interleaved round."""
-        self.postfix = escape_controls(s)
+        self.postfix = shown(s)
 
     def update(self, n: int = 1) -> None:
         self.done += n
@@ -42,14 +42,15 @@ class LineProgress:
 
 def progress(total: int, desc: str, unit: str = "it", stream: TextIO | None = None) -> Any:
     """A progress bar on `stream` (stderr): tqdm on a terminal, else clean lines (LineProgress). Its description
-    and postfix (a cell's name, as an override wrote it) reach the terminal with their control characters escaped."""
+    and postfix (a cell's name, as an override wrote it) reach the terminal with their control characters escaped and
+    their credentials redacted (render.rundir.redact.shown)."""
     stream = stream if stream is not None else sys.stderr
     if getattr(stream, "isatty", lambda: False)():
         from tqdm import tqdm
 
         class Bar(tqdm):
             def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
-                super().set_postfix_str(escape_controls(s), refresh)
+                super().set_postfix_str(shown(s), refresh)
 
-        return Bar(total=total, desc=escape_controls(desc), unit=unit, leave=False, file=stream)
+        return Bar(total=total, desc=shown(desc), unit=unit, leave=False, file=stream)
     return LineProgress(total, desc, unit, stream)

@@ -530,7 +530,8 @@ class CellRun:
     def start_clock(self) -> None:
         """The reference workload before the cell's renders (render.run.measure), when the cell asks for it."""
         if self.pending and self.job.timing.reference and self.writer is not None:
-            self.writer.ref_s = self.timing["ref_start_s"] = round(CLOCK.start(self.job.device), 6)
+            with spending(self.job, Purpose.REFERENCE):  # device work, spent (next to nothing when the last serves)
+                self.writer.ref_s = self.timing["ref_start_s"] = round(CLOCK.start(self.job.device), 6)
 
     def fill(self, progress_factory: Any = None) -> None:
         """Render (or link) every pending sample, under the cell's ranks when it is parallel."""
@@ -552,7 +553,8 @@ class CellRun:
         """DONE.json: the cell's samples, what was rendered and reused, its wall and device seconds, its timing."""
         job, result = self.job, self.result
         if "ref_start_s" in self.timing and result.n_rendered:
-            self.timing["ref_end_s"] = round(CLOCK.measure(job.device), 6)
+            with spending(job, Purpose.REFERENCE):
+                self.timing["ref_end_s"] = round(CLOCK.measure(job.device), 6)
             self.timing["drift"] = round(drift(self.timing["ref_start_s"], self.timing["ref_end_s"]), 4)
         records, _ = rundir.read_samples(self.run_dir, job.cell.key)
         gpu_s = sum(r.device_s for r in records if r.reused_from is None)

@@ -347,3 +347,61 @@ def test_a_scoring_refreshes_each_cell_it_touched_once(tmp_path: Path, monkeypat
     refreshed.clear()
     score([root], db, metrics=["psnr"])
     assert refreshed == []  # nothing new: nothing touched
+
+
+def _cell_scores(db: Path) -> dict[tuple[str, str, int], tuple[Any, Any]]:
+    with Index.open(db) as index:
+        return {(r["cell_key"], r["prompt_id"], r["seed"]): (r["value"], (r["unavailable_reason"] or "")[:40])
+                for r in index.query("SELECT cell_key, prompt_id, seed, value, unavailable_reason FROM scores "
+                                     "WHERE metric = 'psnr'")}
+
+
+@pytest.mark.parametrize("scope", ["root", "anchor-only"])
+def test_a_rewritten_anchor_image_rescores_the_cells_compared_with_it_as_a_fresh_index(
+        scored: tuple[Path, Path], tmp_path: Path, scope: str) -> None:
+    """Issue 61: an anchor image overwritten in place was noticed in the anchor's own run, but every cell compared with
+    it kept its old reference score (psnr against the old image) until --force: their own folders had not changed.
+    Now a scoring that finds an anchor's image rewritten scores again each cell's samples of that text and seed
+    against it, whether it was asked to score the whole root or the anchor's folder alone (a route of our own), and
+    once the image is put back, they are scored against it again."""
+    import shutil
+
+    root, db = scored
+    anchor = root / "anchors" / "tiny" / "x" / "a"
+    images = sorted((anchor / rundir.IMAGES).iterdir())
+    original, before = images[0].read_bytes(), _cell_scores(db)
+    shutil.copyfile(images[1], images[0])  # in place: same inode, the folder untouched
+    summary = score([root] if scope == "root" else [anchor], db, metrics=["psnr"])
+    assert summary.runs == RUNS if scope == "root" else summary.runs > 1, "each run counted once; the anchor's cells read"
+    fresh = tmp_path / "fresh.db"
+    score([root], fresh, metrics=["psnr"])
+    changed = {key for key, value in _cell_scores(fresh).items() if value != before[key]}
+    assert changed and {prompt for _, prompt, _ in changed} == {"dev-000"}, "the cells' samples of the rewritten one"
+    assert _cell_scores(db) == _cell_scores(fresh) and _flags(db) == _flags(fresh)
+    images[0].write_bytes(original)  # put back
+    score([root] if scope == "root" else [anchor], db, metrics=["psnr"])
+    assert _cell_scores(db) == before
+
+
+def test_a_rewritten_anchor_image_rescores_the_set_scores_of_its_cells_when_the_anchor_alone_is_scored(
+        tmp_path: Path, tiny_clip: Path) -> None:
+    """The set metrics (CMMD: a cell's images against its anchor's) read the anchor's images too: a scoring of the
+    anchor's folder alone that finds one rewritten scores its cells' sets again, as a fresh index does."""
+    import shutil
+
+    root = tmp_path / "outputs"
+    load_benchmark("scale").build(root, 4, 3, anchor_samples=3)
+    options = {"metrics": ["cmmd"], "metric_models": {"cmmd": str(tiny_clip)}}
+    db, fresh = tmp_path / "index.db", tmp_path / "fresh.db"
+    score([root], db, **options)
+    anchor = root / "anchors" / "tiny" / "x" / "a"
+    images = sorted((anchor / rundir.IMAGES).iterdir())
+    shutil.copyfile(images[1], images[0])
+    score([anchor], db, **options)
+    score([root], fresh, **options)
+
+    def sets(path: Path) -> dict[str, tuple[Any, Any]]:
+        with Index.open(path) as index:
+            return {r["cell_key"]: (r["n"], r["value"]) for r in index.query("SELECT * FROM set_scores")}
+
+    assert sets(db) == sets(fresh) and len(sets(db)) == 3

@@ -52,6 +52,8 @@ def test_six_cells_on_two_gpus_one_job_each_loading_the_model_once(launcher: str
     assert sorted(devices.values()) == ["0", "1"]
     assert all((c / "DONE.json").exists() for c in cells(sweep))
     assert len(list((tmp_path / "outputs" / "anchors").glob("*/*/*/run.json"))) == 1, "the anchor was rendered twice"
+    if launcher != "ray":  # submitit's job files (the pickled cells with their overrides, the logs): this user's only
+        assert (sweep / ".submitit").stat().st_mode & 0o777 == 0o700
 
 
 @pytest.mark.parametrize("launcher", [GPUS, SLURM, RAY])

@@ -33,27 +33,64 @@ DASHBOARD = "http://127.0.0.1:8265"
 
 def test_the_launcher_hands_credentials_through_a_file_only_its_user_reads(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from hydra_plugins.hypergrid.ray_cluster import handed_environment
+    from hydra_plugins.hypergrid.ray_cluster import passed_environment
+    from render.run.secrets import hand
 
     for name, value in SECRET_ENV.items():
         monkeypatch.setenv(name, value)
-    plain, handed = handed_environment(tmp_path)
+    handed = hand(passed_environment(), tmp_path)
+    plain = handed.env
     assert plain["HF_HUB_OFFLINE"] == "1" and TOKEN not in json.dumps(plain) and PASSWORD not in json.dumps(plain)
-    assert handed is not None and stat.S_IMODE(handed.stat().st_mode) == 0o600
-    assert stat.S_IMODE(handed.parent.stat().st_mode) == 0o700
-    assert json.loads(handed.read_text()) == {k: v for k, v in SECRET_ENV.items() if k != "HF_HUB_OFFLINE"}
+    assert handed.file is not None and stat.S_IMODE(handed.file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(handed.file.parent.stat().st_mode) == 0o700
+    assert json.loads(handed.file.read_text())["env"] == {k: v for k, v in SECRET_ENV.items() if k != "HF_HUB_OFFLINE"}
 
 
 def test_a_task_reads_its_credentials_from_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hydra_plugins.hypergrid.ray_cluster import run_batch
+    from hydra_plugins.hypergrid.worker import CellBatch
     from render.run.secrets import write_secrets
 
+    _worker_entry_point_only(monkeypatch)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.chdir(tmp_path)
-    handed = write_secrets({"HF_TOKEN": TOKEN}, tmp_path)
-    seen = run_batch(lambda: os.environ.get("HF_TOKEN"), "ray-000000-0", str(tmp_path), str(handed))
-    assert seen == TOKEN
+    batch = CellBatch(None, None, None, [], write_secrets({"HF_TOKEN": TOKEN}, tmp_path))  # type: ignore[arg-type]
+    run_batch(batch, "ray-000000-0", str(tmp_path))
+    assert os.environ.get("HF_TOKEN") == TOKEN
     monkeypatch.delenv("HF_TOKEN")
+
+
+class _JobServer:
+    """What a detached sweep hands the cluster's job server (the Jobs API's client, recorded instead of sent)."""
+
+    submitted: list[dict[str, Any]] = []
+
+    def __init__(self, address: str) -> None:
+        pass
+
+    def submit_job(self, **job: Any) -> str:
+        self.submitted.append(job)
+        return "raysubmit_61"
+
+
+def test_a_detached_sweeps_job_info_holds_no_credential_of_an_override_and_its_driver_gets_it_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job's entrypoint (shown by `/api/jobs/` and `ray job list`) carried the sweep's command line whole: an
+    override with a password (a hub URL with user:password@, the final's token) with it."""
+    import ray.job_submission
+
+    from hydra_plugins.hypergrid.ray_cluster import submit_detached
+    from render.run.secrets import SECRETS_ENV, adopt_secrets
+
+    for name, value in SECRET_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(ray.job_submission, "JobSubmissionClient", _JobServer)
+    argv = ["-m", "model=tiny", f"tag=https://reader:{PASSWORD}@hub", f"experiment.final_token={TOKEN}", "steps=2,3"]
+    assert submit_detached("http://127.0.0.1:8265", argv, tmp_path, tmp_path) == "raysubmit_61"
+    (job,) = _JobServer.submitted
+    assert _leaks(json.dumps(job)) == [] and "model=tiny" in job["entrypoint"] and "steps=2,3" in job["entrypoint"]
+    assert adopt_secrets(job["runtime_env"]["env_vars"][SECRETS_ENV], remove=True) == argv[2:4]
+    assert os.environ["HF_TOKEN"] == TOKEN
 
 
 def _get(path: str) -> str:
@@ -86,7 +123,7 @@ def test_credentials_reach_no_job_info_task_list_or_log_of_the_cluster(tiny_cach
     entrypoint), and the driver submits the tasks through the launcher's own path (`/api/v0/tasks?detail=1`), each
     built by the runtime-env agent (its log) and run by a worker (its log); the cells render with the credentials
     set, and every credentials file is gone at the end."""
-    result = run_render("-m", "model=tiny", "steps=2,3", "prompts.limit=1", *LAUNCHERS["ray"],
+    result = run_render("-m", "model=tiny", "steps=2,3", "prompts.limit=1", f"tag=https://reader:{PASSWORD}@hub", *LAUNCHERS["ray"],
                         "hydra.launcher.wait=false", cwd=tmp_path, env_extra=SECRET_ENV)
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = the_sweep(tmp_path)
@@ -105,3 +142,10 @@ def test_credentials_reach_no_job_info_task_list_or_log_of_the_cluster(tiny_cach
     while time.monotonic() < deadline and list((sweep / ".secrets").glob("*")):
         time.sleep(1)
     assert not list((sweep / ".secrets").glob("*"))
+
+
+def _worker_entry_point_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch run in this test process installs nothing process-wide: its third-party filters and the redacting log
+    factory are a worker's, an entry point's (tests/test_quiet.py sees every warning as Python shows it)."""
+    monkeypatch.setattr("render.run.quiet.filter_third_party_warnings", lambda: None)
+    monkeypatch.setattr("render.rundir.redact.install", lambda: None)

@@ -257,7 +257,8 @@ def test_a_first_launch_is_estimated_with_its_model_load_and_a_margin() -> None:
     from render.laws.admission import History
 
     job = SimpleNamespace(cell=SimpleNamespace(key="k", model=SimpleNamespace(name="tiny"), height=32, width=32,
-                                               device_kind="cpu", steps=4, describe=lambda: "k"), gpus=1)
+                                               device_kind="cpu", steps=4, describe=lambda: "k"), gpus=1,
+                          calibration_renders=0)
     estimate = estimate_jobs([job], {"k": 3}, History([]), measure=lambda j: (1.0, 2.0))
     assert estimate == Estimate(3 * 1.0 * FIRST_LAUNCH_MARGIN + 2.0 * FIRST_LAUNCH_MARGIN, 1)
 

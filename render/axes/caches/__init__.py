@@ -30,6 +30,7 @@ from render.compose.registry import Registry
 from render.compose.spec import Cell
 
 __all__ = ["AXIS", "CACHES", "CacheConfigError", "Engagement", "NoCacheConf", "apply_cache", "cache_key_params",
+           "calibration_renders",
            "cache_name", "check_cache_supported", "count_engagement", "reset_cache", "typed"]
 
 
@@ -92,6 +93,11 @@ def cache_name(conf: Any) -> str:
 def unbatchable(conf: Any) -> str | None:
     """Why the cache `conf` names cannot run a batch (render.axes.caches._base.CacheMethod.unbatchable), or None."""
     return CACHES[cache_name(conf)].unbatchable
+
+
+def calibration_renders(conf: Any) -> int:
+    """Renders the cache `conf` names makes with the cell's settings before its samples (MagCache without ratios: 1)."""
+    return typed(conf).calibration_renders()
 
 
 def typed(conf: Any) -> CacheSchema:

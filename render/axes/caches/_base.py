@@ -49,6 +49,11 @@ class CacheSchema:
         """The method's range checks: one message per bad value, naming it and what is valid."""
         return []
 
+    def calibration_renders(self) -> int:
+        """Renders with the cell's settings the method makes before the cell's samples, output discarded (device work
+        the budget's estimate counts)."""
+        return 0
+
     @classmethod
     def pipeline_problem(cls, pipeline_cls: type) -> Optional[str]:
         """Why this pipeline class cannot drive the method (e.g. it does not tell the hooks where the denoising

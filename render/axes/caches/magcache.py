@@ -38,6 +38,9 @@ class MagCacheConf(CacheSchema):
             checks.append("mag_ratios=[]: give one ratio per step, or null to calibrate")
         return found(*checks)
 
+    def calibration_renders(self) -> int:
+        return 1 if self.mag_ratios is None else 0  # its ratios calibrated on one render of the cell
+
 
 def apply(pipe: Any, conf: MagCacheConf, ctx: ApplyContext) -> Record:
     """Enable MagCache; without `mag_ratios`, first calibrate them with one `ctx.calibrate()` render."""
