@@ -197,11 +197,16 @@ def test_importing_hypergrid_imports_no_torch() -> None:
 
 def test_the_finals_incumbent_is_written_as_a_winner_file_with_its_holdout_result(runs: dict[str, Path],
                                                                                  tmp_path: Path) -> None:
+    """Its evidence is the holdout's verdict; the samples `verify` renders again are the incumbent's dev samples,
+    never the holdout's: the holdout is seen once, by the final (here the smoke run stands for the final's holdout
+    sweep, a dev run of the same cell for the climb's)."""
     from types import SimpleNamespace
 
     from assess.climb.run_final import Arm, FinalResult, write_final_winner
 
     run = load_run(runs["shapes"])
+    dev_run = _render(tmp_path / "climb", "shapes-dev", *SHAPES, "prompts=dev")
+    assert load_run(dev_run).cell_key == run.cell_key
     quality = {"mean": -0.001, "low": -0.004, "high": 0.002, "n": 1, "verdict": "parity"}
     speed = {"value": 7.7, "low": 6.9, "high": 8.4, "n": 20}
     result = FinalResult("demo", "2026-12-07T20:00:00+00:00", {}, "steps=4 scheduler=dpmpp-2m", "shapes_fit", 0.01,
@@ -209,12 +214,17 @@ def test_the_finals_incumbent_is_written_as_a_winner_file_with_its_holdout_resul
                                     speedup=speed, timed="side by side"), Arm("anchor", [], None)],
                          "parity", sweeps=[str(runs["shapes"].parent)])
     said: list[str] = []
-    exp = SimpleNamespace(name="demo", out_root=tmp_path, holdout=SimpleNamespace(split="holdout"))
+    exp = SimpleNamespace(name="demo", out_root=tmp_path, holdout=SimpleNamespace(split="holdout"),
+                          dev=SimpleNamespace(split=load_run(dev_run).split),
+                          ledger=SimpleNamespace(out_roots=lambda: [tmp_path / "climb", runs["shapes"].parent.parent]))
     path = write_final_winner(result, exp, said.append)  # type: ignore[arg-type]
     assert path == tmp_path / "experiments" / "demo" / "winner.yaml" and said[-1].startswith(f"winner file: {path}")
     winner = read_winner(path)
     e = winner.evidence
     assert (e.verdict, e.split, e.timed, e.speedup, e.prompts) == ("parity", "holdout", "side by side", speed, 1)
     assert e.holdout is not None and e.holdout["verdict"] == "parity" and winner.source["kind"] == "final"
+    dev_texts = {x.prompt for x in load_run(dev_run).samples}
+    assert winner.samples and {x.prompt for x in winner.samples} <= dev_texts, "dev samples, not the holdout's"
+    assert not {x.sha256 for x in winner.samples} & {x.sha256 for x in run.samples}
     pipe = fresh(runs["shapes"])
-    same_samples(pipe, hypergrid.apply(pipe, path), runs["shapes"])
+    same_samples(pipe, hypergrid.apply(pipe, path), dev_run)

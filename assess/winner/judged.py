@@ -6,6 +6,7 @@ cell before writing it (render.cell.cell_overrides)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,13 @@ def final_winner(result: Any, exp: Any) -> Winner | None:
         prompts=int(q.get("n") or 0), split=exp.holdout.split,
         holdout={"verdict": result.parity, "claimed_at": result.claimed_at, "vs_control": result.vs_control or None,
                  "reuse": result.reuse})
-    return checked(winner_of(runs, arm.cell_key, evidence,
-                             {"kind": "final", "experiment": result.experiment, "sweeps": list(result.sweeps)}))
+    winner = winner_of(runs, arm.cell_key, evidence,
+                       {"kind": "final", "experiment": result.experiment, "sweeps": list(result.sweeps)})
+    # what `verify` renders again: the incumbent's dev samples, never the holdout's (the holdout is seen once, by the
+    # final; render.laws.holdout); the holdout's verdict stays the evidence
+    dev = [r for r in load_runs(exp.ledger.out_roots(), problems=[])
+           if r.cell_key == arm.cell_key and r.split == exp.dev.split]
+    return checked(replace(winner, samples=judged_samples(dev, arm.cell_key)))
 
 
 def _interval(value: Any, low: Any, high: Any, n: Any) -> dict[str, Any] | None:

@@ -9,8 +9,8 @@ render.timing.sessions, the speed-up from the paired rounds (assess.statistics.s
 confirmed where it will serve.
 
 It writes nothing: no run folder, no index row, no experiment spend. It is not an experiment's device work, so it
-takes no admission (render.laws.admission): a final's winner is verified on the holdout samples it was judged on,
-after its final spent them.
+takes no admission (render.laws.admission): a final's winner lists its incumbent's dev
+samples for this, never the holdout's (seen once, by the final).
 """
 
 from __future__ import annotations
