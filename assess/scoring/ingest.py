@@ -198,6 +198,8 @@ def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool, s
     for metric in metrics:
         if metric.spec.needs_reference and run.is_anchor:
             continue  # the anchor is the reference: nothing to compare it with
+        if not metric.spec.applies_to(run.cell):
+            continue  # a metric made for another model (the shapes checker on a FLUX model): not scored, not reported
         scored = [s for s in run.samples if s.frames or not metric.spec.clips_only]  # temporal: clips only
         keys = {(s.text_id, s.seed) for s in scored
                 if (s.text_id, s.seed) in stale or _needs(existing.get((s.text_id, s.seed, metric.spec.name)), metric, force)}
