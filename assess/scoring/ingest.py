@@ -155,6 +155,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "device_s": sample.device_s, "sha256": sample.sha256,
         "frames": sample.frames, "fps": sample.fps, "s_per_frame": sample.s_per_frame,
         "batch": sample.batch, "share_s": sample.share_s,
+        "text_s": sample.text_s, "denoise_s": sample.denoise_s, "vae_s": sample.vae_s,
         **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
         "problem": problem,
     }

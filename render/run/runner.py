@@ -341,7 +341,7 @@ class CellWriter:
         compiled = CompileCounters.now().since(before)
         engaged = engagement()
         engaged = engaged.per_call(len(calls)) if engaged else None
-        stages = loaded.stages.as_fields() if loaded.stages is not None else {}  # the median call's (render.timing.stages)
+        stages = loaded.stages  # the median call's (render.timing.stages)
         latency = statistics.median(calls)  # what a user waits for each image of the call
         batch, share = (n, round(latency / n, 6)) if cell.batch > 1 else (None, None)
         records = []
@@ -360,7 +360,8 @@ class CellWriter:
                 compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s, gpus=self.job.gpus if self.job.gpus > 1 else None,
                 latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
                 **clip_fields(cell, latency), **(engaged.as_dict() if engaged else {}), **self.labels.get(prompt_id, {}),
-                ledger=self.run.ledger or None, batch=batch, share_s=share, **stages))
+                ledger=self.run.ledger or None, batch=batch, share_s=share,
+                **(stages.as_fields() if stages is not None else {})))
         self._append(*records)  # one write and fsync for the call's samples
         self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0

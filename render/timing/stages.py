@@ -40,7 +40,7 @@ class StageSplit:
     def total_s(self) -> float:
         return self.text_s + self.denoise_s + self.vae_s
 
-    def as_fields(self) -> dict[str, float]:
+    def as_fields(self) -> dict[str, Any]:
         """The sample record's fields (render.rundir.SampleRecord)."""
         return {"text_s": round(self.text_s, 6), "denoise_s": round(self.denoise_s, 6), "vae_s": round(self.vae_s, 6)}
 

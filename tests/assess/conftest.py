@@ -167,8 +167,10 @@ class RunFactory:
         started_at: str = "2026-11-30T10:04:12+00:00",
         split: str = "smoke",
         categories: dict[str, str] | None = None,
+        stages: tuple[float, float, float] | None = None,
     ) -> Path:
-        """Write one run directory. `n_done` cuts it after that many samples."""
+        """Write one run directory. `n_done` cuts it after that many samples; `stages`: each sample's text, denoise
+        and VAE seconds as shares of its latency (None: a record without a split, as before issue 63)."""
         cell = of_pipeline(cell if cell is not None else ANCHOR_CELL, self.pipeline)
         anchor_key = self.anchor_key
         prompts = prompts if prompts is not None else PROMPTS
@@ -211,7 +213,8 @@ class RunFactory:
                 peak_mem_bytes=1000 + i, mem_kind="cpu-rss-hwm", load_s=1.5 if not reused_from else 0.0,
                 reused_from=reused_from, finished_at="2026-11-30T10:04:14+00:00", sha256=rundir.digest(png),
                 bytes=len(png), prompt_sha=rundir.sample_text_hash(prompts[prompt_id]),
-                category=(categories or {}).get(prompt_id))
+                category=(categories or {}).get(prompt_id),
+                **({} if stages is None else dict(zip(("text_s", "denoise_s", "vae_s"), (lat * f for f in stages)))))
             rundir.append_record(path / rundir.SAMPLES, record.as_dict())
             lines.append(record)
         (path / rundir.LOG).write_text("log\n")
