@@ -1,4 +1,4 @@
-"""Where a pipeline call's time goes: text encoding, the denoising loop, the VAE decode (docs/timing.md#stages).
+"""Where a pipeline call's time goes: text encoding, the denoising loop, the VAE decode (docs/timing.md: where the time goes).
 
 `stage_clock(pipe, device)` wraps, for the length of one call, the two methods every family's pipeline calls at the
 stages' edges: `pipe.encode_prompt` (each text encoder, the negative prompt's too) and `pipe.vae.decode`. The
