@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from assess.errors import disk_full
 from assess.index.database import Index, ScoreRow, default_index_path, json_dumps, now_iso, remove_if_empty
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
+from assess.metrics.ocr import quoted_text
 from assess.metrics.speed import run_gpu_s
 from assess.statistics.parity import parity_rows, stored_parity
 from assess.scoring.sets import score_sets
@@ -201,7 +202,8 @@ def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool, s
             continue  # the anchor is the reference: nothing to compare it with
         if not metric.spec.applies_to(run.cell):
             continue  # a metric made for another model (the shapes checker on a FLUX model): not scored, not reported
-        scored = [s for s in run.samples if s.frames or not metric.spec.clips_only]  # temporal: clips only
+        scored = [s for s in run.samples if (s.frames or not metric.spec.clips_only)  # temporal: clips only
+                  and (not metric.spec.text_prompts_only or quoted_text(s.prompt) is not None)]  # OCR: text prompts
         keys = {(s.text_id, s.seed) for s in scored
                 if (s.text_id, s.seed) in stale or _needs(existing.get((s.text_id, s.seed, metric.spec.name)), metric, force)}
         current += len(scored) - len(keys)

@@ -49,6 +49,8 @@ class MetricSpec:
     default_band: float | None = None  # a report's parity band when nothing better is known (docs/quality.md)
     pipelines: tuple[str, ...] = ()  # the only model pipelines it applies to (model.pipeline); empty: every model.
     # A cell of another model is not scored by it at all: no value, and no "unavailable" either (applies_to)
+    text_prompts_only: bool = False  # scored on samples whose prompt quotes text only (assess.metrics.ocr.quoted_text);
+    # another prompt is not a text prompt: no value, no "unavailable"
 
     @property
     def title(self) -> str:
@@ -81,11 +83,13 @@ class MetricSpec:
 
 def _sample(name: str, family: str, direction: Direction, needs_reference: bool, compute: str, label: str,
             quality_rank: int, description: str, unit: str = "", identity: float | None = None,
-            default_band: float | None = None, pipelines: tuple[str, ...] = ()) -> MetricSpec:
+            default_band: float | None = None, pipelines: tuple[str, ...] = (),
+            text_prompts_only: bool = False) -> MetricSpec:
     return MetricSpec(name=name, version=1, family=family, level="sample", direction=direction,
                       needs_reference=needs_reference, unit=unit, description=description, label=label,
                       compute=f"assess.metrics.{family}:{compute}", quality_rank=quality_rank, identity=identity,
-                      leaderboard=True, default_band=default_band, pipelines=pipelines)
+                      leaderboard=True, default_band=default_band, pipelines=pipelines,
+                      text_prompts_only=text_prompts_only)
 
 
 def _speed(name: str, direction: Direction, unit: str, label: str, description: str, leaderboard: bool = False,
@@ -117,6 +121,15 @@ SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric",
                      pipelines=(SHAPES_PIPELINE,),
                      description="the shapes model's captions only: soft IoU of the image's shape with the asked shape fitted to "
                                  "its bounding box (0-1)")
+OCR = _sample("ocr", "ocr", "higher", True, "OCRMetric", "OCR vs anchor", 9, identity=1.0, default_band=0.1,
+              text_prompts_only=True,
+              description="text prompts only: the text PP-OCRv4 (rapidocr-onnxruntime, the `ocr` extra) reads in the "
+                          "image vs what it reads in the anchor's, 1 - normalised edit distance (letters and digits, "
+                          "case folded); the reads in the detail")
+OCR_PROMPT = _sample("ocr_prompt", "ocr", "higher", False, "OCRPromptMetric", "OCR vs prompt", 10, default_band=0.1,
+                     text_prompts_only=True,
+                     description="text prompts only: the text PP-OCRv4 reads in the image vs the text the prompt "
+                                 "quotes, 1 - normalised edit distance (letters and digits, case folded)")
 TEMPORAL_SSIM = MetricSpec(
     name="temporal_ssim", version=1, family="fidelity", level="sample", direction="higher", needs_reference=False,
     unit="", label="temporal SSIM", compute="assess.metrics.fidelity:TemporalSSIMMetric", clips_only=True,
@@ -141,7 +154,7 @@ LOAD_S = _speed("load_s", "lower", "s", "load (s)", "longest model load among th
 GPU_S = _speed("gpu_s", "lower", "s", "GPU-s spent",
                "device seconds spent: rendered samples' latency + load; reused samples cost 0", leaderboard=True)
 
-SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD, TEMPORAL_SSIM)
+SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD, OCR, OCR_PROMPT, TEMPORAL_SSIM)
 SET_SPECS = (CMMD,)
 LATENCY_REF = _speed("latency_ref_x", "lower", "x ref", "latency (x ref)",
                      "median warm latency in units of the reference workload timed in the same job (render/run/measure.py): "
