@@ -122,3 +122,35 @@ def test_without_the_extra_the_ocr_metrics_say_how_to_install_it(monkeypatch: py
     (metric,) = build_sample_metrics(["ocr_prompt"])
     (outcome,) = metric.score([SampleInput("p", 0, drawn(["OPEN"]), 'a sign that says "OPEN"')])
     assert outcome.value is None and "pip install 'hypergrid[ocr]'" in (outcome.unavailable_reason or "")
+
+
+def test_a_drawbench_sweep_of_the_tiny_model_is_read_on_its_text_prompts(tiny_cache: Path, tmp_path: Path) -> None:
+    """The tiny model (random weights) on DrawBench's format: its Text prompt is read in every sample of the cell and
+    of its anchor; its other prompts are not scored by the OCR metrics, and nothing says they are unavailable."""
+    import csv
+
+    from render import rundir
+    from render.cell import build_job
+    from render.run import runner
+    from render.run.loader import PipelineCache
+    from tests.conftest import compose_cfg
+
+    sheet = tmp_path / "drawbench.csv"
+    with sheet.open("w", newline="") as handle:
+        csv.writer(handle).writerows([["Prompts", "Category"], ["A red colored car.", "Colors"],
+                                      ['A storefront with "Hello World" written on it.', "Text"]])
+    out = tmp_path / "out"
+    overrides = ["steps=2"]
+    job = build_job(compose_cfg("model=tiny", "device=cpu", f"prompts.file={sheet}", *overrides, out_root=out))
+    results = runner.run_job(job, out / "runs" / "steps=2", store=rundir.SampleStore(out), pipelines=PipelineCache(),
+                             overrides=overrides)
+    assert [r.status for r in results] == ["done", "done"]  # its anchor, then the cell
+    db = tmp_path / "index.db"
+    summary = score([r.run_dir for r in results], db, metrics=["ocr", "ocr_prompt"])
+    assert not [line for line in summary.lines() if "ocr" in line], summary.lines()
+    with Index.open(db) as index:
+        rows = index.query("SELECT s.cell_key, p.prompt, s.metric, s.value, s.detail FROM scores s JOIN samples p "
+                           "USING (cell_key, prompt_sha, seed)")
+    assert {r["prompt"] for r in rows} == {'A storefront with "Hello World" written on it.'}
+    assert {r["metric"] for r in rows} == {"ocr", "ocr_prompt"} and all(r["value"] is not None for r in rows)
+    assert {json.loads(r["detail"])["prompt_text"] for r in rows if r["metric"] == "ocr_prompt"} == {"Hello World"}
