@@ -12,6 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from assess.cli import cli
+from assess.metrics.ocr import quoted_text
 from render.compose.metric_registry import SPECS, scored_metric_names
 from render import rundir
 from render.compose.splits import load_prompts
@@ -43,6 +44,9 @@ def test_a_sweep_on_the_project_suite_scored_with_every_metric(tiny_cache: Path,
     assert clips_only == {"temporal_ssim"}
     other_model = {name for name in scored_metric_names() if SPECS[name].pipelines}  # the shapes model's own checker
     assert other_model == {"shapes", "shapes_fit"}
+    texts = [p.text for p in load_prompts("suite-dev.jsonl", LIMIT)]
+    if not any(quoted_text(t) for t in texts):  # the OCR metrics read text prompts only: none among these
+        other_model |= {name for name in scored_metric_names() if SPECS[name].text_prompts_only}
     assert {m for m, *_ in scores} | {m for m, *_ in sets} == set(scored_metric_names()) - clips_only - other_model
     assert all((v is None) != (why is None) for _, v, why in scores)
     for metric in ("ssim", "psnr", "clip_score", "pickscore"):
