@@ -50,6 +50,7 @@ class StageClock:
 
     def __init__(self, device: str) -> None:
         self.cuda = device.startswith("cuda")
+        self.device = device
         self.marks: list[tuple[str, str, Any]] = []
 
     def mark(self, what: str, edge: str) -> None:
@@ -57,7 +58,7 @@ class StageClock:
             import torch
 
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(torch.device(self.device)))  # the call's device, not the default one
             self.marks.append((what, edge, event))
         else:
             self.marks.append((what, edge, time.perf_counter()))
