@@ -1,5 +1,5 @@
 """Issue 63, item 4: where a sample's time goes. The runner records each sample's seconds of text encoding, denoising
-loop and VAE decode (render.timing.stages); the three add up to its latency within 5 % on the tiny models; the
+loop and VAE decode (render.run.stage_clock); the three add up to its latency within 5 % on the tiny models; the
 clock changes nothing rendered."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from render import rundir
 from render.cell import build_job
 from render.run import runner
 from render.run.loader import PipelineCache
-from render.timing.stages import StageClock, StageSplit, stage_clock
+from render.run.stage_clock import StageClock, StageSplit, stage_clock
 from tests.conftest import compose_cfg
 
 PIPELINES = PipelineCache()  # one load per model for the module

@@ -488,7 +488,7 @@ ALTER TABLE samples ADD COLUMN batch INTEGER;
 ALTER TABLE samples ADD COLUMN share_s REAL
 """
 
-# Where a sample's time went (render.timing.stages): its seconds of text encoding, denoising loop and VAE decode;
+# Where a sample's time went (render.run.stage_clock): its seconds of text encoding, denoising loop and VAE decode;
 # NULL for a sample recorded before they were (the report shows "—").
 SCHEMA_0014_STAGES = """
 ALTER TABLE samples ADD COLUMN text_s REAL;

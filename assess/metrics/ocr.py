@@ -39,7 +39,7 @@ INSTALL = "pip install 'hypergrid[ocr]'"
 READER_SETTINGS = {"det_limit_type": "max", "det_limit_side_len": 960, "use_cls": False}
 # A double-quoted span (straight or curly), or a single-quoted one not inside a word (an apostrophe is no quote)
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|‘([^’]+)’|(?<!\w)'([^']+)'(?!\w)")
-READS_KEPT = 256  # reads of anchor images kept across the cells of one `assess score` (by content)
+READS_KEPT = 256  # reads kept by content: an anchor's image is read once for all its cells, a sample's once for both
 
 
 def quoted_text(prompt: str | None) -> str | None:
@@ -94,7 +94,7 @@ def read_text(image: np.ndarray) -> str:
 
 
 class _Reads:
-    """Reads of images by content, the most recent kept: an anchor's image is read once for every cell scored."""
+    """Reads of images by content, the most recent READS_KEPT kept."""
 
     def __init__(self) -> None:
         self.kept: OrderedDict[str, str] = OrderedDict()
@@ -110,11 +110,13 @@ class _Reads:
         return text
 
 
+READS = _Reads()  # one for both metrics: a sample's image is read once for `ocr` and `ocr_prompt`
+
+
 class _OCRMetric(SampleMetric):
     """Reads each sample's image and compares it with what `against` gives for it."""
 
-    def __init__(self) -> None:
-        self.reads = _Reads()
+    reads = READS
 
     @classmethod
     def from_options(cls, models: Mapping[str, str] | None = None) -> SampleMetric:

@@ -37,7 +37,7 @@ from assess.report.outdir import check_out, staged
 from render.rundir.redact import finalize, redact
 from render.rundir.untrusted import contained, href, safe_component
 from assess.statistics.scope import Scope, scope_of, scoped_cell
-from assess.statistics.stages import BOUND, CellStages, bound_note, cell_stages, stage_text
+from assess.statistics.time_split import BOUND, CellStages, bound_note, cell_stages, stage_text
 from assess.verdicts.recorded import recorded_verdicts
 from assess.report.category_sheet import cell_categories, worst_prompts
 from assess.statistics.side_by_side import SIDE_BY_SIDE
@@ -258,7 +258,7 @@ def same_work_text(view: CellView, label_of: dict[tuple[str, str], str]) -> str:
 # -- leaderboard ----------------------------------------------------------------------------
 
 SPEEDUP = "speedup"  # not a stored metric: the anchor's median warm latency / the cell's, with its interval
-STAGES = "stages"  # not a stored metric: the cell's time split, text · denoise · VAE (assess.statistics.stages)
+STAGES = "stages"  # not a stored metric: the cell's time split, text · denoise · VAE (assess.statistics.time_split)
 
 
 def leaderboard_columns() -> list[tuple[str, str]]:
@@ -722,7 +722,7 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
         cost = costs.get((v.cell_key, v.split))
         notes.append(None if cost is None else cost.note())
         notes.append(parity_note(index.parity(v.cell_key), floor_beside(index, v.cell_key)))  # against its width-1 twin
-        if not v.is_anchor:  # the speed-up its denoiser lever cannot give: another stage dominates (assess.statistics.stages)
+        if not v.is_anchor:  # the speed-up its denoiser lever cannot give: another stage dominates (assess.statistics.time_split)
             anchor = stages.get((v.anchor_cell_key, v.split)) or cell_stages(index.samples_of(v.anchor_cell_key, v.split))
             notes.append(bound_note(anchor, v.stages))
         out += [{"mark": v.mark, "label": v.label, "cell_key": v.cell_key, "note": n,

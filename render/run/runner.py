@@ -36,7 +36,7 @@ from render.cell import Job, anchor_dir, twin_dir
 from render.cell import companions as companions_of
 from render.errors import RenderError
 from render.laws.admission import BudgetStop, guard_for
-from render.timing.stages import StageSplit, stage_clock
+from render.run.stage_clock import StageSplit, stage_clock
 from render.laws.spend import Purpose, spend_load, spending
 from render.run.loader import LoadedPipeline, PipelineCache, batch_kwargs, call_kwargs, configure
 from render.rundir import Category, CellState
@@ -171,7 +171,7 @@ def _timed(loaded: LoadedPipeline, cell: Cell, device: str, kwargs: dict[str, An
 
     clips = family(cell.model.family).clips  # a video pipeline returns `.frames`
     cuda = device.startswith("cuda")
-    with stage_clock(loaded.pipe, device) as clock:  # where the call's time goes: loaded.stages (render.timing.stages)
+    with stage_clock(loaded.pipe, device) as clock:  # where the call's time goes: loaded.stages (render.run.stage_clock)
         if cuda:
             torch.cuda.synchronize(device)
         start = time.perf_counter()
@@ -341,7 +341,7 @@ class CellWriter:
         compiled = CompileCounters.now().since(before)
         engaged = engagement()
         engaged = engaged.per_call(len(calls)) if engaged else None
-        stages = loaded.stages  # the median call's (render.timing.stages)
+        stages = loaded.stages  # the median call's (render.run.stage_clock)
         latency = statistics.median(calls)  # what a user waits for each image of the call
         batch, share = (n, round(latency / n, 6)) if cell.batch > 1 else (None, None)
         records = []

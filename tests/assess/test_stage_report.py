@@ -11,7 +11,7 @@ import pytest
 
 from assess.report.write import write_report
 from assess.scoring.ingest import score
-from assess.statistics.stages import CellStages, bound_note, cell_stages, denoiser_bound
+from assess.statistics.time_split import CellStages, bound_note, cell_stages, denoiser_bound
 from tests.assess.conftest import RunFactory, make_cell, shift
 
 ANCHOR_SPLIT = (0.1, 0.4, 0.5)  # the case: the denoiser is 40 % of a sample

@@ -1,7 +1,7 @@
 """Where a cell's time goes, and the speed-up a denoiser lever cannot give because another stage dominates.
 
 A cell's split is the median over its warm samples of each stage's seconds as the renderer recorded them
-(render.timing.stages: text encoding, the denoising loop, the VAE decode). Read from sample rows by column name
+(render.run.stage_clock: text encoding, the denoising loop, the VAE decode). Read from sample rows by column name
 (the index's `samples` rows or SampleRecord.as_dict()); a sample recorded before the split existed has none, and a
 cell without any is shown as "—".
 
