@@ -955,6 +955,13 @@ class Index:
                                 old_key)
         self._insert("scores", SCORE_COLUMNS, chosen.values(), replace=True)  # every column given: replace = upsert
 
+    def drop_scores(self, conn: sqlite3.Connection, cell_key: str, metrics: Sequence[str]) -> None:
+        """Remove the cell's scores of these metrics: metrics that do not apply to its model (MetricSpec.applies_to),
+        left by a scoring from before they said so; the cell's refresh then drops their derived rows too."""
+        if metrics:
+            marks = ", ".join("?" for _ in metrics)
+            self.table("scores").delete_where(f"cell_key = ? AND metric IN ({marks})", (cell_key, *metrics))
+
     def write_set_score(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         """Upsert one set score (other versions of the metric for the cell and split are replaced)."""
         self.table("set_scores").delete_where(

@@ -415,6 +415,7 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
     done = set() if force or twin is None else stored_parity(index.parity(run.cell_key), twin)
     parity = parity_rows(run, index.cell_samples(twin) if twin else {}, read_image, done)
     with index.write() as conn:
+        index.drop_scores(conn, run.cell_key, [m.spec.name for m in metrics if not m.spec.applies_to(run.cell)])
         index.write_scores(conn, [r for r in rows if (r.prompt_sha, r.seed) not in stale], force=force)
         index.write_scores(conn, [r for r in rows if (r.prompt_sha, r.seed) in stale], force=True)  # replace the old image's
         index.write_parity(conn, parity)  # a parallel cell against its width-1 twin (assess.statistics.parity)

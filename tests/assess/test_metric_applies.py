@@ -51,3 +51,22 @@ def test_the_shapes_checker_still_scores_the_shapes_model(shapes_outputs: RunFac
     with Index.open(db) as index:
         rows = index.query("SELECT metric, value, unavailable_reason FROM scores")
     assert {r["metric"] for r in rows} == {"shapes", "shapes_fit"} and len(rows) == 2 * 2 * 2 * 2
+
+
+def test_a_scoring_from_before_leaves_no_unavailable_rows_of_a_metric_that_does_not_apply(outputs: RunFactory,
+                                                                                          db: Path) -> None:
+    """An index scored when the shapes checker still ran on every model: its "unavailable" rows for a FLUX cell go at
+    the next scoring, and the cell's summary has no shapes figure left."""
+    sweep = _sweep(outputs)
+    score([sweep], db, metrics=["ssim"])
+    with Index.open(db) as index, index.write() as conn:  # what a scoring before this release left
+        cell_key = index.query("SELECT cell_key FROM runs WHERE is_anchor = 0")[0]["cell_key"]
+        conn.execute("INSERT INTO scores SELECT cell_key, prompt_sha, prompt_id, seed, 'shapes', 1, NULL, "
+                     "'not a shapes caption', 'higher', '', NULL, NULL, scored_at FROM scores WHERE cell_key = ?",
+                     (cell_key,))
+        index.refresh_cell(conn, cell_key)
+        assert index.query("SELECT COUNT(*) AS n FROM cell_scores WHERE metric = 'shapes'")[0]["n"] == 1
+    score([sweep], db, metrics=["ssim", "shapes"])
+    with Index.open(db) as index:
+        assert index.query("SELECT COUNT(*) AS n FROM scores WHERE metric = 'shapes'")[0]["n"] == 0
+        assert index.query("SELECT COUNT(*) AS n FROM cell_scores WHERE metric = 'shapes'")[0]["n"] == 0
