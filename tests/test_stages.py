@@ -20,19 +20,29 @@ PIPELINES = PipelineCache()  # one load per model for the module
 ADDS_UP = 0.05  # the promise: text + denoise + vae within 5 % of the sample's latency
 
 
-def _render(out_root: Path, model: str, *overrides: str) -> list[dict]:
-    job = build_job(compose_cfg(f"model={model}", "device=cpu", "prompts.limit=3", "render_anchor=false", *overrides,
-                                out_root=out_root))
+def _render(out_root: Path, model: str, *overrides: str, device: str = "cpu") -> list[dict]:
+    job = build_job(compose_cfg(f"model={model}", f"device={device}", "prompts.limit=3", "render_anchor=false",
+                                *overrides, out_root=out_root))
     (result,) = runner.run_job(job, out_root / "runs" / model, store=rundir.SampleStore(job.out_root),
                                pipelines=PIPELINES, overrides=list(overrides))
     assert result.status == "done", result
     return [json.loads(line) for line in (result.run_dir / rundir.SAMPLES).read_text().splitlines()]
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+ON_GPU = pytest.param("cuda", marks=pytest.mark.skipif(not _cuda(), reason="CUDA events: a GPU machine's check"))
+
+
+@pytest.mark.parametrize("device", ["cpu", ON_GPU])
 @pytest.mark.parametrize("model", ["tiny", "shapes"])
-def test_a_samples_three_stages_add_up_to_its_latency_within_5_percent(model: str, tiny_cache: Path,
+def test_a_samples_three_stages_add_up_to_its_latency_within_5_percent(model: str, device: str, tiny_cache: Path,
                                                                          tmp_path: Path) -> None:
-    records = _render(tmp_path / "out", model, "steps=8")
+    records = _render(tmp_path / "out", model, "steps=8", device=device)
     for record in records:
         parts = (record["text_s"], record["denoise_s"], record["vae_s"])
         assert all(isinstance(p, float) and p >= 0 for p in parts), record
