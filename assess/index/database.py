@@ -22,6 +22,7 @@ Tables (see SCHEMA below for every column):
                cell against its anchor (CMMD) per split (migration 0004_quality)
   samples.steps_computed ... compile_cache_misses: cache engagement and compile per sample (0006_engagement)
   samples.frames, fps, s_per_frame: a clip sample's (0009_clips); NULL for an image
+  samples.text_s, denoise_s, vae_s: where the sample's time went (0014_stages); NULL when not recorded
   parity       per sample of a parallel cell: its drift against its width-1 twin's sample (0010_parity, assess.statistics.parity)
   timing_sessions, timing_cells: side-by-side timing sessions and their contenders' rounds (0007_side_by_side)
   run_files    per run directory: its content stamp when last scored and what that scoring left, so that a rescore
@@ -487,6 +488,14 @@ ALTER TABLE samples ADD COLUMN batch INTEGER;
 ALTER TABLE samples ADD COLUMN share_s REAL
 """
 
+# Where a sample's time went (render.run.stage_clock): its seconds of text encoding, denoising loop and VAE decode;
+# NULL for a sample recorded before they were (the report shows "—").
+SCHEMA_0014_STAGES = """
+ALTER TABLE samples ADD COLUMN text_s REAL;
+ALTER TABLE samples ADD COLUMN denoise_s REAL;
+ALTER TABLE samples ADD COLUMN vae_s REAL
+"""
+
 # A parallel cell's samples against its width-1 twin's (assess.statistics.parity): largest pixel difference in 8-bit levels and
 # SSIM, or why they could not be compared (the twin's sample missing).
 SCHEMA_0010_PARITY = """
@@ -521,6 +530,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # one of those texts is found in the index (assess.climb.run_final.holdout_evidence)
     ("0012_final_content", ["ALTER TABLE finals ADD COLUMN holdout TEXT"]),
     ("0013_batch", [SCHEMA_0013_BATCH]),
+    ("0014_stages", [SCHEMA_0014_STAGES]),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -971,6 +981,13 @@ class Index:
             scores.delete_where("cell_key = ? AND prompt_sha = ? AND seed = ? AND metric = ? AND metric_version = ?",
                                 old_key)
         self._insert("scores", SCORE_COLUMNS, chosen.values(), replace=True)  # every column given: replace = upsert
+
+    def drop_scores(self, conn: sqlite3.Connection, cell_key: str, metrics: Sequence[str]) -> None:
+        """Remove the cell's scores of these metrics: metrics that do not apply to its model (MetricSpec.applies_to),
+        left by a scoring from before they said so; the cell's refresh then drops their derived rows too."""
+        if metrics:
+            marks = ", ".join("?" for _ in metrics)
+            self.table("scores").delete_where(f"cell_key = ? AND metric IN ({marks})", (cell_key, *metrics))
 
     def write_set_score(self, conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         """Upsert one set score (other versions of the metric for the cell and split are replaced)."""

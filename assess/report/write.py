@@ -37,6 +37,7 @@ from assess.report.outdir import check_out, staged
 from render.rundir.redact import finalize, redact
 from render.rundir.untrusted import contained, href, safe_component
 from assess.statistics.scope import Scope, scope_of, scoped_cell
+from assess.statistics.time_split import BOUND, CellStages, bound_note, cell_stages, stage_text
 from assess.verdicts.recorded import recorded_verdicts
 from assess.report.category_sheet import cell_categories, worst_prompts
 from assess.statistics.side_by_side import SIDE_BY_SIDE
@@ -69,6 +70,7 @@ class CellView:
     sizes: dict[str, int] = field(default_factory=dict)  # set metric -> its sample size (pairs with the anchor)
     noisy: str | None = None  # why its speed is too noisy to rank it (assess.statistics.noise)
     same_work_as: str | None = None  # the cell key of the earlier cell whose images it reproduces byte for byte
+    stages: CellStages | None = None  # where its warm samples' time went (None: recorded before the split existed)
 
     @property
     def axes(self) -> dict[str, str]:
@@ -192,7 +194,7 @@ def _cell_views(index: Index, runs: list[dict[str, Any]]) -> tuple[list[CellView
             n_values=row["height"] * row["width"] * 3 if row["height"] and row["width"] else None,
             keys=cell.keys, reused=scoped.reused_elsewhere, groups=sorted(cell.groups),
             command=render_line(overrides, prompts.get((cell_key, split), []), cell.keys), sizes=scoped.sizes,
-            noisy=scoped.noisy,
+            noisy=scoped.noisy, stages=cell_stages(scoped.samples),
         )
         if not view.is_anchor:
             anchor = scope.cells.get((cell.anchor_cell_key, split))
@@ -256,6 +258,7 @@ def same_work_text(view: CellView, label_of: dict[tuple[str, str], str]) -> str:
 # -- leaderboard ----------------------------------------------------------------------------
 
 SPEEDUP = "speedup"  # not a stored metric: the anchor's median warm latency / the cell's, with its interval
+STAGES = "stages"  # not a stored metric: the cell's time split, text · denoise · VAE (assess.statistics.time_split)
 
 
 def leaderboard_columns() -> list[tuple[str, str]]:
@@ -266,6 +269,7 @@ def leaderboard_columns() -> list[tuple[str, str]]:
         columns.append((spec.name, f"{spec.title} (Δ vs anchor)" if delta else spec.title))
         if spec.name == "latency_median_s":
             columns.append((SPEEDUP, "speed-up vs anchor"))
+            columns.append((STAGES, "time split (text · denoise · VAE)"))
     return columns
 
 
@@ -284,6 +288,9 @@ def _metric_cell(view: CellView, metric: str) -> dict[str, str]:
                     "cls": "noisy"}
         return {"text": _interval_text(comparison.speedup) + f"×{timed}", "title": comparison.speedup.note or "",
                 "cls": "" if comparison.timed == SIDE_BY_SIDE else "apart"}
+    if metric == STAGES:
+        return {"text": stage_text(view.stages), "title": view.stages.seconds() if view.stages else
+                "no stage split: its samples were recorded before the renderer recorded one", "cls": ""}
     spec = SPECS[metric]
     value = view.values.get(metric)
     if value is None:
@@ -314,7 +321,7 @@ def shown_columns(views: list[CellView]) -> tuple[list[tuple[str, str]], dict[st
     """The leaderboard's columns that some row has a value in; the others, each with why it has none."""
     shown, hidden = [], {}
     for metric, title in leaderboard_columns():
-        if metric == SPEEDUP or any(v.values.get(metric) is not None for v in views):
+        if metric in (SPEEDUP, STAGES) or any(v.values.get(metric) is not None for v in views):
             shown.append((metric, title))
         else:
             reasons = [v.reasons[metric] for v in views if metric in v.reasons and not v.is_anchor]
@@ -707,6 +714,7 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
 
     costs = compile_costs(index)
     out = []
+    stages = {(v.cell_key, v.split): v.stages for v in views}
     for v in views:
         found = index.runs_of(v.cell_key)[:1]
         samples = index.samples_of(v.cell_key, v.split)
@@ -714,8 +722,12 @@ def speed_notes(index: Index, views: list[CellView]) -> list[dict[str, Any]]:
         cost = costs.get((v.cell_key, v.split))
         notes.append(None if cost is None else cost.note())
         notes.append(parity_note(index.parity(v.cell_key), floor_beside(index, v.cell_key)))  # against its width-1 twin
+        if not v.is_anchor:  # the speed-up its denoiser lever cannot give: another stage dominates (assess.statistics.time_split)
+            anchor = stages.get((v.anchor_cell_key, v.split)) or cell_stages(index.samples_of(v.anchor_cell_key, v.split))
+            notes.append(bound_note(anchor, v.stages))
         out += [{"mark": v.mark, "label": v.label, "cell_key": v.cell_key, "note": n,
-                 "warn": NEVER_ENGAGED in n or "never pays" in n or n.startswith("parallel-drift")} for n in notes if n]
+                 "warn": NEVER_ENGAGED in n or "never pays" in n or n.startswith("parallel-drift") or BOUND in n}
+                for n in notes if n]
     return out
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from assess.errors import disk_full
 from assess.index.database import Index, ScoreRow, default_index_path, json_dumps, now_iso, remove_if_empty
 from assess.metrics import Outcome, SampleInput, SampleMetric, build_metrics
+from assess.metrics.ocr import quoted_text
 from assess.metrics.speed import run_gpu_s
 from assess.statistics.parity import parity_rows, stored_parity
 from assess.scoring.sets import score_sets
@@ -155,6 +156,7 @@ def sample_row(run: RunDir, sample: SampleRecord) -> dict[str, Any]:
         "device_s": sample.device_s, "sha256": sample.sha256,
         "frames": sample.frames, "fps": sample.fps, "s_per_frame": sample.s_per_frame,
         "batch": sample.batch, "share_s": sample.share_s,
+        "text_s": sample.text_s, "denoise_s": sample.denoise_s, "vae_s": sample.vae_s,
         **{name: getattr(sample, name) for name in ENGAGEMENT_COLUMNS},
         "problem": problem,
     }
@@ -198,7 +200,10 @@ def _plan(index: Index, run: RunDir, metrics: list[SampleMetric], force: bool, s
     for metric in metrics:
         if metric.spec.needs_reference and run.is_anchor:
             continue  # the anchor is the reference: nothing to compare it with
-        scored = [s for s in run.samples if s.frames or not metric.spec.clips_only]  # temporal: clips only
+        if not metric.spec.applies_to(run.cell):
+            continue  # a metric made for another model (the shapes checker on a FLUX model): not scored, not reported
+        scored = [s for s in run.samples if (s.frames or not metric.spec.clips_only)  # temporal: clips only
+                  and (not metric.spec.text_prompts_only or quoted_text(s.prompt) is not None)]  # OCR: text prompts
         keys = {(s.text_id, s.seed) for s in scored
                 if (s.text_id, s.seed) in stale or _needs(existing.get((s.text_id, s.seed, metric.spec.name)), metric, force)}
         current += len(scored) - len(keys)
@@ -408,6 +413,7 @@ def score_run(index: Index, run: RunDir, metrics: list[SampleMetric], summary: S
     done = set() if force or twin is None else stored_parity(index.parity(run.cell_key), twin)
     parity = parity_rows(run, index.cell_samples(twin) if twin else {}, read_image, done)
     with index.write() as conn:
+        index.drop_scores(conn, run.cell_key, [m.spec.name for m in metrics if not m.spec.applies_to(run.cell)])
         index.write_scores(conn, [r for r in rows if (r.prompt_sha, r.seed) not in stale], force=force)
         index.write_scores(conn, [r for r in rows if (r.prompt_sha, r.seed) in stale], force=True)  # replace the old image's
         index.write_parity(conn, parity)  # a parallel cell against its width-1 twin (assess.statistics.parity)

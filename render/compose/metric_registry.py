@@ -17,8 +17,9 @@ never imports assess. The compute classes stay in assess/metrics/.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from render.compose.registry import Registry
 
@@ -46,10 +47,22 @@ class MetricSpec:
     display: Display = "number"
     clips_only: bool = False  # scored on clip samples only (an image has no consecutive frames)
     default_band: float | None = None  # a report's parity band when nothing better is known (docs/quality.md)
+    pipelines: tuple[str, ...] = ()  # the only model pipelines it applies to (model.pipeline); empty: every model.
+    # A cell of another model is not scored by it at all: no value, and no "unavailable" either (applies_to)
+    text_prompts_only: bool = False  # scored on samples whose prompt quotes text only (assess.metrics.ocr.quoted_text);
+    # another prompt is not a text prompt: no value, no "unavailable"
 
     @property
     def title(self) -> str:
         return self.label or self.name
+
+    def applies_to(self, cell: Mapping[str, Any]) -> bool:
+        """Whether it scores this cell's samples (a resolved cell, as run.json records it): a metric made for one
+        model (the shapes checker) does not apply to another, and is neither computed nor reported unavailable."""
+        if not self.pipelines:
+            return True
+        model = cell.get("model")
+        return isinstance(model, Mapping) and model.get("pipeline") in self.pipelines
 
     @property
     def is_set(self) -> bool:
@@ -70,11 +83,13 @@ class MetricSpec:
 
 def _sample(name: str, family: str, direction: Direction, needs_reference: bool, compute: str, label: str,
             quality_rank: int, description: str, unit: str = "", identity: float | None = None,
-            default_band: float | None = None) -> MetricSpec:
+            default_band: float | None = None, pipelines: tuple[str, ...] = (),
+            text_prompts_only: bool = False) -> MetricSpec:
     return MetricSpec(name=name, version=1, family=family, level="sample", direction=direction,
                       needs_reference=needs_reference, unit=unit, description=description, label=label,
                       compute=f"assess.metrics.{family}:{compute}", quality_rank=quality_rank, identity=identity,
-                      leaderboard=True, default_band=default_band)
+                      leaderboard=True, default_band=default_band, pipelines=pipelines,
+                      text_prompts_only=text_prompts_only)
 
 
 def _speed(name: str, direction: Direction, unit: str, label: str, description: str, leaderboard: bool = False,
@@ -97,12 +112,24 @@ PICKSCORE = _sample("pickscore", "preference", "higher", False, "PickScoreMetric
 IMAGEREWARD = _sample("imagereward", "imagereward", "higher", False, "ImageRewardMetric", "ImageReward", 8, default_band=0.1, 
                       description="ImageReward (BLIP + MLP tuned on human rankings): 0 = an average image; its model "
                                   "and the model's content identity are in scores.config")
-SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes correct", 5, default_band=0.05, 
-                 description="shapes captions only: 1 when the caption's colour, shape and position are all in the "
-                             "image, else 0; per-attribute verdicts in the detail")
-SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric", "shapes fit", 6, default_band=0.01, 
-                     description="shapes captions only: soft IoU of the image's shape with the asked shape fitted to "
+SHAPES_PIPELINE = "render.models.shapes.ShapesPipeline"  # the shapes checker reads only the shapes model's images
+SHAPES = _sample("shapes", "shapes", "higher", False, "ShapesMetric", "shapes correct", 5, default_band=0.05,
+                 pipelines=(SHAPES_PIPELINE,),
+                 description="the shapes model's captions only: 1 when the caption's colour, shape and position are "
+                             "all in the image, else 0; per-attribute verdicts in the detail")
+SHAPES_FIT = _sample("shapes_fit", "shapes", "higher", False, "ShapesFitMetric", "shapes fit", 6, default_band=0.01,
+                     pipelines=(SHAPES_PIPELINE,),
+                     description="the shapes model's captions only: soft IoU of the image's shape with the asked shape fitted to "
                                  "its bounding box (0-1)")
+OCR = _sample("ocr", "ocr", "higher", True, "OCRMetric", "OCR vs anchor", 9, identity=1.0, default_band=0.1,
+              text_prompts_only=True,
+              description="text prompts only: the text PP-OCRv4 (rapidocr-onnxruntime, the `ocr` extra) reads in the "
+                          "image vs what it reads in the anchor's, 1 - normalised edit distance (letters and digits, "
+                          "case folded); the reads in the detail")
+OCR_PROMPT = _sample("ocr_prompt", "ocr", "higher", False, "OCRPromptMetric", "OCR vs prompt", 10, default_band=0.1,
+                     text_prompts_only=True,
+                     description="text prompts only: the text PP-OCRv4 reads in the image vs the text the prompt "
+                                 "quotes, 1 - normalised edit distance (letters and digits, case folded)")
 TEMPORAL_SSIM = MetricSpec(
     name="temporal_ssim", version=1, family="fidelity", level="sample", direction="higher", needs_reference=False,
     unit="", label="temporal SSIM", compute="assess.metrics.fidelity:TemporalSSIMMetric", clips_only=True,
@@ -127,7 +154,7 @@ LOAD_S = _speed("load_s", "lower", "s", "load (s)", "longest model load among th
 GPU_S = _speed("gpu_s", "lower", "s", "GPU-s spent",
                "device seconds spent: rendered samples' latency + load; reused samples cost 0", leaderboard=True)
 
-SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD, TEMPORAL_SSIM)
+SAMPLE_SPECS = (PSNR, SSIM, LPIPS, CLIP_SCORE, SHAPES, SHAPES_FIT, PICKSCORE, IMAGEREWARD, OCR, OCR_PROMPT, TEMPORAL_SSIM)
 SET_SPECS = (CMMD,)
 LATENCY_REF = _speed("latency_ref_x", "lower", "x ref", "latency (x ref)",
                      "median warm latency in units of the reference workload timed in the same job (render/run/measure.py): "

@@ -22,6 +22,7 @@ from render.errors import RenderError
 from render.axes.quant import weights_bytes
 from render.compose.introspect import pipeline_class, quiet_libraries
 from render.compose.spec import Cell, ModelSpec
+from render.run.stage_clock import StageSplit
 
 log = logging.getLogger("render")
 BUILTIN_PREFIX = "hypergrid:"
@@ -69,6 +70,7 @@ class LoadedPipeline:
     weights_bytes: int = 0  # weights footprint as loaded (after quantization / layerwise casting)
     warmups_left: int = 0  # calls still to mark as warm-up for the configured cell
     device: str = "cpu"  # where the pipeline was loaded (offload undo moves it back here)
+    stages: StageSplit | None = None  # its last call's seconds per stage (render.run.stage_clock), read after each call
 
 
 class PipelineCache:

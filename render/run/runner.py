@@ -36,6 +36,7 @@ from render.cell import Job, anchor_dir, twin_dir
 from render.cell import companions as companions_of
 from render.errors import RenderError
 from render.laws.admission import BudgetStop, guard_for
+from render.run.stage_clock import StageSplit, stage_clock
 from render.laws.spend import Purpose, spend_load, spending
 from render.run.loader import LoadedPipeline, PipelineCache, batch_kwargs, call_kwargs, configure
 from render.rundir import Category, CellState
@@ -170,15 +171,20 @@ def _timed(loaded: LoadedPipeline, cell: Cell, device: str, kwargs: dict[str, An
 
     clips = family(cell.model.family).clips  # a video pipeline returns `.frames`
     cuda = device.startswith("cuda")
-    if cuda:
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        output = loaded.pipe(**kwargs)
-    pixels = list(output.frames if clips else output.images)
-    if cuda:
-        torch.cuda.synchronize(device)
-    return pixels, time.perf_counter() - start
+    with stage_clock(loaded.pipe, device) as clock:  # where the call's time goes: loaded.stages (render.run.stage_clock)
+        if cuda:
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        clock.mark("call", "start")
+        with torch.inference_mode():
+            output = loaded.pipe(**kwargs)
+        pixels = list(output.frames if clips else output.images)
+        clock.mark("call", "end")
+        if cuda:
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+    loaded.stages = clock.split()
+    return pixels, seconds
 
 
 def png_bytes(pixels: Any, what: str, fps: int | None = None) -> bytes:
@@ -207,6 +213,14 @@ def clip_fields(cell: Cell, latency: float) -> dict[str, Any]:
     return {} if frames is None else {"frames": frames, "fps": cell.model.fps, "s_per_frame": round(latency / frames, 6)}
 
 
+def median_split(latencies: Sequence[float], splits: Sequence[StageSplit | None]) -> StageSplit | None:
+    """The stage split of the call whose latency is the median (the lower one of an even count): the sample's."""
+    if not splits:
+        return None
+    order = sorted(range(len(latencies)), key=latencies.__getitem__)
+    return splits[order[(len(order) - 1) // 2]]
+
+
 def render_sample(loaded: LoadedPipeline, job: Job, prompt: str, seed: int, calls: int = 1
                   ) -> tuple[bytes, list[float], int, str]:
     """`calls` pipeline calls of one sample (the same image each time: the generator is seeded per call): PNG
@@ -224,7 +238,9 @@ def render_samples(loaded: LoadedPipeline, job: Job, prompts: Sequence[str], see
     if job.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(job.device)
     latencies: list[float] = []
+    splits: list[StageSplit | None] = []
     pixels: list[Any] | None = None
+    loaded.stages = None
     for _ in range(calls):
         if job.cell.batch > 1:
             images, seconds = timed_batch(loaded, job.cell, job.device, prompts, seeds)
@@ -233,7 +249,9 @@ def render_samples(loaded: LoadedPipeline, job: Job, prompts: Sequence[str], see
             image, seconds = timed_call(loaded, job.cell, job.device, prompt, seed)
             images = [image]
         latencies.append(seconds)
+        splits.append(loaded.stages)
         pixels = images if pixels is None else pixels
+    loaded.stages = median_split(latencies, splits)
     assert pixels is not None and len(pixels) == len(prompts), "a pipeline call returned another number of images"
     pngs = [png_bytes(p, f"sample ({shown(t)}, seed {s})", job.cell.model.fps) for p, t, s in zip(pixels, prompts, seeds)]
     memory, kind = peak_memory(job.device)
@@ -323,6 +341,7 @@ class CellWriter:
         compiled = CompileCounters.now().since(before)
         engaged = engagement()
         engaged = engaged.per_call(len(calls)) if engaged else None
+        stages = loaded.stages  # the median call's (render.run.stage_clock)
         latency = statistics.median(calls)  # what a user waits for each image of the call
         batch, share = (n, round(latency / n, 6)) if cell.batch > 1 else (None, None)
         records = []
@@ -341,7 +360,8 @@ class CellWriter:
                 compile_cache_misses=compiled.cache_misses, ref_s=self.ref_s, gpus=self.job.gpus if self.job.gpus > 1 else None,
                 latency_calls=tuple(round(c, 6) for c in calls) if len(calls) > 1 else None,
                 **clip_fields(cell, latency), **(engaged.as_dict() if engaged else {}), **self.labels.get(prompt_id, {}),
-                ledger=self.run.ledger or None, batch=batch, share_s=share))
+                ledger=self.run.ledger or None, batch=batch, share_s=share,
+                **(stages.as_fields() if stages is not None else {})))
         self._append(*records)  # one write and fsync for the call's samples
         self.last_s = latency
         loaded.fresh, loaded.load_unrecorded, self.load_s = False, False, 0.0

@@ -71,6 +71,11 @@ class SampleRecord:
     frames: int | None = None  # frames in the clip file (the reader checks it)
     fps: int | None = None  # its playback rate
     s_per_frame: float | None = None  # latency_s / frames
+    # Where the call's time went (render.run.stage_clock; device-synchronised, the median call's when timing.repeats > 1;
+    # a batched call's, as latency_s): None in a record written before they were recorded
+    text_s: float | None = None  # inside the pipeline's encode_prompt (every text encoder, the negative prompt's too)
+    denoise_s: float | None = None  # from the text encoding's end to the VAE decode's start: the denoising loop
+    vae_s: float | None = None  # inside vae.decode (0: a pixel-space model without a VAE)
     # the experiment's ledger in force when this record was written (render.laws.ledger.ledger_stamp, as run.json's
     # `ledger`): a run resumed by a launch under another ledger holds samples of two bodies of evidence
     ledger: dict[str, Any] | None = field(default=None, hash=False)

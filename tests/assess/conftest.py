@@ -108,10 +108,27 @@ def _stamp(path: Path, key: str, when: str = "2026-11-30T10:05:12+00:00") -> Non
     rundir.atomic_write_json(path, {**json.loads(path.read_text()), key: when})
 
 
+def of_pipeline(cell: dict[str, Any], pipeline: str | None) -> dict[str, Any]:
+    """The cell of the model with this pipeline class (None: the cell as it is): a metric made for one model reads
+    the cell's model.pipeline (render.compose.metric_registry.MetricSpec.applies_to)."""
+    if pipeline is None:
+        return cell
+    return {**cell, "model": {**cell["model"], "pipeline": pipeline}}
+
+
 @dataclass
 class RunFactory:
     root: Path  # the output root
     host: str = field(default_factory=socket.gethostname)
+    pipeline: str | None = None  # every cell's model.pipeline, anchors' too (None: the fixtures' FluxPipeline)
+
+    @property
+    def anchor_cell(self) -> dict[str, Any]:
+        return of_pipeline(ANCHOR_CELL, self.pipeline)
+
+    @property
+    def anchor_key(self) -> str:
+        return cell_key_of(self.anchor_cell)
 
     def sweep(self, name: str = "2026-11-30/10-04-12-3fa2", cells: list[Any] | None = None) -> Path:
         path = self.root / "multirun" / name
@@ -150,9 +167,12 @@ class RunFactory:
         started_at: str = "2026-11-30T10:04:12+00:00",
         split: str = "smoke",
         categories: dict[str, str] | None = None,
+        stages: tuple[float, float, float] | None = None,
     ) -> Path:
-        """Write one run directory. `n_done` cuts it after that many samples."""
-        cell = cell if cell is not None else ANCHOR_CELL
+        """Write one run directory. `n_done` cuts it after that many samples; `stages`: each sample's text, denoise
+        and VAE seconds as shares of its latency (None: a record without a split, as before issue 63)."""
+        cell = of_pipeline(cell if cell is not None else ANCHOR_CELL, self.pipeline)
+        anchor_key = self.anchor_key
         prompts = prompts if prompts is not None else PROMPTS
         key = cell_key_of(cell)
         path = parent / name
@@ -163,8 +183,8 @@ class RunFactory:
         run = {
             "schema": rundir.CONTRACT_VERSION, "cell_key": key, "cell": cell,
             "describe": f"tiny {cell['attention']} {cell['cache']['name']} {cell['scheduler']} {cell['steps']} steps",
-            "anchor": {"cell_key": ANCHOR_KEY, "cell": ANCHOR_CELL, "overrides": ANCHOR_OVERRIDES,
-                       "dir": f"anchors/tiny/{ANCHOR_KEY}"},
+            "anchor": {"cell_key": anchor_key, "cell": self.anchor_cell, "overrides": ANCHOR_OVERRIDES,
+                       "dir": f"anchors/tiny/{anchor_key}"},
             "out_root": str(self.root),
             "is_anchor": is_anchor,
             "prompts": {"name": split, "split": split, "file": f"/prompts/{split}.jsonl", "ids": list(prompts)},
@@ -193,7 +213,8 @@ class RunFactory:
                 peak_mem_bytes=1000 + i, mem_kind="cpu-rss-hwm", load_s=1.5 if not reused_from else 0.0,
                 reused_from=reused_from, finished_at="2026-11-30T10:04:14+00:00", sha256=rundir.digest(png),
                 bytes=len(png), prompt_sha=rundir.sample_text_hash(prompts[prompt_id]),
-                category=(categories or {}).get(prompt_id))
+                category=(categories or {}).get(prompt_id),
+                **({} if stages is None else dict(zip(("text_s", "denoise_s", "vae_s"), (lat * f for f in stages)))))
             rundir.append_record(path / rundir.SAMPLES, record.as_dict())
             lines.append(record)
         (path / rundir.LOG).write_text("log\n")
@@ -211,7 +232,7 @@ class RunFactory:
 
     def stored_anchor(self, name: str = "2026-11-30_10-04-12-ab12", **kwargs: Any) -> Path:
         """The anchor run where the renderer keeps it: <out_root>/anchors/<model>/<anchor key>/<stamp>."""
-        return self.anchor(self.root / "anchors" / "tiny" / ANCHOR_KEY, name, **kwargs)
+        return self.anchor(self.root / "anchors" / "tiny" / self.anchor_key, name, **kwargs)
 
 
 @pytest.fixture(autouse=True)
@@ -226,6 +247,14 @@ def _offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture
 def outputs(tmp_path: Path) -> RunFactory:
     return RunFactory(tmp_path / "outputs")
+
+
+@pytest.fixture
+def shapes_outputs(tmp_path: Path) -> RunFactory:
+    """Run directories of the shapes model (its pipeline class): what the shapes metrics apply to."""
+    from render.compose.metric_registry import SHAPES_PIPELINE
+
+    return RunFactory(tmp_path / "outputs", pipeline=SHAPES_PIPELINE)
 
 
 @pytest.fixture

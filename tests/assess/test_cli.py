@@ -51,7 +51,7 @@ def test_score_with_an_unknown_metric(sweep_with_anchor: Path, db: Path) -> None
     result = invoke("score", str(sweep_with_anchor), "--db", str(db), "--metrics", "psnr,fid")
     assert result.exit_code == 1
     assert result.output == ("Error: unknown metric(s): fid. Valid metrics are: psnr, ssim, lpips, clip_score, shapes, "
-                             "shapes_fit, pickscore, imagereward, temporal_ssim, cmmd\n")
+                             "shapes_fit, pickscore, imagereward, ocr, ocr_prompt, temporal_ssim, cmmd\n")
     assert not db.exists()
 
 

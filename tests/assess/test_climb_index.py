@@ -338,7 +338,7 @@ def test_an_index_of_schema_1_is_migrated_with_its_data(db: Path) -> None:
         assert [r["name"] for r in index.query("SELECT name FROM migrations ORDER BY name")] == [
             "0001_initial", "0002_climb", "0003_text_identity", "0004_quality", "0005_timing", "0006_engagement",
             "0007_side_by_side", "0008_exact_text", "0009_clips", "0010_parity", "0011_run_identity",
-            "0012_final_content", "0013_batch"] == [
+            "0012_final_content", "0013_batch", "0014_stages"] == [
                 m[0] for m in MIGRATIONS]
         assert index.query("SELECT cell_key, prompt_sha, category, steps_reused, ref_s FROM samples") == [
             {"cell_key": "c", "prompt_sha": "id:dev-000", "category": None, "steps_reused": None, "ref_s": None}]

@@ -36,7 +36,7 @@ def test_an_uncached_clip_model_is_unavailable_at_once_with_the_fix(outputs: Run
     assert metric == "clip_score" and summary.unavailable[(metric, reason)] == summary.samples
     assert reason.startswith(f"CLIP model '{DEFAULT_CLIP_MODEL}' is not in the local Hugging Face cache")
     assert f"hf download {DEFAULT_CLIP_MODEL}" in reason and "--clip-model <local folder>" in reason
-    assert "--metrics psnr,ssim,lpips,shapes,shapes_fit,pickscore,imagereward,temporal_ssim,cmmd" in reason
+    assert "--metrics psnr,ssim,lpips,shapes,shapes_fit,pickscore,imagereward,ocr,ocr_prompt,temporal_ssim,cmmd" in reason
     printed = capfd.readouterr()
     assert "Retry" not in printed.out + printed.err and "thrown while requesting" not in printed.err
 

@@ -22,7 +22,8 @@ from render.run.progress import LineProgress, progress
 from tests.assess.conftest import RunFactory, make_cell, shift
 
 
-def test_a_metric_that_cannot_score_real_prompts_says_so_once(outputs: RunFactory, db: Path) -> None:
+def test_a_metric_that_cannot_score_real_prompts_says_so_once(shapes_outputs: RunFactory, db: Path) -> None:
+    outputs = shapes_outputs  # the shapes model, given prompts outside its grammar
     sweep = outputs.sweep()
     outputs.anchor(sweep, "0_anchor", overrides=["steps=28"], latency=0.2)
     outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=shift(2), latency=0.1)

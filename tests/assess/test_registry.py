@@ -47,7 +47,7 @@ def test_report_help_lists_the_registry_quality_metrics() -> None:
 
 
 def test_leaderboard_columns_come_from_the_registry() -> None:
-    metrics = [m for m, _ in leaderboard_columns() if m != "speedup"]
+    metrics = [m for m, _ in leaderboard_columns() if m not in ("speedup", "stages")]
     assert metrics == [s.name for s in leaderboard_specs()]
     assert {"shapes", "shapes_fit"} <= set(metrics)
 
@@ -60,7 +60,8 @@ def test_index_has_a_column_for_every_metric(db: Path) -> None:
     assert {"shapes", "shapes_fit", "shapes_delta", "clip_score_delta"} <= board
 
 
-def test_an_index_made_before_a_metric_existed_gains_its_column(db: Path, outputs: RunFactory) -> None:
+def test_an_index_made_before_a_metric_existed_gains_its_column(db: Path, shapes_outputs: RunFactory) -> None:
+    outputs = shapes_outputs
     sweep = outputs.sweep()
     outputs.anchor(sweep, "0_anchor", prompts=SHAPES_PROMPTS)
     score([sweep], db, metrics=["shapes"])
@@ -73,7 +74,8 @@ def test_an_index_made_before_a_metric_existed_gains_its_column(db: Path, output
     assert rows and rows[0]["shapes"] is not None and rows[0]["shapes_fit"] is None
 
 
-def test_shapes_show_in_the_leaderboard_and_serve_as_the_quality_axis(db: Path, outputs: RunFactory) -> None:
+def test_shapes_show_in_the_leaderboard_and_serve_as_the_quality_axis(db: Path, shapes_outputs: RunFactory) -> None:
+    outputs = shapes_outputs
     sweep = outputs.sweep()
     outputs.anchor(sweep, "0_anchor", prompts=SHAPES_PROMPTS)
     outputs.run(sweep, "1_steps=8", make_cell(steps=8), overrides=["steps=8"], perturb=shift(10),
