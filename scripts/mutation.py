@@ -44,7 +44,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                                      "tests/assess/test_golden_verdicts.py", "tests/assess/test_resample.py"),
     "assess/statistics/side_by_side.py": ("tests/test_retime.py", "tests/assess/test_parity.py"),
     "assess/statistics/resample.py": ("tests/assess/test_resample.py",),
-    "assess/statistics/floor.py": ("tests/assess/test_floor.py",),
+    "assess/statistics/floor.py": ("tests/assess/test_floor_measure.py", "tests/assess/test_floor.py"),
     "assess/verdicts/table.py": ("tests/assess/test_golden_verdicts.py", "tests/assess/test_verdict_table.py"),
     "assess/verdicts/answer.py": ("tests/assess/test_golden_verdicts.py", "tests/assess/test_verdict_table.py"),
     "assess/verdicts/recorded.py": ("tests/laws/test_evidence.py", "tests/assess/test_verdict_table.py"),

@@ -244,3 +244,21 @@ def test_a_batched_cell_at_parity_with_the_fewest_gpu_seconds_an_image_is_named_
     assert answer.startswith("Fastest at parity: batch=1, 3.00×"), answer
     assert "Most images per GPU-hour at parity: batch=4, 0.0417 GPU-h per 1,000 images (0.0833 GPU-h for the fastest)" \
         in answer, answer
+
+
+@pytest.mark.parametrize("verdict, said, next_command", [
+    ("parity", "at parity on the holdout (ssim within 0.01 of the anchor on 40 prompts)", "python -m render steps=4"),
+    ("out", "out on the holdout (ssim, band 0.01, 40 prompts)", "assess report demo"),
+    ("undecided", "undecided on the holdout (ssim, band 0.01, 40 prompts)", "assess report demo"),
+    (None, "not judged on the holdout yet (40 prompts scored)", "assess report demo"),
+])
+def test_the_finals_answer_says_its_holdout_verdict_and_only_a_winner_at_parity_is_rendered_next(
+        verdict: str | None, said: str, next_command: str) -> None:
+    from assess.verdicts.answer import Final, final_sentence
+
+    over = {"speedup": "2.00× [1.90, 2.10]", "timed": "side by side"}
+    f = Final("demo", "steps=4", verdict, "ssim", 0.01, 40, over, None, "", "python -m render steps=4")
+    answer = final_sentence(f)
+    assert answer.text == (f"Final: steps=4, {said}; 2.00× [1.90, 2.10] (side by side) faster than the anchor, no "
+                           "steps-only control to compare with (not rendered on the holdout).")
+    assert answer.next == next_command
