@@ -207,7 +207,7 @@ def test_only_a_faster_undecided_cell_asks_for_more_prompts_not_a_faster_out_one
 
 def test_when_every_cell_is_out_the_answer_suggests_gentler_settings() -> None:
     answer = _answer_of(("cache=a", 2.0, 1.9, "side by side", deltas(-0.3)))
-    assert "gentler settings (more steps, a lower cache threshold), or a band of your own." in answer, answer
+    assert "; try gentler settings (more steps, a lower cache threshold), or a band of your own. Next: " in answer, answer
 
 
 def test_the_next_render_splits_each_override_at_its_first_equals_sign() -> None:
@@ -215,6 +215,8 @@ def test_the_next_render_splits_each_override_at_its_first_equals_sign() -> None
 
     assert next_render([{"label": "+pipe.kw=a=b cache=x"}, {"label": "cache=y"}], "dev") == \
         "python -m render -m +pipe.kw=a=b cache=x,y seed=[0,1]"
+    assert next_render([{"label": "+pipe.kw=a=b"}, {"label": "+pipe.kw=a=c"}], "dev") == \
+        "python -m render -m +pipe.kw=a=b,a=c seed=[0,1]"  # two values of +pipe.kw, not of +pipe.kw=a
 
 
 def test_a_side_by_side_figure_without_an_interval_is_a_ratio_without_one_and_a_cell_without_a_key_has_none() -> None:
