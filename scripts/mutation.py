@@ -48,7 +48,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "assess/verdicts/table.py": ("tests/assess/test_golden_verdicts.py", "tests/assess/test_verdict_table.py"),
     "assess/verdicts/answer.py": ("tests/assess/test_golden_verdicts.py", "tests/assess/test_verdict_table.py"),
     "assess/verdicts/recorded.py": ("tests/laws/test_evidence.py", "tests/assess/test_verdict_table.py"),
-    "assess/verdicts/default_rule.py": ("tests/assess/test_verdict_table.py", "tests/assess/test_report.py"),
+    "assess/verdicts/default_rule.py": ("tests/test_default_path.py", "tests/assess/test_verdict_table.py"),
     "assess/climb/decide.py": ("tests/assess/test_climb_decide.py", "tests/assess/test_noninferiority.py"),
     "assess/climb/speed_choice.py": ("tests/assess/test_climb_objective.py", "tests/assess/test_climb_speed.py"),
     "assess/climb/evaluate.py": ("tests/assess/test_golden_verdicts.py", "tests/assess/test_categories.py",
