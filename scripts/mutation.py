@@ -55,7 +55,8 @@ MODULES: dict[str, tuple[str, ...]] = {
                                  "tests/assess/test_climb_decide.py"),
     "render/rundir/store.py": ("tests/test_runner_promises.py", "tests/rundir/test_samples.py"),
     "render/run/runner.py": ("tests/test_runner_promises.py", "tests/test_classify.py", "tests/rundir/test_samples.py"),
-    "render/laws/holdout.py": ("tests/laws/test_prompt_options.py", "tests/laws/test_evidence_sources.py"),
+    "render/laws/holdout.py": ("tests/laws/test_prompt_options.py", "tests/laws/test_evidence_sources.py",
+                               "tests/laws/test_ledger.py"),
     "render/laws/admission.py": ("tests/laws/test_ledger.py", "tests/laws/test_evidence.py",
                                  "tests/test_experiment_guards.py"),
 }
