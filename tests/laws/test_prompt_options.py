@@ -61,6 +61,9 @@ def test_timing_a_fresh_text_is_allowed_and_a_shipped_holdout_text_is_refused(tm
     from render.laws.holdout import check_timed_texts, shipped_holdouts
 
     check_timed_texts(None, [tmp_path], ["a text no holdout holds"], ["k"], final=False)
-    held = load_prompts(str(next(iter(shipped_holdouts()))))[0].text
-    with pytest.raises(HoldoutLocked, match="1 text\\(s\\) to time belong to a locked holdout"):
+    manifest = next(iter(shipped_holdouts()))
+    held = load_prompts(str(manifest))[0].text
+    with pytest.raises(HoldoutLocked) as refused:
         check_timed_texts(None, [tmp_path], [held], ["k"], final=False)
+    assert str(refused.value).startswith(f"1 text(s) to time belong to a locked holdout (the shipped holdout manifest "
+                                         f"{manifest.name}), e.g. {held!r}: a holdout is seen once")
