@@ -373,3 +373,19 @@ def test_the_finals_cost_is_the_incumbent_the_steps_only_control_and_the_anchor_
     assert final_cost(plan, ("8", "none"), estimate) is None  # the incumbent's cost unknown: the final's too
     assert final_cost(PLAN, ("4", "none"), estimate) is None  # no holdout
     assert final_cost(plan, ("4", "none"), None) is None
+
+
+def test_a_final_that_does_not_fit_names_the_budget_an_amendment_must_give_it() -> None:
+    from dataclasses import replace
+
+    from assess.climb.decide import final_fits
+    from render.laws.gpu_budget import FINAL_MARGIN
+
+    spent = BudgetState(Budget(gpu_hours=1.0, reserve_gpu_hours=0.0), spent_s=3000.0)
+    assert final_fits(spent) == ""  # no estimate of the final
+    assert final_fits(replace(spent, final_s=360.0)) == \
+        "; the final fits (an estimated 0.1 of the 0.1667 GPU-h left)"
+    needed = math.ceil((3000.0 + 1200.0 * FINAL_MARGIN) / 3600 * 1000) / 1000
+    assert final_fits(replace(spent, final_s=1200.0)) == (
+        "; the final does not fit (an estimated 0.3333 GPU-h, 0.1667 left): raise experiment.budget.gpu_hours to "
+        f"{needed:g} by a recorded amendment (assess climb <name> --set experiment.budget.gpu_hours=... --amend \"<why>\")")
