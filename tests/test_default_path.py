@@ -220,3 +220,24 @@ def test_a_sweep_whose_jobs_still_run_is_not_continued(tmp_path: Path) -> None:
     assert interrupted(config, [["steps=4"]], jobs) is None, "a job of it still runs"
     (folder / "JOBS.json").write_text(json.dumps([{"job_id": str(gone), "cells": []}]))
     assert interrupted(config, [["steps=4"]], jobs) == folder, "its jobs are gone too: continued"
+
+
+def test_the_models_parity_is_the_first_readable_runs_record_else_its_config_today(tmp_path: Path) -> None:
+    from assess.verdicts.default_rule import model_parity
+    from render import rundir
+
+    def run(folder: str, model: dict[str, Any] | None) -> str:
+        record = rundir.RunRecord(3, "k", {}, rundir.AnchorRef("a"), False, rundir.PromptsRef("dev", ("p",)), (0,),
+                                  config={} if model is None else {"model": model})
+        rundir.atomic_write_json(tmp_path / folder / "run.json", record.as_dict())
+        return str(tmp_path / folder)
+
+    own = {"metric": "ssim", "band": 0.02, "source": "measured"}
+    first = [str(tmp_path / "unreadable"), run("recorded", {"name": "no-such-model", "parity": own}),
+             run("later", {"name": "shapes"})]
+    assert model_parity(first) == ("no-such-model", own)  # as recorded, though no such config composes today
+    shapes = model_parity([run("old", {"name": "shapes"})])  # rendered before models had one: shapes' config today
+    assert shapes[0] == "shapes" and (shapes[1]["metric"], shapes[1]["band"]) == ("shapes_fit", 0.01)
+    assert model_parity([run("nameless", {"dtype": "float32"})]) == ("", {})
+    assert model_parity([run("no-model", None)]) == ("", {})
+    assert model_parity([str(tmp_path / "unreadable")]) == ("", {})

@@ -34,12 +34,12 @@ class DefaultRule:
 def model_parity(run_paths: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """(model name, its `parity` config) as the first readable run.json of the runs records it; a run rendered
     before models had one takes its model's config as it is today ({} when that cannot be composed either)."""
-    from render.rundir import read_run_record
+    from render.rundir import InvalidRunDirectory, read_run_record
 
     for path in run_paths:
         try:
             record = read_run_record(Path(path))
-        except (OSError, ValueError):
+        except (OSError, ValueError, InvalidRunDirectory):  # a run.json gone or broken: the next run's
             continue
         model = record.config.get("model") or {}
         name = str(model.get("name", ""))

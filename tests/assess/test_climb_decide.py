@@ -313,3 +313,79 @@ def test_a_recorded_cell_is_never_proposed_at_a_rung_it_has() -> None:
     data = generation_one()
     for p in d.proposals:
         assert reached(PLAN, data[p.coords]) < p.rung if p.coords in data else p.rung == PLAN.rungs[0]
+
+
+# decide.py's promises pinned by mutation testing (docs/testing.md)
+
+
+def test_a_cell_that_did_the_same_work_as_an_evaluated_one_is_never_crowned_on_its_speed_and_is_said_so() -> None:
+    data = generation_one()  # ("4", "none") is the fastest at parity ...
+    data[("4", "none")] = CellData(**{**vars(data[("4", "none")]), "same_work_as": ("8", "none")})
+    d = decide(PLAN, data, [], ROOMY)
+    assert d.incumbent == ("8", "taylorseer")  # ... but its images are ("8", "none")'s: its speed is noise
+    assert "same work: steps=4 cache=none renders byte-identical images to steps=8 cache=none: one result, never " \
+           "ranked apart on speed" in d.reasons
+
+
+def test_a_cache_that_never_engaged_is_said_once_as_idle_not_again_as_the_same_work() -> None:
+    data = generation_one()
+    data[("8", "fbcache")] = CellData(**{**vars(data[("8", "fbcache")]), "same_work_as": ("8", "none"),
+                                         "idle_cache": "0 of 4 steps reused"})
+    reasons = decide(PLAN, data, [], ROOMY).reasons
+    assert [r for r in reasons if "steps=8 cache=fbcache" in r] == [
+        "cache never engaged: steps=8 cache=fbcache (0 of 4 steps reused): not promoted, and no cell with its cache at "
+        "as many or fewer steps and as high or a lower threshold is proposed"]
+
+
+def test_a_cell_that_failed_for_good_at_the_next_rung_is_not_promoted_and_the_next_ranked_cell_still_is() -> None:
+    data = generation_one()
+    data[("4", "none")] = CellData(**{**vars(data[("4", "none")]), "blocked_from": 8})  # the incumbent failed at 8
+    d = decide(PLAN, data, [], ROOMY)
+    assert d.incumbent == ("4", "none")
+    at_8 = {p.coords: p.kind for p in d.proposals if p.rung == 8}
+    assert ("4", "none") not in at_8  # neither as the incumbent climbing to confirm nor as a promotion
+    assert at_8[("8", "taylorseer")] == "promotion"  # second of the top two at rung 4: promoted all the same
+
+
+def test_the_design_note_names_the_axes_the_sweep_moves_and_counts_its_cells() -> None:
+    d = decide(PLAN, generation_one(), [], ROOMY)
+    neighbours = [p for p in d.proposals if p.kind == "neighbour"]
+    axes = sorted({p.axis for p in neighbours if p.axis})
+    assert neighbours and axes
+    assert f"sweep {'/'.join(axes)} ({len(neighbours)} cells)" in d.note.split("; ")
+
+
+def test_the_finals_cost_is_the_incumbent_the_steps_only_control_and_the_anchor_on_the_holdout_or_unknown() -> None:
+    from dataclasses import replace
+
+    from assess.climb.decide import CONTROL, final_cost
+
+    plan = replace(PLAN, holdout_n=10)
+    per_image = {("4", "none"): 1.0, CONTROL: 2.0, None: 4.0}
+    calls: list[tuple[object, int, int]] = []
+
+    def estimate(coords: tuple[str, ...] | None, steps: int, n: int) -> float | None:
+        calls.append((coords, steps, n))
+        return per_image.get(coords) * n if coords in per_image else None  # type: ignore[operator]
+
+    assert final_cost(plan, ("4", "none"), estimate) == 10 * (1.0 + 2.0 + 4.0)
+    assert calls == [(("4", "none"), 4, 10), (CONTROL, 4, 10), (None, 16, 10)]
+    assert final_cost(plan, ("8", "none"), estimate) is None  # the incumbent's cost unknown: the final's too
+    assert final_cost(PLAN, ("4", "none"), estimate) is None  # no holdout
+    assert final_cost(plan, ("4", "none"), None) is None
+
+
+def test_a_final_that_does_not_fit_names_the_budget_an_amendment_must_give_it() -> None:
+    from dataclasses import replace
+
+    from assess.climb.decide import final_fits
+    from render.laws.gpu_budget import FINAL_MARGIN
+
+    spent = BudgetState(Budget(gpu_hours=1.0, reserve_gpu_hours=0.0), spent_s=3000.0)
+    assert final_fits(spent) == ""  # no estimate of the final
+    assert final_fits(replace(spent, final_s=360.0)) == \
+        "; the final fits (an estimated 0.1 of the 0.1667 GPU-h left)"
+    needed = math.ceil((3000.0 + 1200.0 * FINAL_MARGIN) / 3600 * 1000) / 1000
+    assert final_fits(replace(spent, final_s=1200.0)) == (
+        "; the final does not fit (an estimated 0.3333 GPU-h, 0.1667 left): raise experiment.budget.gpu_hours to "
+        f"{needed:g} by a recorded amendment (assess climb <name> --set experiment.budget.gpu_hours=... --amend \"<why>\")")

@@ -162,3 +162,12 @@ def test_a_cell_that_reproduces_another_byte_for_byte_is_never_ranked_apart_from
     assert d.incumbent == FAST_WORSE
     assert "same work: steps=4 cache=fbcache renders byte-identical images to steps=4 cache=none: one result, never " \
            "ranked apart on speed" in d.reasons
+
+
+def test_within_noise_on_both_legs_of_several_cells_each_tied_cell_is_named_apart() -> None:
+    a, b = noisy_twins()
+    c, _ = noisy_twins(seed=4)  # a third draw of the same true speed
+    d = incumbent(cell(FAST_WORSE, -0.02, a), cell(SLOW_BETTER, -0.02, b), cell(("4", "taylorseer"), -0.02, c))
+    assert d.incumbent == FAST_WORSE
+    assert d.speed_rule.endswith("within noise on quality too of steps=4 cache=fbcache, steps=4 cache=taylorseer: "
+                                 "the lower median latency decided")

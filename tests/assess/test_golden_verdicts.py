@@ -207,7 +207,7 @@ def test_only_a_faster_undecided_cell_asks_for_more_prompts_not_a_faster_out_one
 
 def test_when_every_cell_is_out_the_answer_suggests_gentler_settings() -> None:
     answer = _answer_of(("cache=a", 2.0, 1.9, "side by side", deltas(-0.3)))
-    assert "gentler settings (more steps, a lower cache threshold), or a band of your own." in answer, answer
+    assert "; try gentler settings (more steps, a lower cache threshold), or a band of your own. Next: " in answer, answer
 
 
 def test_the_next_render_splits_each_override_at_its_first_equals_sign() -> None:
@@ -215,6 +215,8 @@ def test_the_next_render_splits_each_override_at_its_first_equals_sign() -> None
 
     assert next_render([{"label": "+pipe.kw=a=b cache=x"}, {"label": "cache=y"}], "dev") == \
         "python -m render -m +pipe.kw=a=b cache=x,y seed=[0,1]"
+    assert next_render([{"label": "+pipe.kw=a=b"}, {"label": "+pipe.kw=a=c"}], "dev") == \
+        "python -m render -m +pipe.kw=a=b,a=c seed=[0,1]"  # two values of +pipe.kw, not of +pipe.kw=a
 
 
 def test_a_side_by_side_figure_without_an_interval_is_a_ratio_without_one_and_a_cell_without_a_key_has_none() -> None:
@@ -244,3 +246,21 @@ def test_a_batched_cell_at_parity_with_the_fewest_gpu_seconds_an_image_is_named_
     assert answer.startswith("Fastest at parity: batch=1, 3.00×"), answer
     assert "Most images per GPU-hour at parity: batch=4, 0.0417 GPU-h per 1,000 images (0.0833 GPU-h for the fastest)" \
         in answer, answer
+
+
+@pytest.mark.parametrize("verdict, said, next_command", [
+    ("parity", "at parity on the holdout (ssim within 0.01 of the anchor on 40 prompts)", "python -m render steps=4"),
+    ("out", "out on the holdout (ssim, band 0.01, 40 prompts)", "assess report demo"),
+    ("undecided", "undecided on the holdout (ssim, band 0.01, 40 prompts)", "assess report demo"),
+    (None, "not judged on the holdout yet (40 prompts scored)", "assess report demo"),
+])
+def test_the_finals_answer_says_its_holdout_verdict_and_only_a_winner_at_parity_is_rendered_next(
+        verdict: str | None, said: str, next_command: str) -> None:
+    from assess.verdicts.answer import Final, final_sentence
+
+    over = {"speedup": "2.00× [1.90, 2.10]", "timed": "side by side"}
+    f = Final("demo", "steps=4", verdict, "ssim", 0.01, 40, over, None, "", "python -m render steps=4")
+    answer = final_sentence(f)
+    assert answer.text == (f"Final: steps=4, {said}; 2.00× [1.90, 2.10] (side by side) faster than the anchor, no "
+                           "steps-only control to compare with (not rendered on the holdout).")
+    assert answer.next == next_command

@@ -87,3 +87,12 @@ def test_the_median_s_percentile_interval_is_scipys(data: np.ndarray) -> None:
     found = median_interval_percentile(data, CONFIDENCE, N_RESAMPLES, SEED)
     assert np.array_equal(np.array(found, dtype=float), np.array(expected, dtype=float), equal_nan=True), (found, expected)
     assert found == expected or None in expected
+
+
+@pytest.mark.parametrize("shape", [(7,), (8,), (5, 8), (3, 4, 6), (2, 3, 7)])
+def test_resampled_medians_are_numpys_median_of_the_resampled_rows_for_indices_of_any_shape(
+        shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(7)
+    data = rng.uniform(0.5, 2.0, 12)
+    indices = rng.integers(0, 12, shape)
+    assert np.array_equal(resampled_medians(data, indices), np.median(data[indices], axis=-1))

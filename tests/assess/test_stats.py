@@ -98,3 +98,116 @@ def test_compare_cell_from_the_index(sweep_with_anchor: Path, db: Path) -> None:
     assert comparison.kinds["psnr"] == "mean"
     assert comparison.metrics["psnr"].value == pytest.approx(expected_psnr_shift(10), rel=1e-9)
     assert comparison.speedup.value == pytest.approx(0.2 / 0.05, rel=0.01)
+
+
+# compare.py's functions called directly (mutation testing, docs/testing.md)
+
+def _clip_scores(index: Index, cell_key: str, value: float) -> None:
+    """Index a non-reference metric (clip_score) of `value` for each sample of the cell, as `assess score` would."""
+    from assess.index.database import ScoreRow
+    from assess.metrics import SPECS
+    from assess.metrics.base import Outcome
+
+    rows = [ScoreRow(cell_key, r["prompt_sha"], r["prompt_id"], r["seed"], SPECS["clip_score"], Outcome.of(value),
+                     config="clip-model") for r in index.samples_of(cell_key, "smoke")]
+    with index.write() as conn:
+        index.write_scores(conn, rows)
+
+
+def test_a_metric_without_a_reference_is_compared_as_a_paired_delta_to_the_anchors_and_one_with_as_a_mean(
+        sweep_with_anchor: Path, db: Path) -> None:
+    from assess.statistics.compare import quality_deltas
+
+    score([sweep_with_anchor], db, metrics=["ssim"])
+    steps8 = cell_key_of(make_cell(steps=8))
+    with Index.open(db) as index:
+        assert quality_deltas(index, steps8, ANCHOR_KEY, "smoke", "clip_score") == {}  # neither side scored on it
+        _clip_scores(index, steps8, 0.26)
+        assert quality_deltas(index, steps8, ANCHOR_KEY, "smoke", "clip_score") == {}  # the anchor has none
+        _clip_scores(index, ANCHOR_KEY, 0.30)
+        prompts = {r["prompt_sha"] for r in index.samples_of(steps8, "smoke")}
+        assert quality_deltas(index, steps8, ANCHOR_KEY, "smoke", "clip_score") == \
+            {p: pytest.approx(-0.04) for p in prompts} and len(prompts) == 4
+        comparison = compare_cell(index, steps8, ANCHOR_KEY, "smoke")
+    assert comparison.kinds == {"ssim": "mean", "clip_score": "delta"}
+    assert comparison.metrics["clip_score"].value == pytest.approx(-0.04)
+
+
+def _with_reference_drift(run: Path, drift: float) -> None:
+    import json
+
+    from render import rundir
+
+    done = run / rundir.DONE
+    rundir.atomic_write_json(done, {**json.loads(done.read_text()), "timing": {"drift": drift}})
+
+
+def test_the_render_time_speedup_widens_its_interval_by_the_reference_drift_of_the_run_it_is_measured_against(
+        sweep_with_anchor: Path, db: Path) -> None:
+    from assess.statistics.compare import render_speedup
+
+    _with_reference_drift(sweep_with_anchor / "0_steps=28", 0.5)  # the anchor's reference slowed by half over its run
+    score([sweep_with_anchor], db, metrics=["psnr"])
+    steps8, sdpa = cell_key_of(make_cell(steps=8)), cell_key_of(make_cell(attention="sdpa"))
+    with Index.open(db) as index:
+        plain = render_speedup(index, steps8, sdpa, "smoke")  # the same latencies as the anchor's, no drift
+        drifted = render_speedup(index, steps8, ANCHOR_KEY, "smoke")
+        latencies = {k: [r["latency_s"] for r in index.samples_of(k, "smoke") if r["warmup"] == 0]
+                     for k in (steps8, sdpa)}
+    bare = speedup(latencies[sdpa], latencies[steps8])
+    assert plain is not None and drifted is not None and bare is not None and bare.low is not None
+    assert (plain.value, plain.low, plain.high, plain.n) == (bare.value, bare.low, bare.high, bare.n)
+    assert drifted.value == plain.value and drifted.n == plain.n
+    assert drifted.low == pytest.approx(bare.low / 1.5) and drifted.high == pytest.approx(bare.high * 1.5)
+
+
+def test_a_side_by_side_speedup_is_shown_with_its_interval_and_prompts_and_marked_side_by_side(
+        sweep_with_anchor: Path, db: Path) -> None:
+    from assess.statistics.compare import speed_against
+    from assess.statistics.side_by_side import SIDE_BY_SIDE, side_by_side
+    from render.rundir.session_log import ContenderTiming, TimingSession
+
+    score([sweep_with_anchor], db, metrics=["psnr"])
+    steps8 = cell_key_of(make_cell(steps=8))
+    session = TimingSession(
+        session="s-1", started_at="2026-11-30T11:00:00+00:00", finished_at="2026-11-30T11:01:00+00:00",
+        device="cpu", device_name="cpu", host="h", pid=1, samples=tuple(("t", 0) for _ in range(8)),
+        orders=tuple((0, 1) for _ in range(8)), device_s=1.0,
+        contenders=(ContenderTiming(steps8, "/r/cell", tuple(0.1 * (1 + 0.01 * i) for i in range(8)), 1, 0.1),
+                    ContenderTiming(ANCHOR_KEY, "/r/anchor", tuple(0.3 for _ in range(8)), 1, 0.1)))
+    with Index.open(db) as index:
+        index.upsert_timing(session)
+        pair = side_by_side(index, steps8, ANCHOR_KEY)
+        estimate, timed = speed_against(index, steps8, ANCHOR_KEY, None)
+    assert pair is not None and estimate is not None and timed == SIDE_BY_SIDE
+    s = pair.speedup
+    assert (estimate.value, estimate.low, estimate.high, estimate.n) == (s.value, s.low, s.high, s.n)
+    assert s.low is not None and s.high is not None and s.low < s.value < s.high and s.n == 8
+    assert estimate.note is not None and estimate.note.startswith(pair.how)
+
+
+def test_each_cells_speedup_holds_its_figure_interval_and_timing_and_in_a_scope_reads_the_anchors_scoped_samples(
+        sweep_with_anchor: Path, db: Path) -> None:
+    from types import SimpleNamespace
+
+    from assess.statistics.compare import cell_speeds, render_speedup, speed_against
+    from assess.statistics.side_by_side import TIMED_APART
+
+    score([sweep_with_anchor], db, metrics=["psnr"])
+    steps8 = cell_key_of(make_cell(steps=8))
+    with Index.open(db) as index:
+        (split,) = cell_speeds(index, [steps8, steps8])[steps8].values()
+        render = render_speedup(index, steps8, ANCHOR_KEY, "smoke")
+        shown, timed = speed_against(index, steps8, ANCHOR_KEY, render)  # timed apart: its interval widened
+        assert render is not None and shown is not None and timed == TIMED_APART
+        assert split == {"against": ANCHOR_KEY, "speedup": shown.value, "low": shown.low, "high": shown.high,
+                         "timed": TIMED_APART, "how": shown.note, "render_time": render.as_dict()}
+        mine = {(r["prompt_sha"], r["seed"]) for r in index.samples_of(steps8, "smoke")}
+        theirs = sorted((r["prompt_sha"], r["seed"]) for r in index.samples_of(ANCHOR_KEY, "smoke"))
+        anchor_keys = set(theirs[len(theirs) // 2:])  # the anchor's later (slower) samples only
+        scope = SimpleNamespace(cells={(steps8, "smoke"): SimpleNamespace(anchor_cell_key=ANCHOR_KEY, keys=mine),
+                                       (ANCHOR_KEY, "smoke"): SimpleNamespace(anchor_cell_key=None, keys=anchor_keys)})
+        scoped = cell_speeds(index, [steps8], scope)[steps8]["smoke"]
+        expected = render_speedup(index, steps8, ANCHOR_KEY, "smoke", mine, anchor_keys)
+    assert expected is not None and expected.as_dict() != render.as_dict()
+    assert scoped["render_time"] == expected.as_dict()

@@ -17,7 +17,7 @@ from assess.report.write import pareto_figure, sweep_cells, write_report
 from assess.scoring.ingest import score
 from assess.statistics.compare import compare_cell
 from tests.assess.climb_fixtures import DemoRuns, restore_hydra  # noqa: F401  (the fixture)
-from tests.assess.conftest import RunFactory, make_cell, noise, shift
+from tests.assess.conftest import RunFactory, cell_key_of, make_cell, noise, shift
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WINDOW = (1280, 800)
@@ -186,16 +186,28 @@ def test_the_experiment_reports_verdict_table_fits_1280x800(tmp_path: Path, monk
     fits_the_first_screen(_browser(page, tmp_path))
 
 
+@pytest.fixture(scope="module")
+def demo_generation(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny-demo's first climb generation rendered (by hand) and scored, once for the tests below (~40 s on two busy
+    cores): the folder its index.db lies in, where the climb's tests run."""
+    from tests.assess.climb_fixtures import hydra_state_kept
+    from tests.assess.test_climb_index import first_generation
+
+    root = tmp_path_factory.mktemp("demo")
+    with pytest.MonkeyPatch.context() as patch, hydra_state_kept():
+        patch.chdir(root)
+        first_generation(DemoRuns((root / "outputs").resolve()), root / "index.db")
+    return root
+
+
 @pytest.mark.usefixtures("restore_hydra")
-def test_the_frontier_plot_has_interval_bars_and_no_label_over_another(tmp_path: Path,
+def test_the_frontier_plot_has_interval_bars_and_no_label_over_another(demo_generation: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from assess.climb.experiment_report import _current_decision, frontier_figure
     from assess.experiment import load_experiment
-    from tests.assess.test_climb_index import first_generation
 
-    monkeypatch.chdir(tmp_path)
-    db = tmp_path / "index.db"
-    first_generation(DemoRuns((tmp_path / "outputs").resolve()), db)
+    monkeypatch.chdir(demo_generation)
+    db = demo_generation / "index.db"
     exp = load_experiment("tiny-demo", strict=False)
     with Index.open(db, create=False) as index:
         _, decision, _ = _current_decision(index, exp)
@@ -236,3 +248,62 @@ def test_a_parallel_cell_shows_its_speedup_per_gpu_and_its_scaling_efficiency() 
     untwinned = Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart", gpus=2)
     assert untwinned.per_gpu() == "2 GPUs: 0.80× per GPU, scaling efficiency n/a (its width-1 twin has no warm latency)"
     assert Speed(Estimate(1.6, 1.5, 1.7, 8), "timed apart").per_gpu() == ""
+
+
+@pytest.mark.usefixtures("restore_hydra")
+def test_the_experiment_verdict_table_is_the_anchor_then_each_climb_cell_at_its_rung_with_the_climbs_own_verdict(
+        demo_generation: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """experiment_verdict called directly: before, only the slow tier's browser test reached it."""
+    from assess.climb.experiment_report import _current_decision
+    from assess.experiment import load_experiment
+    from assess.verdicts.table import differing, experiment_verdict
+
+    monkeypatch.chdir(demo_generation)
+    exp = load_experiment("tiny-demo", strict=False)
+    with Index.open(demo_generation / "index.db", create=False) as index:
+        observed, decision, _ = _current_decision(index, exp)
+        table = experiment_verdict(index, exp, decision, observed)
+        what_if = experiment_verdict(index, exp, decision, observed, what_if_band=0.5)
+    anchor, *cells = table["rows"]
+    assert (anchor["mark"], anchor["is_anchor"], anchor["verdict"], anchor["cell_key"]) == \
+        ("A", True, "anchor", observed.anchor_key)
+    assert table["anchors"] == [{"mark": "A", "cell_key": observed.anchor_key, "config": " ".join(
+        f"{k}={v}" for k, v in exp.anchor.items()) + f" (model={exp.model})"}]
+    assert "coords" not in anchor and sorted(c["coords"] for c in cells) == sorted(decision.current)
+    labels = dict(zip(decision.current, differing([[f"{a}={v}" for a, v in zip(exp.axes, c, strict=True)]
+                                                   for c in decision.current]), strict=True))
+    for i, c in enumerate(cells):
+        e = decision.current[c["coords"]]
+        assert c["mark"] == ("*" if c["coords"] == decision.incumbent else "") + str(i + 1)
+        assert c["label"] == " ".join(labels[c["coords"]]) + f" (rung {e.rung})"
+        assert (c["verdict"], c["n_prompts"], c["cell_key"]) == (str(e.verdict), e.n, observed.keys[c["coords"]])
+    speeds = [c["speed_value"] for c in cells]
+    assert None not in speeds and speeds == sorted(speeds, reverse=True)  # all timed apart: the fastest first
+    assert table["what_if"] is None and what_if["what_if"] is not None and "0.5" in what_if["what_if"]
+    assert all(c["what_if"] in {"parity", "out", "undecided", "no data"} for c in what_if["rows"][1:])
+
+
+def test_a_cell_that_did_the_same_work_as_another_is_labelled_with_the_others_overrides_or_the_anchors_key(
+        outputs: RunFactory, db: Path) -> None:
+    from assess.report.write import sweep_cells
+    from assess.verdicts.table import Rule, sweep_verdict
+    from tests.assess.conftest import ANCHOR_KEY
+
+    sweep = outputs.sweep()
+    outputs.anchor(sweep, "0_anchor", overrides=["attention=native"], latency=0.2)
+    outputs.run(sweep, "1_attention=sdpa", make_cell(attention="sdpa"), overrides=["attention=sdpa"])  # the anchor's pixels
+    outputs.run(sweep, "2_attention=flash", make_cell(attention="flash"), overrides=["attention=flash"],
+                perturb=shift(2), latency=0.15)
+    outputs.run(sweep, "3_attention=xformers", make_cell(attention="xformers"), overrides=["attention=xformers"],
+                perturb=shift(2), latency=0.16)  # the flash cell's pixels
+    score([sweep], db, metrics=["ssim"])
+    with Index.open(db, create=False) as index:
+        views, _ = sweep_cells(index, [sweep])
+        table = sweep_verdict(index, views, Rule("ssim", 0.05))
+    labels = {r["cell_key"]: r["label"] for r in table["rows"] if not r["is_anchor"]}
+    assert labels[cell_key_of(make_cell(attention="sdpa"))] == f"attention=sdpa (same work as {ANCHOR_KEY[:12]})"
+    assert labels[cell_key_of(make_cell(attention="xformers"))] == "attention=xformers (same work as attention=flash)"
+    assert labels[cell_key_of(make_cell(attention="flash"))] == "attention=flash"
+    for r in table["rows"][1:]:  # each cell's delta to the anchor, its interval and its verdict
+        assert r["quality"][0]["text"] != "n/a" and r["n_prompts"] == 4 and r["verdict"] in {"parity", "out"}
+        assert r["speed_value"] is not None and r["timed"].startswith("timed apart")

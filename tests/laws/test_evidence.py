@@ -456,3 +456,49 @@ def test_the_recorded_verdict_is_found_from_a_run_and_a_band_is_a_labelled_what_
                                              "label": "what if: band=0.001 given on the command line, not the "
                                                       "experiment's frozen rule"}
     assert "verdict" not in what_if["holdout"]
+
+
+def test_every_runs_recorded_verdict_is_found_whole_past_a_run_whose_experiment_has_no_readable_ledger(
+        tmp_path: Path) -> None:
+    from assess.verdicts.recorded import recorded_verdicts
+    from render.laws import claim_final, complete_final
+
+    out = tmp_path / "outputs"
+    ledger = Ledger("tiny-demo", out)
+    claim = claim_final(ledger, {"cells": ["k"]})
+    complete_final(ledger, claim, {"metric": "ssim", "band": 0.01, "alpha": 0.05, "parity": "parity",
+                                   "arms": [{"role": "incumbent", "overrides": [], "cell_key": "k",
+                                             "quality": {"verdict": "parity"}}]})
+    paths = []
+    for folder, name in (("bad", "not a name/.."), ("good", "tiny-demo")):  # the first names no valid experiment
+        record = rundir.RunRecord(3, "k", {}, rundir.AnchorRef("a"), False, rundir.PromptsRef("dev", ("p",)), (0,),
+                                  config={"experiment": {"name": name}, "out_root": str(out)})
+        rundir.atomic_write_json(out / "runs" / folder / "run.json", record.as_dict())
+        paths.append(str(out / "runs" / folder))
+    assert recorded_verdicts(paths) == {"k": {
+        "verdict": "parity", "split": "holdout", "role": "incumbent", "experiment": "tiny-demo",
+        "rule": {"metric": "ssim", "band": 0.01, "alpha": 0.05},
+        "source": "the final's result in experiment tiny-demo's ledger"}}
+
+
+def test_a_recorded_verdict_reads_with_its_split_role_rule_and_source_and_a_band_is_a_what_if_beside_it() -> None:
+    from assess.verdicts.recorded import recorded_text, verdict_lines
+
+    mine = {"verdict": "parity", "split": "holdout", "role": "incumbent", "experiment": "demo",
+            "rule": {"metric": "ssim", "band": 0.01, "alpha": 0.05}, "source": "the ledger"}
+    text = ("parity (recorded on the holdout as the final's incumbent, under experiment demo's frozen rule: ssim band "
+            "0.01 alpha 0.05; the ledger)")
+    assert recorded_text(mine) == text
+    assert recorded_text({"verdict": "out"}) == ("out (recorded on the None as the final's None, under experiment "
+                                                 "None's frozen rule: None band None alpha None; None)")
+    lines = verdict_lines([("a", "ka"), ("b", "kb"), ("c", "kc")], {"ka": mine}, 0.02,
+                          {"ka": {"dev": "out"}, "kb": {"dev": "parity"}})
+    assert lines == [
+        "verdicts (the recorded one under the frozen rule; a --band is a what-if beside it):",
+        f"  a: verdict {text}",
+        "    what if: band=0.02 given on the command line, not the experiment's frozen rule: dev: out",
+        "  b: verdict none recorded (no final of an experiment decided this cell)",
+        "    what if: band=0.02 given on the command line, not the experiment's frozen rule: dev: parity"]
+    assert verdict_lines([("c", "kc")], {"ka": mine}) == []
+    assert verdict_lines([("a", "ka")], {"ka": mine}) == ["verdicts (the recorded one under the frozen rule; a --band "
+                                                          "is a what-if beside it):", f"  a: verdict {text}"]

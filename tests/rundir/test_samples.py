@@ -240,3 +240,24 @@ def test_a_single_runs_summary_names_the_cell_by_its_overrides(capsys: pytest.Ca
     done, failed, where = capsys.readouterr().out.splitlines()
     assert done == f"done    steps=8 cache=fbcache: 6 rendered, 0 reused  {tmp_path / 'a'}"
     assert failed == "FAILED  steps=4: oom: out of memory" and key[:12] not in done + failed
+
+
+def test_a_linked_sample_is_the_same_image_under_this_runs_prompt_id_with_no_load_time_and_names_its_source(
+        tmp_path: Path) -> None:
+    """link_sample called directly (the rerun tests above that reach it render the tiny model: slow tier)."""
+    from render.rundir.store import ExistingSample, link_sample
+
+    out, png = tmp_path / "out", b"\x89PNG not decoded here"
+    source, target = out / "runs" / "a", out / "runs" / "b"
+    image = f"{rundir.IMAGES}/{rundir.image_name('p1', 3)}"
+    rundir.atomic_write_bytes(source / image, png)
+    record = rundir.SampleRecord(
+        cell_key="k", prompt_id="p1", prompt="a cube", seed=3, image=image, width=8, height=8, latency_s=0.25,
+        warmup=False, steps=2, s_per_step=0.125, peak_mem_bytes=1, mem_kind="cpu-rss-hwm", load_s=1.5,
+        reused_from=None, finished_at="2026-11-30T10:04:14+00:00", sha256=rundir.digest(png), bytes=len(png),
+        prompt_sha=rundir.sample_text_hash("a cube"))
+    linked = link_sample(ExistingSample(source, record), target, out, prompt_id="p2")
+    assert (linked.prompt_id, linked.image, linked.reused_from, linked.load_s) == \
+        ("p2", f"{rundir.IMAGES}/{rundir.image_name('p2', 3)}", "runs/a", 0.0)  # no model was loaded for it
+    assert (linked.latency_s, linked.sha256, linked.seed) == (0.25, record.sha256, 3)  # its render's, as it was
+    assert (target / linked.image).read_bytes() == png
