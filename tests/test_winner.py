@@ -203,6 +203,7 @@ def test_the_finals_incumbent_is_written_as_a_winner_file_with_its_holdout_resul
     from types import SimpleNamespace
 
     from assess.climb.run_final import Arm, FinalResult, write_final_winner
+    from assess.statistics.compare import Verdict
 
     run = load_run(runs["shapes"])
     dev_run = _render(tmp_path / "climb", "shapes-dev", *SHAPES, "prompts=dev")
@@ -212,7 +213,7 @@ def test_the_finals_incumbent_is_written_as_a_winner_file_with_its_holdout_resul
     result = FinalResult("demo", "2026-12-07T20:00:00+00:00", {}, "steps=4 scheduler=dpmpp-2m", "shapes_fit", 0.01,
                          0.05, [Arm("incumbent", ["steps=4", "scheduler=dpmpp-2m"], run.cell_key, quality=quality,
                                     speedup=speed, timed="side by side"), Arm("anchor", [], None)],
-                         "parity", sweeps=[str(runs["shapes"].parent)])
+                         Verdict.PARITY, sweeps=[str(runs["shapes"].parent)])  # the final's type: a str Enum
     said: list[str] = []
     exp = SimpleNamespace(name="demo", out_root=tmp_path, holdout=SimpleNamespace(split="holdout"),
                           dev=SimpleNamespace(split=load_run(dev_run).split),

@@ -10,6 +10,8 @@ Written atomically; a reader refuses a file that breaks the contract, naming the
 from __future__ import annotations
 
 import math
+import numbers
+from enum import Enum
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -127,13 +129,22 @@ def read_winner(path: Path | str) -> Winner:
 
 
 def _plain(value: Any) -> Any:
-    """YAML-safe values: tuples as lists, non-finite floats as null (a figure that cannot be had)."""
+    """YAML-safe values: tuples as lists, an Enum as its value (a verdict is a str Enum), numpy's numbers as Python's,
+    non-finite floats as null (a figure that cannot be had). yaml.safe_dump represents exact types only."""
+    if isinstance(value, Enum):
+        return _plain(value.value)
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        return str(value)
     return value
 
 
