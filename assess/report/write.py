@@ -769,16 +769,18 @@ def write_report(sweeps: list[Path | str], index_path: Path | str | None = None,
         rule = default_rule(index, views, runs, quality_metric, band, alpha, test, price_per_gpu_hour)
         verdict = sweep_verdict(index, views, rule, recorded_verdicts([r["path"] for r in runs]), band)
         verdict["answer"] = answer_of(verdict, runs, sweep_paths)
-        verdict["winner"] = winner_section(staging, out_dir, verdict, runs, sweep_paths, rule)
+        verdict["winner"] = winner_section(staging, verdict, runs, sweep_paths, rule)
         _write_report(index, staging, out_dir, sweep_paths, runs, missing, views, scope, rule.metric, rule.band, alpha,
                       problems, notes, verdict)
     return out_dir / "index.html"
 
 
-def winner_section(staging: Path, out_dir: Path, verdict: dict[str, Any], runs: list[dict[str, Any]],
-                   sweeps: list[Path], rule: Any) -> dict[str, Any] | None:
+def winner_section(staging: Path, verdict: dict[str, Any], runs: list[dict[str, Any]], sweeps: list[Path],
+                   rule: Any) -> dict[str, Any] | None:
     """The sweep's fastest cell at parity written as winner.yaml into the report folder (assess.winner), and what the
-    report shows of it: its overrides and the copy-paste Python; None without a cell at parity."""
+    report shows of it: its overrides and the copy-paste Python, which names the file beside the report (a report's
+    bytes depend on its evidence only, not on the folder it is written to: an export writes it elsewhere, and a
+    second export must find it unchanged); None without a cell at parity."""
     from assess.verdicts.answer import fastest_at_parity
     from assess.winner.contract import WINNER, write_winner
     from assess.winner.judged import python_snippet, sweep_winner
@@ -792,7 +794,7 @@ def winner_section(staging: Path, out_dir: Path, verdict: dict[str, Any], runs: 
     except (ValueError, RenderError) as error:  # its overrides no longer compose to the judged cell: no file, and why
         return {"problem": f"no winner file: {error}"}
     write_winner(staging / WINNER, winner)
-    return {"file": WINNER, "overrides": winner.override_line, "python": python_snippet(out_dir / WINNER)}
+    return {"file": WINNER, "overrides": winner.override_line, "python": python_snippet(WINNER)}
 
 
 def _write_report(index: Index, staging: Path, out_dir: Path, sweep_paths: list[Path], runs: list[dict[str, Any]],

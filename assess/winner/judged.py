@@ -17,7 +17,7 @@ def python_snippet(winner_path: Path | str, model: str = "<your model folder or 
     """The copy-paste Python that takes this winner to a pipeline of one's own (README: Take the winner to production)."""
     return (f"import hypergrid\n"
             f"pipe = ...  # your pipeline, loaded your way from {model}\n"
-            f"applied = hypergrid.apply(pipe, \"{winner_path}\")\n"
+            f"applied = hypergrid.apply(pipe, \"{winner_path}\")  # the winner file beside this report\n"
             "image = pipe(**applied.call_kwargs(\"a red circle\", seed=0)).images[0]")
 
 
