@@ -12,11 +12,9 @@ without either, the plan counts cells and samples and says how to get the second
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-
 from pathlib import Path
-from collections.abc import Sequence
 
 from assess.climb.decide import decide
 from assess.climb.plan import BudgetState, Coords, Plan

@@ -187,6 +187,7 @@ def check_levers(cell: Any, device: str) -> None:
 def check_recorded(cell: Any, recorded: dict[str, Any]) -> None:
     """The source's overrides still compose to the cell it recorded (the device kind aside): a file whose levers were
     edited, or a config that changed since, would apply something other than what was judged."""
+    from assess.statistics.floor import _flat  # a config's nested keys, dotted (one flattening, the floor's)
     from render.rundir import cell_key_of
 
     ours, theirs = _flat(cell.canonical()), _flat(recorded)
@@ -198,15 +199,6 @@ def check_recorded(cell: Any, recorded: dict[str, Any]) -> None:
             for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)]
     raise WinnerRefused(f"the winner's overrides compose to another cell than the one it recorded ({'; '.join(diff)}): "
                         "the file was edited, or the configs changed since it was judged")
-
-
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            out |= _flat(v, f"{prefix}{k}.")
-        return out
-    return {prefix.rstrip("."): node}
 
 
 def warn_versions(winner: Winner | None) -> list[str]:

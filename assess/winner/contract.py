@@ -149,16 +149,11 @@ def _plain(value: Any) -> Any:
 
 
 def library_versions() -> dict[str, str | None]:
-    """The installed versions of LIBRARIES (None: not installed)."""
-    from importlib import metadata
+    """The installed versions of LIBRARIES (None: not installed), as run.json records them (render.run.provenance)."""
+    from render.run.provenance import versions
 
-    found: dict[str, str | None] = {}
-    for name in LIBRARIES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
+    installed = versions()
+    return {name: installed.get(name) for name in LIBRARIES}
 
 
 def differing_versions(recorded: dict[str, str | None], installed: dict[str, str | None] | None = None) -> list[str]:
